@@ -1,0 +1,1 @@
+"""Symbolic derivations (SymPy): one module per theory plus the shared Gaussian toolbox."""

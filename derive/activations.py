@@ -1,0 +1,57 @@
+"""Activation functions as SymPy expressions in one variable ``x``.
+
+Closed-form Gaussian kernels exist for ``erf``, ``relu`` and ``linear``
+(see :mod:`derive.gaussian`); every other activation -- the built-in ``tanh``
+and ``gelu`` or any SymPy expression a user supplies -- goes through the
+generated Gauss--Hermite kernels and the mpmath route.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+x = sp.Symbol("x", real=True)
+
+#: Activations with a closed-form dual kernel (derived in derive.gaussian).
+CLOSED_FORM = ("erf", "relu", "linear")
+
+#: Smooth activations handled by generated Gauss--Hermite kernels.
+BUILTIN_EXPRESSIONS: dict[str, sp.Expr] = {
+    "erf": sp.erf(x),
+    "tanh": sp.tanh(x),
+    "gelu": x * (1 + sp.erf(x / sp.sqrt(2))) / 2,
+    "linear": x,
+    "relu": sp.Max(x, 0),
+}
+
+QUADRATURE = ("tanh", "gelu")
+
+KNOWN = tuple(BUILTIN_EXPRESSIONS)
+
+
+def activation_expr(name: str) -> sp.Expr:
+    """The SymPy expression of a named activation; unknown names are an error."""
+    try:
+        return BUILTIN_EXPRESSIONS[name]
+    except KeyError:
+        raise ValueError(
+            f"activation: unknown activation {name!r}; allowed: {', '.join(KNOWN)} "
+            "(or pass a SymPy expression in x)"
+        ) from None
+
+
+def parse_activation(spec: str | sp.Expr) -> tuple[str, sp.Expr]:
+    """Name and expression of an activation given by name or as a SymPy expression/string in x."""
+    if isinstance(spec, sp.Expr):
+        expr = spec
+        if expr.free_symbols - {x}:
+            raise ValueError(f"activation: expression must depend on x only, got free symbols {expr.free_symbols}")
+        return (f"custom_{abs(hash(sp.srepr(expr))) % 10**8:08d}", expr.subs(sp.Symbol("x"), x))
+    if spec in BUILTIN_EXPRESSIONS:
+        return spec, BUILTIN_EXPRESSIONS[spec]
+    raise ValueError(f"activation: unknown activation {spec!r}; allowed: {', '.join(KNOWN)}")
+
+
+def derivatives(expr: sp.Expr) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
+    """(phi, phi', phi'') by SymPy differentiation."""
+    d1 = sp.diff(expr, x)
+    return expr, sp.simplify(d1), sp.simplify(sp.diff(d1, x))

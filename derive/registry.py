@@ -1,0 +1,28 @@
+"""All derivations resprop knows, by theory name (the order is the generation order)."""
+from __future__ import annotations
+
+from typing import Callable
+
+from .field_theory import derive_field_theory
+from .gaussian import derive_gaussian
+from .results import Derivation
+
+THEORIES: dict[str, tuple[str, Callable[[], Derivation]]] = {
+    "gaussian": ("derive/gaussian.py", derive_gaussian),
+    "fischer": ("derive/field_theory.py", derive_field_theory),
+}
+
+#: Activations that get a generated Gauss--Hermite module.
+GENERATED_ACTIVATIONS = ("erf", "tanh", "gelu")
+
+PAPERS = {
+    "fischer2025": "Fischer, Dahmen \\& Helias (2025), Phys. Rev. E 112, 065301",
+    "cho_saul2009": "Cho \\& Saul (2009), Kernel methods for deep learning",
+}
+
+
+def derivation(theory: str) -> Derivation:
+    try:
+        return THEORIES[theory][1]()
+    except KeyError:
+        raise ValueError(f"theory: unknown theory {theory!r}; allowed: {', '.join(THEORIES)}") from None

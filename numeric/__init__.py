@@ -1,0 +1,1 @@
+"""Numeric drivers of the generated kernels: NNGP, response, rho*, simulation, mpmath checks."""
