@@ -15,7 +15,7 @@ LATEX_NAMES: dict[sp.Symbol, str] = {**gaussian.LATEX_NAMES, **field_theory.LATE
 
 def equation_tex(result: Result) -> str:
     names = {s: LATEX_NAMES.get(s, sp.latex(s)) for s in result.expr.free_symbols}
-    rhs = sp.latex(result.expr, symbol_names=names, inv_trig_style="full", ln_notation=True)
+    rhs = sp.latex(result.expr, symbol_names=names, inv_trig_style="full", ln_notation=True, mul_symbol="dot")
     lhs = result.lhs.name if isinstance(result.lhs, sp.Symbol) else sp.latex(result.lhs)
     return f"{lhs} = {rhs}"
 

@@ -1,0 +1,114 @@
+"""Gaussian expectations of an activation, dispatched to the generated kernels.
+
+For each activation the same five functions are provided:
+``mean_phi_phi(K_aa, K_bb, K_ab)``, ``mean_dphi_dphi(...)``, ``mean_phi_sq(K)``,
+``price_diag(K)`` = <phi'^2 + phi phi''> and ``mean_phi_sq_phi_sq(...)``.
+erf, ReLU and linear use the closed forms of `generated.gaussian`; tanh, GELU
+and any SymPy expression use generated Gauss--Hermite kernels (the module for a
+custom expression is rendered from the same template and loaded in memory).
+"""
+from __future__ import annotations
+
+import hashlib
+import types
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable
+
+import numpy as np
+import sympy as sp
+
+import generated.activation_erf as gh_erf
+import generated.activation_gelu as gh_gelu
+import generated.activation_tanh as gh_tanh
+import generated.gaussian as closed
+from derive import activations
+
+from .validation import ParameterError
+
+Array = np.ndarray
+
+
+@dataclass(frozen=True)
+class ActivationKernels:
+    name: str
+    mean_phi_phi: Callable[[Array, Array, Array], Array]
+    mean_dphi_dphi: Callable[[Array, Array, Array], Array]
+    mean_phi_sq: Callable[[Array], Array]
+    price_diag: Callable[[Array], Array]
+    mean_phi_sq_phi_sq: Callable[[Array, Array, Array], Array]
+    dphi0_sq: float
+    closed_form: bool
+
+
+def _from_module(name: str, mod: types.ModuleType, closed_form_overrides: dict | None = None) -> ActivationKernels:
+    fns = dict(mean_phi_phi=mod.mean_phi_phi, mean_dphi_dphi=mod.mean_dphi_dphi, mean_phi_sq=mod.mean_phi_sq,
+               price_diag=mod.price_diag, mean_phi_sq_phi_sq=mod.mean_phi_sq_phi_sq)
+    fns.update(closed_form_overrides or {})
+    with np.errstate(over="ignore"):
+        d0 = float(mod.dphi(np.array(0.0))) ** 2
+    return ActivationKernels(name=name, dphi0_sq=d0, closed_form=bool(closed_form_overrides), **fns)
+
+
+def _linear() -> ActivationKernels:
+    return ActivationKernels(
+        name="linear",
+        mean_phi_phi=lambda a, b, c: np.asarray(c, dtype=float) + 0.0 * np.asarray(a),
+        mean_dphi_dphi=lambda a, b, c: np.ones(np.broadcast(a, b, c).shape),
+        mean_phi_sq=lambda k: np.asarray(k, dtype=float),
+        price_diag=lambda k: np.ones(np.shape(k)),
+        mean_phi_sq_phi_sq=lambda a, b, c: np.asarray(a) * b + 2 * np.asarray(c) ** 2,  # Isserlis
+        dphi0_sq=1.0, closed_form=True)
+
+
+def _relu() -> ActivationKernels:
+    return ActivationKernels(
+        name="relu",
+        mean_phi_phi=closed.relu_arccos1,
+        mean_dphi_dphi=closed.relu_arccos0,
+        mean_phi_sq=lambda k: np.asarray(k, dtype=float) / 2,
+        price_diag=lambda k: np.full(np.shape(k), float(closed.relu_price_diag())),
+        mean_phi_sq_phi_sq=closed.relu_arccos2,
+        dphi0_sq=0.25,  # one-sided: phi'(0) is undefined; the symmetric value 1/2 squared
+        closed_form=True)
+
+
+@lru_cache(maxsize=None)
+def kernels(activation: str | sp.Expr = "erf") -> ActivationKernels:
+    """The expectation kernels of a named activation or a SymPy expression in ``x``."""
+    if isinstance(activation, str):
+        if activation == "erf":
+            return _from_module("erf", gh_erf, dict(
+                mean_phi_phi=closed.erf_mean_phi_phi, mean_dphi_dphi=closed.erf_mean_dphi_dphi,
+                mean_phi_sq=closed.erf_mean_phi_sq, price_diag=closed.erf_price_diag))
+        if activation == "relu":
+            return _relu()
+        if activation == "linear":
+            return _linear()
+        if activation == "tanh":
+            return _from_module("tanh", gh_tanh)
+        if activation == "gelu":
+            return _from_module("gelu", gh_gelu)
+        try:
+            expr = sp.sympify(activation, locals={"x": activations.x})
+        except (sp.SympifyError, SyntaxError, TypeError):
+            expr = None
+        if expr is None or not isinstance(expr, sp.Expr) or expr.free_symbols != {activations.x}:
+            raise ParameterError("activation", f"unknown activation {activation!r}; allowed: "
+                                 f"{', '.join(activations.KNOWN)} or a SymPy expression in x")
+        return custom_kernels(expr)
+    return custom_kernels(activation)
+
+
+def custom_kernels(expr: sp.Expr) -> ActivationKernels:
+    """Render the activation template for an arbitrary SymPy expression and load it in memory."""
+    from derive.codegen import render_activation_module
+
+    expr = expr.subs(sp.Symbol("x"), activations.x)
+    if expr.free_symbols != {activations.x}:
+        raise ParameterError("activation", f"expression must depend on x only, got {expr}")
+    name = "custom_" + hashlib.sha256(sp.srepr(expr).encode()).hexdigest()[:10]
+    source = render_activation_module(name, expr)
+    mod = types.ModuleType(f"generated.{name}")
+    exec(compile(source, f"<generated {name}>", "exec"), mod.__dict__)
+    return _from_module(name, mod)

@@ -1,0 +1,100 @@
+"""High-precision (mpmath) routes for the field-theory response, independent of the float64 kernels.
+
+Two routes, both at ``dps`` digits:
+
+* ``quadrature``: every Gaussian expectation is an mpmath quadrature of the
+  activation and its SymPy derivatives (lambdified to mpmath); no closed form
+  is used.  Diagonal element only (1-D integrals).
+* ``closed``: the derived closed forms of :mod:`derive.gaussian` evaluated in
+  mpmath (fast; used for the off-diagonal element and to maximise over rho).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import mpmath as mp
+import sympy as sp
+
+from derive import activations, gaussian
+
+
+@lru_cache(maxsize=None)
+def _activation_mp(name: str):
+    phi, dphi, ddphi = activations.derivatives(activations.activation_expr(name))
+    return tuple(sp.lambdify(activations.x, e, modules="mpmath") for e in (phi, dphi, ddphi))
+
+
+def gaussian_mean_mp(f, K) -> mp.mpf:
+    """E[f(u)], u ~ N(0, K), by mpmath quadrature on (-inf, 0, inf)."""
+    s = mp.sqrt(K)
+    return mp.quad(lambda z: f(s * z) * mp.exp(-z * z / 2), [-mp.inf, 0, mp.inf]) / mp.sqrt(2 * mp.pi)
+
+
+def gaussian_mean2_mp(f, g, K_aa, K_bb, K_ab) -> mp.mpf:
+    """E[f(u) g(v)] for a centred bivariate Gaussian, by nested mpmath quadrature."""
+    sa = mp.sqrt(K_aa)
+    c = K_ab / sa
+    s = mp.sqrt(K_bb - c * c)
+    inner = lambda z1: f(sa * z1) * mp.quad(lambda z2: g(c * z1 + s * z2) * mp.exp(-z2 * z2 / 2),  # noqa: E731
+                                             [-mp.inf, 0, mp.inf])
+    return mp.quad(lambda z1: inner(z1) * mp.exp(-z1 * z1 / 2), [-mp.inf, 0, mp.inf]) / (2 * mp.pi)
+
+
+@lru_cache(maxsize=None)
+def _closed_mp(name: str):
+    if name != "erf":
+        raise ValueError(f"activation: the closed-form mpmath route exists for erf only, got {name!r}")
+    args = (gaussian.K_aa, gaussian.K_bb, gaussian.K_ab)
+    return (sp.lambdify(args, gaussian.erf_mean_phi_phi(), "mpmath"),
+            sp.lambdify(args, gaussian.erf_mean_dphi_dphi(), "mpmath"),
+            sp.lambdify((gaussian.K,), gaussian.erf_mean_phi_sq(), "mpmath"),
+            sp.lambdify((gaussian.K,), gaussian.erf_price_diag(), "mpmath"))
+
+
+def chi_out_mp(k0, depth: int, rho, sigma_w2, sigma_b2, sigma_w2_out=None, k0_offdiag=None,
+               activation: str = "erf", dps: int = 30, route: str = "quadrature") -> mp.mpf:
+    """chi_out (48) at dps digits; diagonal element, or off-diagonal when k0_offdiag is given."""
+    with mp.workdps(dps + 10):
+        rho, sw, sb = mp.mpf(rho), mp.mpf(sigma_w2), mp.mpf(sigma_b2)
+        swo = sw if sigma_w2_out is None else mp.mpf(sigma_w2_out)
+        if route == "quadrature":
+            if k0_offdiag is not None:
+                raise ValueError("route: the quadrature route is diagonal-only; use route='closed'")
+            phi, dphi, ddphi = _activation_mp(activation)
+            m2 = lambda K: gaussian_mean_mp(lambda h: phi(h) ** 2, K)  # noqa: E731
+            g = lambda K: gaussian_mean_mp(lambda h: dphi(h) ** 2 + phi(h) * ddphi(h), K)  # noqa: E731
+        elif route == "closed":
+            pp, dd, m2, g = _closed_mp(activation)
+        else:
+            raise ValueError(f"route: must be 'quadrature' or 'closed', got {route!r}")
+        Kd = mp.mpf(k0)
+        Ko = None if k0_offdiag is None else mp.mpf(k0_offdiag)
+        chi = mp.mpf(1)
+        for _ in range(int(depth)):
+            if Ko is None:
+                eta = rho**2 * sw * g(Kd) * chi
+                Kd = Kd + rho**2 * (sw * m2(Kd) + sb)
+            else:
+                eta = rho**2 * sw * dd(Kd, Kd, Ko) * chi
+                Ko = Ko + rho**2 * (sw * pp(Kd, Kd, Ko) + sb)
+                Kd = Kd + rho**2 * (sw * m2(Kd) + sb)
+            chi = chi + eta
+        factor = g(Kd) if Ko is None else dd(Kd, Kd, Ko)
+        return +(swo * factor * chi)
+
+
+def rho_star_mp(k0, depth: int, sigma_w2, sigma_b2, start: float, sigma_w2_out=None, k0_offdiag=None,
+                dps: int = 30) -> mp.mpf:
+    """argmax_rho chi_out at dps digits: root of d chi_out / d rho (closed-form erf route), from ``start``."""
+    with mp.workdps(dps + 15):
+        f = lambda r: chi_out_mp(k0, depth, r, sigma_w2, sigma_b2, sigma_w2_out, k0_offdiag,  # noqa: E731
+                                 dps=dps + 15, route="closed")
+        lo, hi = mp.mpf(start) * (1 - mp.mpf("1e-3")), mp.mpf(start) * (1 + mp.mpf("1e-3"))
+        slope = lambda r: mp.diff(f, r)  # noqa: E731
+        if not (slope(lo) > 0 > slope(hi)):
+            raise ValueError("start: the maximum of chi_out is not within 0.1% of the start value")
+        # bisection on the sign of the slope: robust where the maximum is flat
+        while hi - lo > mp.mpf(10) ** (-dps - 2) * hi:
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if slope(mid) > 0 else (lo, mid)
+        return (lo + hi) / 2
