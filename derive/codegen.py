@@ -31,6 +31,11 @@ class KernelPrinter(SciPyPrinter):
     def __init__(self) -> None:
         super().__init__({"fully_qualified_modules": True, "inline": True, "allow_unknown_functions": False})
 
+    def _print_asin(self, expr):
+        # |argument| <= 1 holds mathematically (Cauchy-Schwarz); clip only the last-ulp round-off
+        # that appears when the correlation of two inputs approaches 1 at large depth.
+        return "numpy.arcsin(numpy.clip({}, -1.0, 1.0))".format(self._print(expr.args[0]))
+
     def _print_Max(self, expr):  # elementwise, so the kernels broadcast
         return "numpy.maximum({}, {})".format(*[self._print(a) for a in expr.args]) if len(expr.args) == 2 \
             else super()._print_Max(expr)

@@ -50,6 +50,38 @@ def _from_module(name: str, mod: types.ModuleType, closed_form_overrides: dict |
     return ActivationKernels(name=name, dphi0_sq=d0, closed_form=bool(closed_form_overrides), **fns)
 
 
+@lru_cache(maxsize=None)
+def _composite_legendre(panels: int = 600, order: int = 8, half_width: float = 9.0) -> tuple[Array, Array]:
+    """Composite Gauss--Legendre nodes on [-half_width, half_width] with the standard normal density folded in."""
+    x, w = np.polynomial.legendre.leggauss(order)
+    edges = np.linspace(-half_width, half_width, panels + 1)
+    mid, half = (edges[1:] + edges[:-1]) / 2, (edges[1:] - edges[:-1]) / 2
+    z = (mid[:, None] + half[:, None] * x).ravel()
+    wz = (half[:, None] * w).ravel() * np.exp(-z * z / 2) / np.sqrt(2 * np.pi)
+    return z, wz
+
+
+def erf_mean_phi_sq_phi_sq(K_aa, K_bb, K_ab) -> Array:
+    """<erf(u)^2 erf(v)^2> by a one-dimensional reduction (fourth moment of Fischer et al. 35/C4).
+
+    Given u, v ~ N(mu, s^2) with mu = K_ab u / K_aa, s^2 = K_bb - K_ab^2/K_aa.  Writing
+    erf(v) = 2 Phi(sqrt2 v) - 1 and E[Phi(a v)^2] as a bivariate normal orthant
+    probability in Owen's T gives E[erf(v)^2 | u] = 1 - 8 T(sqrt2 mu / sqrt(1 + 2 s^2), 1/sqrt(1 + 4 s^2))
+    (at mu = 0 this is (2/pi) asin(2 s^2 / (1 + 2 s^2)), the erf dual kernel).  The outer integral
+    over u uses composite Gauss--Legendre panels, which resolve the steep erf(u)^2 at large K_aa
+    where Gauss--Hermite does not.
+    """
+    from scipy.special import erf, owens_t
+
+    K_aa, K_bb, K_ab = np.broadcast_arrays(*(np.asarray(k, dtype=float) for k in (K_aa, K_bb, K_ab)))
+    z, wz = _composite_legendre()
+    u = np.sqrt(K_aa)[..., None] * z
+    mu = (K_ab / K_aa)[..., None] * u
+    s2 = np.maximum(K_bb - K_ab**2 / K_aa, 0.0)[..., None]
+    inner = 1 - 8 * owens_t(np.sqrt(2) * mu / np.sqrt(1 + 2 * s2), 1 / np.sqrt(1 + 4 * s2))
+    return (erf(u) ** 2 * inner) @ wz
+
+
 def _linear() -> ActivationKernels:
     return ActivationKernels(
         name="linear",
@@ -80,7 +112,8 @@ def kernels(activation: str | sp.Expr = "erf") -> ActivationKernels:
         if activation == "erf":
             return _from_module("erf", gh_erf, dict(
                 mean_phi_phi=closed.erf_mean_phi_phi, mean_dphi_dphi=closed.erf_mean_dphi_dphi,
-                mean_phi_sq=closed.erf_mean_phi_sq, price_diag=closed.erf_price_diag))
+                mean_phi_sq=closed.erf_mean_phi_sq, price_diag=closed.erf_price_diag,
+                mean_phi_sq_phi_sq=erf_mean_phi_sq_phi_sq))
         if activation == "relu":
             return _relu()
         if activation == "linear":

@@ -113,6 +113,11 @@ def propagate(d0: np.ndarray, o0: np.ndarray, pairs: tuple[np.ndarray, np.ndarra
             eta_d = gen.residual_response(rho, sw, g_d, chi_d)
             eta_o = gen.residual_response(rho, sw, g_o, chi_o)
             d, o = gen.kernel_update(d, C_d), gen.kernel_update(o, C_o)
+            # Round-off guard, not input clipping: |K_ab| <= sqrt(K_aa K_bb) holds exactly, but the
+            # correlation-one manifold is unstable (the off-diagonal slope exceeds the diagonal one),
+            # so last-ulp differences between K_ab and K_aa would otherwise grow with depth.
+            bound = np.sqrt(d[..., i] * d[..., j])
+            o = np.clip(o, -bound, bound)
             chi_d, chi_o = gen.kernel_response(chi_d, eta_d), gen.kernel_response(chi_o, eta_o)
             if keep_layers:
                 for k, v in (("K_diag", d), ("K_off", o), ("C_diag", C_d), ("C_off", C_o),

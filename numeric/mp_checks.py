@@ -35,8 +35,9 @@ def gaussian_mean2_mp(f, g, K_aa, K_bb, K_ab) -> mp.mpf:
     sa = mp.sqrt(K_aa)
     c = K_ab / sa
     s = mp.sqrt(K_bb - c * c)
+    # split the inner integral where v = 0 so kinks at the origin (ReLU) sit on an endpoint
     inner = lambda z1: f(sa * z1) * mp.quad(lambda z2: g(c * z1 + s * z2) * mp.exp(-z2 * z2 / 2),  # noqa: E731
-                                             [-mp.inf, 0, mp.inf])
+                                             [-mp.inf, -c * z1 / s, mp.inf])
     return mp.quad(lambda z1: inner(z1) * mp.exp(-z1 * z1 / 2), [-mp.inf, 0, mp.inf]) / (2 * mp.pi)
 
 

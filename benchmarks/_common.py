@@ -1,0 +1,203 @@
+"""Shared helpers for the resprop benchmarks: timing, peak memory, machine info, output.
+
+Every benchmark script exposes ``run() -> dict`` and is runnable as
+``python benchmarks/<name>.py [--json PATH]``; ``--json`` writes the result
+dictionary so that ``run_all.py`` can collect it from a fresh subprocess.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def timeit(fn: Callable[[], Any], repeats: int = 3, warmup: int = 1) -> dict[str, Any]:
+    """Wall-clock timing with time.perf_counter: ``warmup`` discarded calls, then ``repeats`` timed calls.
+
+    Returns best (the reported figure), median, all times, and the value of the last call.
+    """
+    value = None
+    for _ in range(warmup):
+        value = fn()
+    times = []
+    for _ in range(repeats):
+        gc.collect()
+        t0 = time.perf_counter()
+        value = fn()
+        times.append(time.perf_counter() - t0)
+    return {"best_s": min(times), "median_s": statistics.median(times), "times_s": times,
+            "repeats": repeats, "warmup": warmup, "value": value}
+
+
+def peak_memory(fn: Callable[[], Any]) -> dict[str, float]:
+    """Peak traced heap (tracemalloc, includes NumPy buffers) above the baseline during one call.
+
+    Run separately from the timed calls because tracing slows allocation down.
+    """
+    gc.collect()
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    base, _ = tracemalloc.get_traced_memory()
+    value = fn()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del value
+    gc.collect()
+    return {"peak_MiB": (peak - base) / 2**20}
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def machine_info() -> dict[str, Any]:
+    import scipy
+
+    try:
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        blas_name = f"{blas.get('name')} {blas.get('version')}"
+    except Exception:  # noqa: BLE001  (older NumPy has no mode="dicts")
+        blas_name = "unknown"
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:
+        affinity = None
+    status = _git("status", "--porcelain", "--", "derive", "numeric", "generated")
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "blas": blas_name,
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": affinity,
+        "machine": platform.machine(),
+        "platform": platform.platform(),
+        "processor": _cpu_model(),
+        "thread_env": {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+                       if k in os.environ},
+        "loadavg_1_5_15": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "background_busy_cores": background_busy_cores(),
+        "resprop_commit": _git("rev-parse", "--short", "HEAD"),
+        "resprop_sources_dirty": None if status is None else bool(status),
+    }
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields[:8]), idle
+
+
+def background_busy_cores(window: float = 1.0) -> float | None:
+    """CPU cores kept busy by other processes, measured from /proc/stat while this process sleeps."""
+    a = _cpu_times()
+    time.sleep(window)
+    b = _cpu_times()
+    if a is None or b is None or b[0] == a[0]:
+        return None
+    busy = 1.0 - (b[1] - a[1]) / (b[0] - a[0])
+    return busy * (os.cpu_count() or 1)
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def print_machine(info: dict[str, Any]) -> None:
+    print(f"machine: {info['processor']} | cpu_count={info['cpu_count']} (affinity {info['cpu_affinity']}) | "
+          f"python {info['python']} | numpy {info['numpy']} | scipy {info['scipy']} | BLAS {info['blas']}")
+    print(f"resprop commit {info['resprop_commit']}" + (" (+ uncommitted source changes)"
+                                                        if info['resprop_sources_dirty'] else ""))
+    bg = info.get("background_busy_cores")
+    if bg is not None:
+        print(f"background CPU use before the run: {bg:.2f} cores busy (sampled over 1 s while idle)")
+        if bg > 0.25:
+            print("WARNING: other processes are using the CPU; timings (threaded ones especially) are inflated")
+
+
+def print_table(headers: list[str], rows: list[list[Any]]) -> None:
+    cells = [[_fmt(c) for c in r] for r in rows]
+    widths = [max(len(h), *(len(r[k]) for r in cells)) for k, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    print(line)
+    print("-" * len(line))
+    for r in cells:
+        print("  ".join(c.rjust(w) if k else c.ljust(w) for k, (c, w) in enumerate(zip(r, widths))))
+
+
+def _fmt(c: Any) -> str:
+    if isinstance(c, float):
+        if c == 0 or 1e-3 <= abs(c) < 1e5:
+            return f"{c:.4g}"
+        return f"{c:.3e}"
+    return str(c)
+
+
+def max_rel_err(a: np.ndarray, b: np.ndarray) -> float:
+    """max |a - b| / |b| elementwise (b the reference; entries with b == 0 use the absolute error)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    den = np.where(b == 0, 1.0, np.abs(b))
+    return float(np.max(np.abs(a - b) / den))
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items() if k != "value"}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
+
+
+def main(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--json", type=Path, help="also write the results as JSON to this file")
+    args = parser.parse_args()
+    t0 = time.perf_counter()
+    res = run()
+    res["script_wall_s"] = time.perf_counter() - t0
+    res["background_busy_cores_after"] = background_busy_cores()
+    print(f"(script wall time {res['script_wall_s']:.1f} s)")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(_jsonable(res), indent=2) + "\n")
+    return res
+
+
+def stats(t: dict[str, Any]) -> dict[str, Any]:
+    """The timing record without the returned value (for JSON)."""
+    return {k: v for k, v in t.items() if k != "value"}
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print_machine(machine_info())
+    sys.exit(0)

@@ -1,0 +1,85 @@
+"""Run every benchmark in its own fresh interpreter and collect the results in results/latest.json.
+
+    python benchmarks/run_all.py                 # all benchmarks
+    python benchmarks/run_all.py nngp simulator  # only those whose name contains one of the words
+
+Each script's table is shown as it runs; the JSON holds the machine info,
+a timestamp and each script's full result record.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import _common as C
+
+HERE = Path(__file__).resolve().parent
+SCRIPTS = ["bench_nngp_response.py", "bench_rho_star.py", "bench_simulator.py"]
+
+
+def main(argv: list[str]) -> int:
+    chosen = [s for s in SCRIPTS if not argv or any(w in s for w in argv)]
+    if not chosen:
+        print(f"no benchmark matches {argv}; available: {SCRIPTS}")
+        return 2
+    info = C.machine_info()
+    report = {"timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+              "machine": info, "benchmarks": {}, "failed": []}
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        for script in chosen:
+            name = script.removeprefix("bench_").removesuffix(".py")
+            out = Path(tmp) / f"{name}.json"
+            print(f"\n=== {script} " + "=" * max(0, 60 - len(script)), flush=True)
+            proc = subprocess.run([sys.executable, str(HERE / script), "--json", str(out)], cwd=HERE.parent)
+            if proc.returncode != 0 or not out.exists():
+                print(f"!!! {script} failed (exit code {proc.returncode})")
+                report["failed"].append(script)
+                continue
+            rec = json.loads(out.read_text())
+            rec.pop("machine", None)  # identical to the top-level record except the load sample
+            report["benchmarks"][name] = rec
+    report["total_wall_s"] = time.perf_counter() - t0
+    dest = HERE / "results" / "latest.json"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nwrote {dest.relative_to(HERE.parent)} (total {report['total_wall_s']:.0f} s)")
+    _summary(report)
+    return 1 if report["failed"] else 0
+
+
+def _summary(report: dict) -> None:
+    b = report["benchmarks"]
+    rows = []
+    if "nngp_response" in b:
+        r = b["nngp_response"]
+        rows += [["nngp P=1000 L=200: resprop", f"{r['resprop']['best_s']:.3f} s",
+                  f"{r['resprop']['peak_MiB']:.1f} MiB"],
+                 ["nngp P=1000 L=200: naive NumPy", f"{r['naive']['best_s']:.3f} s",
+                  f"{r['naive']['peak_MiB']:.1f} MiB"],
+                 ["  naive / resprop", f"{r['speed_ratio_naive_over_resprop']:.2f}x",
+                  f"max rel err {max(r['max_rel_err'].values()):.1e}"]]
+    if "rho_star" in b:
+        r = b["rho_star"]
+        rows += [["chi_out_curves 64 x 256", f"{r['chi_out_curves']['best_s']:.3f} s", ""],
+                 ["rho_star 64 depths", f"{r['rho_star']['best_s']:.3f} s", ""],
+                 ["response() loop, extrapolated", f"{r['loop_extrapolated_s']:.1f} s",
+                  f"{r['speed_ratio_loop_over_chi_out_curves']:.0f}x slower"]]
+    if "simulator" in b:
+        for P, o in b["simulator"]["results"].items():
+            for m in ("reduced", "dense"):
+                rows.append([f"simulator {P} {m} ({o[m]['samples']} samples)",
+                             f"{o[m]['best_s']:.3f} s", f"{o[m]['throughput_layer_neuron_samples_per_s']:.3e} /s"])
+            rows.append([f"  {P} reduced / dense", f"{o['throughput_ratio_reduced_over_dense']:.0f}x", ""])
+    if rows:
+        print()
+        C.print_table(["summary", "time / ratio", "note"], rows)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
