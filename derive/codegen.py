@@ -85,6 +85,9 @@ def function_spec(result: Result) -> dict:
     code = print_numpy(result.expr)
     if not result.inputs:
         code = f"numpy.float64({code})"
+    unused = [i.name for i in result.inputs if i.symbol not in result.expr.free_symbols]
+    if unused:  # keep the broadcast shape of every argument
+        code = f"({code}) + 0 * ({' + '.join(unused)})"
     return {
         "name": result.name,
         "args": result.argnames,

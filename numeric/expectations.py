@@ -99,7 +99,7 @@ def _relu() -> ActivationKernels:
         mean_phi_phi=closed.relu_arccos1,
         mean_dphi_dphi=closed.relu_arccos0,
         mean_phi_sq=lambda k: np.asarray(k, dtype=float) / 2,
-        price_diag=lambda k: np.full(np.shape(k), float(closed.relu_price_diag())),
+        price_diag=lambda k: closed.relu_price_diag(np.asarray(k, dtype=float)),
         mean_phi_sq_phi_sq=closed.relu_arccos2,
         dphi0_sq=0.25,  # one-sided: phi'(0) is undefined; the symmetric value 1/2 squared
         closed_form=True)
