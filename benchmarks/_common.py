@@ -27,19 +27,38 @@ REPO = Path(__file__).resolve().parent.parent
 def timeit(fn: Callable[[], Any], repeats: int = 3, warmup: int = 1) -> dict[str, Any]:
     """Wall-clock timing with time.perf_counter: ``warmup`` discarded calls, then ``repeats`` timed calls.
 
-    Returns best (the reported figure), median, all times, and the value of the last call.
+    Returns best (the reported figure), median, all times, the value of the last call, and for
+    each timed call the number of cores other processes kept busy meanwhile (``others_busy_cores``,
+    from /proc/stat minus this process's own CPU time; None where unavailable).
     """
     value = None
     for _ in range(warmup):
         value = fn()
-    times = []
+    times, others = [], []
     for _ in range(repeats):
         gc.collect()
+        s0, c0 = _cpu_times(), _own_cpu()
         t0 = time.perf_counter()
         value = fn()
-        times.append(time.perf_counter() - t0)
+        elapsed = time.perf_counter() - t0
+        s1, c1 = _cpu_times(), _own_cpu()
+        times.append(elapsed)
+        others.append(None if s0 is None or s1 is None else
+                      max(0.0, ((s1[0] - s1[1]) - (s0[0] - s0[1])) / _HZ - (c1 - c0)) / elapsed)
     return {"best_s": min(times), "median_s": statistics.median(times), "times_s": times,
-            "repeats": repeats, "warmup": warmup, "value": value}
+            "others_busy_cores": others, "repeats": repeats, "warmup": warmup, "value": value}
+
+
+def max_others(*records: dict[str, Any]) -> float | None:
+    vals = [v for r in records for v in r.get("others_busy_cores", []) if v is not None]
+    return max(vals) if vals else None
+
+
+def warn_if_contended(*records: dict[str, Any]) -> None:
+    m = max_others(*records)
+    if m is not None:
+        print(f"other processes during the timed calls: up to {m:.2f} cores busy"
+              + ("  -- WARNING: contended, timings inflated" if m > 0.25 else ""))
 
 
 def peak_memory(fn: Callable[[], Any]) -> dict[str, float]:
@@ -97,6 +116,17 @@ def machine_info() -> dict[str, Any]:
         "resprop_commit": _git("rev-parse", "--short", "HEAD"),
         "resprop_sources_dirty": None if status is None else bool(status),
     }
+
+
+try:
+    _HZ = os.sysconf("SC_CLK_TCK")
+except (AttributeError, ValueError, OSError):
+    _HZ = 100
+
+
+def _own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
 
 
 def _cpu_times() -> tuple[int, int] | None:

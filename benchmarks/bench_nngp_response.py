@@ -102,6 +102,7 @@ def run() -> dict:
         ["  of which: K0 check (kernel_matrix)", t_val["best_s"], t_val["median_s"], ""],
         ["naive NumPy (full P x P)", t_nai["best_s"], t_nai["median_s"], m_nai["peak_MiB"]],
     ])
+    C.warn_if_contended(t_res, t_nai)
     print(f"\nspeed ratio naive / resprop (best-of-{REPEATS}): {speedup:.2f}x")
     print("max elementwise relative difference resprop vs naive: "
           + ", ".join(f"{k} {v:.2e}" for k, v in errs.items())

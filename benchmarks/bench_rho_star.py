@@ -84,6 +84,7 @@ def run() -> dict:
     C.print_table(["depth", "min ms", "mean ms", "max ms"],
                   [[int(L), 1e3 * row.min(), 1e3 * row.mean(), 1e3 * row.max()] for L, row in zip(sub_depths, per_call)])
     print(f"fit per call: {1e3 * a_icpt:.3f} ms + {1e6 * b_slope:.2f} us x depth")
+    C.warn_if_contended(t_cur, t_star)
     print(f"\nspeed ratio loop (extrapolated) / chi_out_curves: {ratio:.0f}x")
     print(f"subsample chi_out / chi_out_offdiag vs grid: max relative difference {max_err:.2e} -> "
           f"{'OK' if agree else 'FAIL'} (tolerance {RTOL:g})")

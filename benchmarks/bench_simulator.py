@@ -64,6 +64,7 @@ def run() -> dict:
         z = (r["K_emp_L_diag_mean"] - d["K_emp_L_diag_mean"]) / np.hypot(r["K_emp_L_diag_se"], d["K_emp_L_diag_se"])
         out[f"P={P}"] = {**res, "throughput_ratio_reduced_over_dense": ratio, "K_emp_L_diag_z": z}
     C.print_table(["config", "samples", "best s", "median s", "ms / sample", "layer*neuron*sample / s"], rows)
+    C.warn_if_contended(*(out[f"P={P}"][m] for P in (1, 2) for m in ("reduced", "dense")))
     print()
     for P in (1, 2):
         o = out[f"P={P}"]

@@ -79,6 +79,20 @@ def _summary(report: dict) -> None:
     if rows:
         print()
         C.print_table(["summary", "time / ratio", "note"], rows)
+    load = _others(report["benchmarks"])
+    if load:
+        print(f"\nother processes during timed calls: up to {max(load):.2f} cores busy"
+              + ("  -- WARNING: contended run, rerun on an idle machine" if max(load) > 0.25 else ""))
+
+
+def _others(x) -> list[float]:
+    """Every ``others_busy_cores`` sample anywhere in the report."""
+    if isinstance(x, dict):
+        return [v for k, val in x.items() for v in (
+            [u for u in val if u is not None] if k == "others_busy_cores" else _others(val))]
+    if isinstance(x, list):
+        return [v for val in x for v in _others(val)]
+    return []
 
 
 if __name__ == "__main__":

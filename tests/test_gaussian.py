@@ -83,13 +83,16 @@ def test_kernels_against_quadrature(name):
     kern = kernels(name)
     phi, dphi, _ = NUMPY_ACTS[name]
     sq = lambda h: phi(h) ** 2  # noqa: E731
+    # closed forms are exact to round-off; Gauss-Hermite (tanh, gelu: poles near the real axis) converges
+    # algebraically, ~1e-10 at these variances with the generated orders (documented in README)
+    tol = 1e-11 if kern.closed_form else 1e-9
     for Ka, Kb, c in zip(*_random_pairs(rng, 3)):
         for fn, (f, g) in ((kern.mean_phi_phi, (phi, phi)), (kern.mean_dphi_dphi, (dphi, dphi)),
                            (kern.mean_phi_sq_phi_sq, (sq, sq))):
             ref = bivariate_mean_quad(f, g, Ka, Kb, c)
-            assert abs(float(fn(Ka, Kb, c)) - ref) <= 1e-10 * max(1.0, abs(ref)), (fn, Ka, Kb, c, ref)
+            assert abs(float(fn(Ka, Kb, c)) - ref) <= tol * max(1.0, abs(ref)), (fn, Ka, Kb, c, ref)
         ref = univariate_mean_quad(lambda u: dphi(u) ** 2 + phi(u) * NUMPY_ACTS[name][2](u), Ka)
-        assert abs(float(kern.price_diag(Ka)) - ref) <= 1e-11 * max(1.0, abs(ref))
+        assert abs(float(kern.price_diag(Ka)) - ref) <= tol * max(1.0, abs(ref))
 
 
 def test_custom_sympy_activation_goes_through_generated_kernels():
