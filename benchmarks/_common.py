@@ -24,18 +24,28 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 
 
-def timeit(fn: Callable[[], Any], repeats: int = 3, warmup: int = 1) -> dict[str, Any]:
+CONTENDED = 0.25  # cores used by other processes above which a timed call counts as contended
+
+
+def timeit(fn: Callable[[], Any], repeats: int = 3, warmup: int = 1, extra: int | None = None) -> dict[str, Any]:
     """Wall-clock timing with time.perf_counter: ``warmup`` discarded calls, then ``repeats`` timed calls.
 
-    Returns best (the reported figure), median, all times, the value of the last call, and for
-    each timed call the number of cores other processes kept busy meanwhile (``others_busy_cores``,
-    from /proc/stat minus this process's own CPU time; None where unavailable).
+    For each timed call the number of cores other processes kept busy meanwhile is recorded
+    (``others_busy_cores``: /proc/stat busy time minus this process's own CPU time, per wall
+    second; None where unavailable or the call is too short for the 1/CLK_TCK resolution).  A call during which that exceeds CONTENDED does not count
+    towards ``repeats``; up to ``extra`` (default ``repeats``) additional calls are made instead.
+    Returns best (the reported figure: minimum over all calls), median over the uncontended calls
+    (all calls if none was uncontended), every time, and the value of the last call.
     """
+    extra = repeats if extra is None else extra
     value = None
     for _ in range(warmup):
         value = fn()
     times, others = [], []
-    for _ in range(repeats):
+    while True:
+        clean = [t for t, o in zip(times, others) if o is None or o <= CONTENDED]
+        if len(clean) >= repeats or len(times) >= repeats + extra:
+            break
         gc.collect()
         s0, c0 = _cpu_times(), _own_cpu()
         t0 = time.perf_counter()
@@ -43,10 +53,11 @@ def timeit(fn: Callable[[], Any], repeats: int = 3, warmup: int = 1) -> dict[str
         elapsed = time.perf_counter() - t0
         s1, c1 = _cpu_times(), _own_cpu()
         times.append(elapsed)
-        others.append(None if s0 is None or s1 is None else
+        others.append(None if s0 is None or s1 is None or elapsed < 50.0 / _HZ else  # below tick resolution
                       max(0.0, ((s1[0] - s1[1]) - (s0[0] - s0[1])) / _HZ - (c1 - c0)) / elapsed)
-    return {"best_s": min(times), "median_s": statistics.median(times), "times_s": times,
-            "others_busy_cores": others, "repeats": repeats, "warmup": warmup, "value": value}
+    return {"best_s": min(times), "median_s": statistics.median(clean or times), "times_s": times,
+            "others_busy_cores": others, "uncontended_calls": len(clean), "repeats": repeats,
+            "warmup": warmup, "value": value}
 
 
 def max_others(*records: dict[str, Any]) -> float | None:
@@ -57,8 +68,11 @@ def max_others(*records: dict[str, Any]) -> float | None:
 def warn_if_contended(*records: dict[str, Any]) -> None:
     m = max_others(*records)
     if m is not None:
-        print(f"other processes during the timed calls: up to {m:.2f} cores busy"
-              + ("  -- WARNING: contended, timings inflated" if m > 0.25 else ""))
+        n = sum(r.get("uncontended_calls", 0) for r in records)
+        tot = sum(len(r.get("times_s", [])) for r in records)
+        print(f"other processes during the timed calls: up to {m:.2f} cores busy; {n} of {tot} calls uncontended"
+              + ("  -- WARNING: contended calls (repeated where possible; best/median use the clean ones)"
+                 if m > CONTENDED else ""))
 
 
 def peak_memory(fn: Callable[[], Any]) -> dict[str, float]:
@@ -149,6 +163,22 @@ def background_busy_cores(window: float = 1.0) -> float | None:
     return busy * (os.cpu_count() or 1)
 
 
+def wait_idle(timeout: float, threshold: float = 0.1) -> float:
+    """Wait (up to timeout seconds) until other processes use fewer than ``threshold`` cores."""
+    t0 = time.perf_counter()
+    while True:
+        bg = background_busy_cores(1.0)
+        if bg is None or bg < threshold:
+            break
+        if time.perf_counter() - t0 > timeout:
+            print(f"machine still busy ({bg:.2f} cores) after waiting {timeout:.0f} s; running anyway")
+            break
+    waited = time.perf_counter() - t0
+    if waited > 1.5:
+        print(f"(waited {waited:.0f} s for an idle CPU)")
+    return waited
+
+
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -167,7 +197,7 @@ def print_machine(info: dict[str, Any]) -> None:
     bg = info.get("background_busy_cores")
     if bg is not None:
         print(f"background CPU use before the run: {bg:.2f} cores busy (sampled over 1 s while idle)")
-        if bg > 0.25:
+        if bg > CONTENDED:
             print("WARNING: other processes are using the CPU; timings (threaded ones especially) are inflated")
 
 
@@ -211,7 +241,11 @@ def _jsonable(x: Any) -> Any:
 def main(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", type=Path, help="also write the results as JSON to this file")
+    parser.add_argument("--wait-idle", type=float, default=0.0, metavar="SECONDS",
+                        help="first wait up to this long for other processes to leave the CPU idle")
     args = parser.parse_args()
+    if args.wait_idle > 0:
+        wait_idle(args.wait_idle)
     t0 = time.perf_counter()
     res = run()
     res["script_wall_s"] = time.perf_counter() - t0

@@ -86,12 +86,13 @@ def chi_out_mp(k0, depth: int, rho, sigma_w2, sigma_b2, sigma_w2_out=None, k0_of
 
 def rho_star_mp(k0, depth: int, sigma_w2, sigma_b2, start: float, sigma_w2_out=None, k0_offdiag=None,
                 dps: int = 30) -> mp.mpf:
-    """argmax_rho chi_out at dps digits: root of d chi_out / d rho (closed-form erf route), from ``start``."""
+    """argmax_rho chi_out at dps digits: bisection on the central-difference slope (closed-form erf route)."""
     with mp.workdps(dps + 15):
         f = lambda r: chi_out_mp(k0, depth, r, sigma_w2, sigma_b2, sigma_w2_out, k0_offdiag,  # noqa: E731
                                  dps=dps + 15, route="closed")
         lo, hi = mp.mpf(start) * (1 - mp.mpf("1e-3")), mp.mpf(start) * (1 + mp.mpf("1e-3"))
-        slope = lambda r: mp.diff(f, r)  # noqa: E731
+        h = mp.mpf(10) ** (-(dps + 15) // 2)
+        slope = lambda r: (f(r * (1 + h)) - f(r * (1 - h))) / (2 * h * r)  # noqa: E731  O(h^2) = 1e-(dps+15)
         if not (slope(lo) > 0 > slope(hi)):
             raise ValueError("start: the maximum of chi_out is not within 0.1% of the start value")
         # bisection on the sign of the slope: robust where the maximum is flat

@@ -1,0 +1,113 @@
+"""Numeric field theory: the paper's claims of Figs. 3-6, and the response against finite differences of the NNGP map."""
+import numpy as np
+import pytest
+
+from numeric import field_theory as F
+from numeric.datasets import digits_0_vs_3, scaled_kernel, synthetic_angles
+
+FIG4 = dict(k0=0.05, sigma_w2=1.25, sigma_b2=0.05, k0_offdiag=0.03)
+
+
+def test_response_equals_finite_difference_of_nngp():
+    """eta^(l) = dC^(l)/dK^(0) (51): central differences of the NNGP driver, diagonal and off-diagonal."""
+    K0 = np.array([[0.4, 0.15], [0.15, 0.3]])
+    base = F.nngp(K0, 12, 0.5, 1.3, 0.1, keep_layers=True)
+    h = 1e-6
+    for (a, b) in ((0, 0), (0, 1)):
+        E = np.zeros((2, 2))
+        E[a, b] = E[b, a] = h
+        up = F.nngp(K0 + E, 12, 0.5, 1.3, 0.1, keep_layers=True)["C_layers"][:, a, b]
+        dn = F.nngp(K0 - E, 12, 0.5, 1.3, 0.1, keep_layers=True)["C_layers"][:, a, b]
+        fd = (up - dn) / (2 * h)
+        assert np.allclose(base["eta_layers"][1:, a, b], fd[1:], rtol=1e-7, atol=1e-10)
+    out_fd = (F.nngp(K0 + np.diag([h, 0]), 12, 0.5, 1.3, 0.1)["K_out"][0, 0]
+              - F.nngp(K0 - np.diag([h, 0]), 12, 0.5, 1.3, 0.1)["K_out"][0, 0]) / (2 * h)
+    assert abs(base["chi_out"][0, 0] - out_fd) < 1e-7 * abs(out_fd)
+
+
+def test_p_input_driver_matches_pair_driver():
+    X = synthetic_angles(6)
+    K0 = scaled_kernel(X, 0.05)
+    full = F.nngp(K0, 30, 0.2, 1.25, 0.05)
+    pair = F.response(0.05, 30, 0.2, 1.25, 0.05, k0_offdiag=K0[0, 2])
+    assert np.isclose(full["chi_out"][0, 2], pair["chi_out_offdiag"], rtol=1e-13)
+    assert np.isclose(full["chi_out"][1, 1], pair["chi_out"], rtol=1e-13)
+    assert np.allclose(full["K"], full["K"].T)
+
+
+@pytest.mark.parametrize("L", [10, 50, 100, 200])
+def test_unique_maximum(L):
+    """Fig. 4a-b: chi_out(rho) has exactly one local maximum, diagonal and off-diagonal."""
+    rho = np.geomspace(1e-3, 3, 2000)
+    c = F.chi_out_curves(rho, [L], **FIG4)
+    for key in ("chi_out", "chi_out_offdiag"):
+        d = np.diff(c[key][0])
+        sign_changes = np.flatnonzero((d[:-1] > 0) & (d[1:] <= 0))
+        assert sign_changes.size == 1, key
+        assert 0 < sign_changes[0] < rho.size - 3
+
+
+def test_rho_star_scales_as_inverse_sqrt_depth():
+    """Fig. 4c: log-log slope of rho*(L) tends to -1/2 (fit at large L)."""
+    L = np.array([200, 400, 800, 1600])
+    rs = F.rho_star(L, **FIG4)
+    for key in ("rho_star", "rho_star_offdiag"):
+        slope = np.polyfit(np.log(L), np.log(rs[key]), 1)[0]
+        assert abs(slope + 0.5) < 0.02, (key, slope)
+    # and the paper's range 0.1-0.3 for the depths of Fig. 4
+    r = F.rho_star([50, 100], **FIG4)["rho_star"]
+    assert np.all((r > 0.09) & (r < 0.3))
+
+
+def test_finding_no_interior_maximum_when_bias_dominates():
+    """Documented finding: with sigma_b^2 = 0.2 >> K^(0) = 0.05 and sigma_w^2 = 0.8 there is no interior
+    maximum: chi_out decreases monotonically in rho (the unique maximum of Figs. 4-5 needs K^(0) not far
+    below the bias-driven growth).  rho* then sits at the lower grid edge."""
+    c = F.chi_out_curves(np.geomspace(1e-3, 3, 400), [10, 100], 0.05, 0.8, 0.2)["chi_out"]
+    assert np.all(np.diff(c, axis=1) < 0)
+
+
+def test_offdiagonal_rho_star_larger():
+    rs = F.rho_star([10, 50, 100, 200], **FIG4)
+    assert np.all(rs["rho_star_offdiag"] > rs["rho_star"])
+
+
+def test_weak_dependence_on_variances():
+    """Fig. 5: varying sigma_w^2 in [1, 2] and sigma_b^2 in [0.01, 0.1] moves rho* much less than L in [10, 200]."""
+    sw = np.array([1.0, 1.25, 2.0])[:, None, None]
+    sb = np.array([0.01, 0.05, 0.1])[None, :, None]
+    depth_axis = np.array([10, 200])
+    rs = F.rho_star(depth_axis[None, None, :] * np.ones((3, 3, 1), dtype=int), 0.05, sw, sb)["rho_star"]
+    spread_hyper = rs.max(axis=(0, 1)) / rs.min(axis=(0, 1))  # per depth, over the variance grid
+    spread_depth = rs[..., 0] / rs[..., 1]  # L = 10 vs 200 at fixed variances
+    assert spread_depth.min() > 3.5
+    assert spread_hyper.max() < 2.0
+    assert np.log(spread_hyper.max()) < 0.5 * np.log(spread_depth.min())
+
+
+def test_synthetic_angles_rho_star_depends_on_angle():
+    """Fig. 6a: rho* of off-diagonal elements varies with the angle, symmetric about pi; diagonal is smallest."""
+    X = synthetic_angles(20)
+    R = F.rho_star_pairs(scaled_kernel(X, 0.05), 200, 1.25, 0.05)
+    row = R[0]
+    assert np.allclose(row[1:], row[1:][::-1], rtol=1e-6)
+    assert row[0] == row.min()
+    assert row[1] > row[10]  # nearby inputs admit larger scaling than opposite ones
+
+
+def test_digits_rho_star_homogeneous():
+    """Fig. 6b (digits 0 vs 3, scikit-learn): off-diagonal rho* fairly homogeneous and above the diagonal."""
+    X, y = digits_0_vs_3(20)
+    R = F.rho_star_pairs(scaled_kernel(X, 0.05), 200, 1.25, 0.05)
+    off = R[~np.eye(20, dtype=bool)]
+    assert off.std() / off.mean() < 0.3
+    assert off.min() > np.diag(R).max()
+
+
+def test_linearised_rho_star_brackets_exact():
+    """Eq. 61 with the derived max-entropy target 1/2 and the paper's 1/4 bracket argmax chi_out at large L."""
+    L = [100, 200, 400]
+    exact = F.rho_star(L, 0.05, 1.25, 0.05)["rho_star"]
+    hi = F.linearised_rho_star(L, 0.05, 1.25, 0.05, target_variance=0.5)
+    lo = F.linearised_rho_star(L, 0.05, 1.25, 0.05, target_variance=0.25)
+    assert np.all((lo < exact) & (exact < hi))
