@@ -1,0 +1,101 @@
+"""Bad input gives a clear error naming the parameter; the CLI exits 2 with the message; --json outputs."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from numeric import field_theory as F
+from numeric.cli import main
+
+GOOD = dict(k0=0.05, sigma_w2=1.25, sigma_b2=0.05)
+
+
+@pytest.mark.parametrize("kwargs,param", [
+    (dict(GOOD, sigma_w2=0.0), "sigma_w2"),
+    (dict(GOOD, sigma_w2=-1.0), "sigma_w2"),
+    (dict(GOOD, sigma_b2=-0.1), "sigma_b2"),
+    (dict(GOOD, k0=-0.05), "k0"),
+    (dict(GOOD, k0=0.0), "k0"),
+    (dict(GOOD, sigma_w2=float("nan")), "sigma_w2"),
+    (dict(GOOD, k0=float("nan")), "k0"),
+    (dict(GOOD, k0_offdiag=0.2), "k0_offdiag"),
+    (dict(GOOD, activation="softmaxx"), "activation"),
+    (dict(GOOD, sigma_w2_out=0.0), "sigma_w2_out"),
+])
+def test_rho_star_bad_input(kwargs, param):
+    with pytest.raises(ValueError, match=rf"^{param}:"):
+        F.rho_star([10], **kwargs)
+
+
+@pytest.mark.parametrize("depth", [0, -3, 2.5])
+def test_bad_depth(depth):
+    with pytest.raises(ValueError, match=r"^depth:"):
+        F.rho_star([depth], **GOOD)
+    with pytest.raises(ValueError, match=r"^depth:"):
+        F.response(0.05, depth, 0.3, 1.25, 0.05)
+
+
+def test_negative_rho():
+    with pytest.raises(ValueError, match=r"^rho: must be >= 0"):
+        F.response(0.05, 10, -0.1, 1.25, 0.05)
+
+
+@pytest.mark.parametrize("K0,msg", [
+    (np.array([[0.1, 0.05], [0.0, 0.1]]), "symmetric"),
+    (np.array([[0.1, 0.3], [0.3, 0.1]]), "positive semi-definite"),
+    (np.array([[0.1, np.nan], [np.nan, 0.1]]), "NaN"),
+    (np.array([0.1, 0.2]), "square"),
+    (np.array([[-0.1, 0.0], [0.0, 0.1]]), "positive semi-definite"),
+])
+def test_bad_input_kernel(K0, msg):
+    with pytest.raises(ValueError, match=rf"^K0: .*{msg}"):
+        F.nngp(K0, 10, 0.3, 1.25, 0.05)
+
+
+def run(argv, capsys):
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_rho_star_json(capsys):
+    code, out, _ = run(["rho-star", "--depth", "10", "50", "100", "--k0", "0.05", "--k0-offdiag", "0.03",
+                        "--sigma-w2", "1.25", "--sigma-b2", "0.05", "--sigma-w2-out", "1.25", "--activation", "erf",
+                        "--json"], capsys)
+    assert code == 0
+    data = json.loads(out)
+    assert set(data) == {"depth", "rho_star", "rho_star_offdiag"}
+    assert data["depth"] == [10, 50, 100]
+    assert np.allclose(data["rho_star"], F.rho_star([10, 50, 100], **GOOD)["rho_star"])
+    code, out, _ = run(["rho-star", "--depth", "10", "--k0", "0.05", "--sigma-w2", "1.25", "--sigma-b2", "0.05",
+                        "--json"], capsys)
+    assert set(json.loads(out)) == {"depth", "rho_star"}
+
+
+def test_cli_response_json(capsys):
+    code, out, _ = run(["response", "--rho", "0.3", "--depth", "50", "--k0", "0.05", "--sigma-w2", "1.25",
+                        "--sigma-b2", "0.05", "--json"], capsys)
+    data = json.loads(out)
+    assert code == 0 and len(data["eta"]) == 51 and len(data["chi"]) == 51
+    assert data["chi_out"] == pytest.approx(F.response(0.05, 50, 0.3, 1.25, 0.05)["chi_out"], rel=1e-14)
+
+
+@pytest.mark.parametrize("argv,param", [
+    (["response", "--rho", "-0.3", "--depth", "5", "--k0", "0.05", "--sigma-w2", "1.25", "--sigma-b2", "0.05"], "rho"),
+    (["response", "--rho", "0.3", "--depth", "0", "--k0", "0.05", "--sigma-w2", "1.25", "--sigma-b2", "0.05"], "depth"),
+    (["rho-star", "--depth", "10", "--k0", "0.05", "--sigma-w2", "-1", "--sigma-b2", "0.05"], "sigma_w2"),
+    (["rho-star", "--depth", "10", "--k0", "nan", "--sigma-w2", "1", "--sigma-b2", "0.05"], "k0"),
+    (["rho-star", "--depth", "10", "--k0", "0.05", "--sigma-w2", "1", "--sigma-b2", "0.05", "--activation", "foo"],
+     "activation"),
+])
+def test_cli_bad_input_exits_2(argv, param, capsys):
+    code, _, err = run(argv, capsys)
+    assert code == 2
+    assert f"error: {param}:" in err
+
+
+def test_console_script_derive_check():
+    proc = subprocess.run([sys.executable, "-m", "numeric.cli", "derive", "--check"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
