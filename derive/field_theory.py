@@ -95,11 +95,24 @@ class Action:
         return [s for layer in v for s in layer]
 
 
+def kernel_elements(inputs: int) -> tuple[str, ...]:
+    """Independent elements of a symmetric P x P kernel, named by input letters: aa, bb, ..., ab, ac, ..."""
+    if not 1 <= inputs <= 26:
+        raise ValueError(f"inputs: must be between 1 and 26, got {inputs}")
+    letters = "abcdefghijklmnopqrstuvwxyz"[:inputs]
+    return tuple(c + c for c in letters) + tuple(a + b for i, a in enumerate(letters) for b in letters[i + 1:])
+
+
+def _is_diagonal(element: str) -> bool:
+    return element[0] == element[1]
+
+
 def _mean_arguments(element: str, kernel: dict[str, sp.Expr]) -> tuple[sp.Expr, ...]:
-    """<phi_a^2> depends on K_aa alone, <phi_b^2> on K_bb alone, <phi_a phi_b> on all three."""
-    if element in ("aa", "bb"):
+    """<phi_a^2> depends on K_aa alone; <phi_a phi_b> on K_aa, K_bb and K_ab (and on no other element)."""
+    a, b = element
+    if a == b:
         return (kernel[element],)
-    return (kernel["aa"], kernel["bb"], kernel["ab"])
+    return (kernel[a + a], kernel[b + b], kernel[element])
 
 
 def _layer_weight(l: int, L: int) -> tuple[sp.Expr, sp.Expr]:
@@ -113,12 +126,13 @@ def build_action(L: int, inputs: int = 1) -> Action:
     """The action (21)/(A30) to second order in C~, with the mean <phi_a phi_b> an
     undefined function F_ab of the layer kernel and the cumulant kappa undefined.
 
-    ``inputs`` = 1 (diagonal element) or 2 (elements aa, bb, ab of a 2x2 kernel).
-    Element ab is one symmetric variable: the sums over (alpha, beta) in A27 count
-    it twice, so its terms carry a factor 2.
+    ``inputs`` = P; the variables are the P(P+1)/2 independent elements of each
+    symmetric layer kernel (A21).  An off-diagonal element is one symmetric
+    variable: the sums over (alpha, beta) in A27 count it twice, so its terms
+    carry a factor 2.
     """
-    elements = ("aa",) if inputs == 1 else ("aa", "bb", "ab")
-    mult = {"aa": 1, "bb": 1, "ab": 2}
+    elements = kernel_elements(inputs)
+    mult = {e: 1 if _is_diagonal(e) else 2 for e in elements}
     C = [[sp.Symbol(f"C{l}_{e}") for e in elements] for l in range(L + 2)]
     Ct = [[sp.Symbol(f"Ct{l}_{e}") for e in elements] for l in range(L + 2)]
     F = {e: sp.Function(f"F_{e}") for e in elements}
@@ -215,8 +229,19 @@ def response_from_propagator(action: Action, element: str = "aa") -> list[sp.Exp
     ne = len(action.elements)
     i = action.elements.index(element)
     col = 0 * ne + i
-    mult = 2 if element == "ab" else 1  # the symmetric source couples with weight 2
+    mult = 1 if _is_diagonal(element) else 2  # the symmetric source couples with weight 2
     return [sp.simplify(mult * N * G_Ct[l * ne + i, col]) for l in range(action.L + 2)]
+
+
+def cross_response(action: Action, element: str, source: str) -> list[sp.Expr]:
+    """N G_{CC~}^{(l, element), (0, source)}: response of one kernel element to another element's input.
+
+    The propagator is diagonal in the element index (the delta_{(ab),(cd)} of C13) whenever
+    ``element`` is off-diagonal and differs from ``source``."""
+    _, G_Ct, _ = propagator(action)
+    ne = len(action.elements)
+    i, j = action.elements.index(element), action.elements.index(source)
+    return [sp.simplify(N * G_Ct[l * ne + i, j]) for l in range(action.L + 2)]
 
 
 def response_update_from_propagator(action: Action, element: str = "aa") -> list[sp.Expr]:

@@ -111,3 +111,16 @@ def test_linearised_rho_star_brackets_exact():
     hi = F.linearised_rho_star(L, 0.05, 1.25, 0.05, target_variance=0.5)
     lo = F.linearised_rho_star(L, 0.05, 1.25, 0.05, target_variance=0.25)
     assert np.all((lo < exact) & (exact < hi))
+
+
+def test_fig3_kernel_and_response_grow_at_a_rate_set_by_rho():
+    """Fig. 3: K^(l) and chi^(l) only increase along depth (skip connections), faster for larger rho."""
+    runs = {rho: F.response(1.4, 30, rho, 1.2, 0.2) for rho in (0.1, 0.3, 1.0)}
+    for r in runs.values():
+        assert np.all(np.diff(r["K"]) > 0) and np.all(np.diff(r["chi"]) > 0)
+    assert runs[0.1]["K"][-1] < runs[0.3]["K"][-1] < runs[1.0]["K"][-1]
+    assert runs[0.1]["chi"][-1] < runs[0.3]["chi"][-1] < runs[1.0]["chi"][-1]
+    # residual response decays sub-exponentially (Fig. 8): eta^(l+1)/eta^(l) tends to 1
+    eta = F.response(1.4, 200, 1.0, 1.2, 0.2)["eta"]
+    ratios = eta[2:] / eta[1:-1]
+    assert np.all(np.diff(ratios[5:]) > 0) and ratios[-1] > 0.98

@@ -124,3 +124,19 @@ def test_max_entropy_variance_is_one_half_not_one_quarter():
     best = mp.findroot(lambda s2: mp.diff(kl_num, s2), mp.mpf("0.4"))
     assert abs(best - mp.mpf(1) / 2) < 1e-8
     assert FT.erf_target_variance_check() == sp.Rational(1, 3)  # <erf^2> = 1/3 = E[U^2], U ~ U[-1, 1]
+
+
+def test_action_for_three_inputs_response_structure():
+    """P = 3 action (A30): the response of an off-diagonal element to its own input follows (C15), elements
+    do not respond to unrelated elements, but an off-diagonal element does respond to a diagonal input
+    (d<phi_a phi_b>/dK_aa = 1/2 <phi''_a phi_b> != 0): the delta_{(ab),(cd)} of C13 holds only for the
+    element's own source and unrelated elements (documented finding)."""
+    act = FT.build_action(1, inputs=3)
+    assert act.elements == ("aa", "bb", "cc", "ab", "ac", "bc")
+    assert FT.cross_response(act, "ab", "ac") == [0, 0, 0]
+    assert FT.cross_response(act, "aa", "ab") == [0, 0, 0]
+    assert FT.cross_response(act, "ab", "aa")[1] != 0
+    g = sp.Symbol("g")
+    ratio = FT.response_update_from_propagator(act, "ac")[0].doit()
+    ratio = ratio.replace(lambda e: isinstance(e, (sp.Derivative, sp.Subs)), lambda e: g)
+    assert sp.simplify(ratio - FT.rho**2 * FT.sigma_w2 * g) == 0

@@ -106,3 +106,21 @@ def test_custom_sympy_activation_goes_through_generated_kernels():
     assert abs(kern.mean_dphi_dphi(Ka, Kb, c) - np.exp(-(Ka + Kb) / 2) * np.cosh(c)) < 1e-13
     assert abs(kern.price_diag(Ka) - np.exp(-2 * Ka)) < 1e-13
     assert kern.name.startswith("custom_")
+
+
+def test_mpmath_route_against_closed_forms_25_digits():
+    """The mpmath quadrature route and the derived closed forms agree to >= 25 digits (erf, 1-D) and to
+    >= 18 digits for the nested 2-D quadrature (run at 20 digits to keep the suite fast)."""
+    import mpmath as mp
+
+    from numeric.mp_checks import gaussian_mean2_mp, gaussian_mean_mp
+
+    with mp.workdps(30):
+        Ka, Kb, c = mp.mpf("0.7"), mp.mpf("0.4"), mp.mpf("0.2")
+        sub = {G.K_aa: Ka, G.K_bb: Kb, G.K_ab: c}
+        dphi = lambda h: 2 / mp.sqrt(mp.pi) * mp.exp(-h * h)  # noqa: E731
+        with mp.workdps(20):
+            ref = gaussian_mean2_mp(dphi, dphi, Ka, Kb, c)
+        assert abs(ref - sp.N(G.erf_mean_dphi_dphi().subs(sub), 30)) < mp.mpf(10) ** -18
+        ref1 = gaussian_mean_mp(lambda h: mp.erf(h) ** 2, Ka)
+        assert abs(ref1 - sp.N(G.erf_mean_phi_sq().subs(G.K, Ka), 30)) < mp.mpf(10) ** -25
