@@ -53,7 +53,7 @@ def timeit(fn: Callable[[], Any], repeats: int = 3, warmup: int = 1, extra: int 
         elapsed = time.perf_counter() - t0
         s1, c1 = _cpu_times(), _own_cpu()
         times.append(elapsed)
-        others.append(None if s0 is None or s1 is None or elapsed < 50.0 / _HZ else  # below tick resolution
+        others.append(None if s0 is None or s1 is None or elapsed < 5.0 / _HZ else  # below tick resolution
                       max(0.0, ((s1[0] - s1[1]) - (s0[0] - s0[1])) / _HZ - (c1 - c0)) / elapsed)
     return {"best_s": min(times), "median_s": statistics.median(clean or times), "times_s": times,
             "others_busy_cores": others, "uncontended_calls": len(clean), "repeats": repeats,

@@ -42,6 +42,11 @@ def _parallel(fn, *args: np.ndarray) -> np.ndarray:
     return np.concatenate(parts, axis=-1)
 
 
+def _elementwise(value: np.ndarray, sl: slice) -> np.ndarray:
+    """Slice the element axis of a hyperparameter when it has one (size > 1), else keep it for broadcasting."""
+    return value[..., sl] if value.shape[-1] > 1 else value
+
+
 @dataclass
 class Hyper:
     """Residual-branch and readout hyperparameters; each broadcasts against the batch shape."""
@@ -102,31 +107,48 @@ def propagate(d0: np.ndarray, o0: np.ndarray, pairs: tuple[np.ndarray, np.ndarra
     if keep_layers:
         layers = {"K_diag": [d.copy()], "K_off": [o.copy()], "C_diag": [d.copy()], "C_off": [o.copy()],
                   "eta_diag": [chi_d.copy()], "eta_off": [chi_o.copy()]}
-    for layer in range(0, L_max + 1):
-        if layer > 0:
-            m_d = kern.mean_phi_sq(d)
-            g_d = kern.price_diag(d)
-            m_o = _parallel(kern.mean_phi_phi, d[..., i], d[..., j], o)
-            g_o = _parallel(kern.mean_dphi_dphi, d[..., i], d[..., j], o)
-            C_d = gen.residual_kernel(rho, sw, sb, m_d)
-            C_o = gen.residual_kernel(rho, sw, sb, m_o)
-            eta_d = gen.residual_response(rho, sw, g_d, chi_d)
-            eta_o = gen.residual_response(rho, sw, g_o, chi_o)
-            d, o = gen.kernel_update(d, C_d), gen.kernel_update(o, C_o)
-            # Round-off guard, not input clipping: |K_ab| <= sqrt(K_aa K_bb) holds exactly, but the
-            # correlation-one manifold is unstable (the off-diagonal slope exceeds the diagonal one),
-            # so last-ulp differences between K_ab and K_aa would otherwise grow with depth.
-            bound = np.sqrt(d[..., i] * d[..., j])
-            o = np.clip(o, -bound, bound)
-            chi_d, chi_o = gen.kernel_response(chi_d, eta_d), gen.kernel_response(chi_o, eta_o)
-            if keep_layers:
-                for k, v in (("K_diag", d), ("K_off", o), ("C_diag", C_d), ("C_off", C_o),
-                             ("eta_diag", eta_d), ("eta_off", eta_o)):
-                    layers[k].append(v)
-        hit = (stop == layer)[..., None]
-        if hit.any():
-            for k, v in (("K_d", d), ("K_o", o), ("chi_d", chi_d), ("chi_o", chi_o)):
-                out[k] = np.where(hit, v, out[k])
+    M = o.shape[-1]
+    n_chunks = _workers() if M >= _PARALLEL_MIN else 1
+    bounds = np.linspace(0, M, n_chunks + 1).astype(int)
+    chunks = [(slice(lo, hi), i[lo:hi], j[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    with ThreadPoolExecutor(n_chunks) as pool:
+        for layer in range(0, L_max + 1):
+            if layer > 0:
+                C_d = gen.residual_kernel(rho, sw, sb, kern.mean_phi_sq(d))
+                eta_d = gen.residual_response(rho, sw, kern.price_diag(d), chi_d)
+                d_new = gen.kernel_update(d, C_d)
+                sqrt_d_new = np.sqrt(d_new)
+                o_new, chi_o_new = np.empty_like(o), np.empty_like(chi_o)
+                C_o, eta_o = (np.empty_like(o), np.empty_like(o)) if keep_layers else (None, None)
+
+                def step(chunk, d=d, o=o, chi_o=chi_o, o_new=o_new, chi_o_new=chi_o_new, C_o=C_o, eta_o=eta_o,
+                         sqrt_d_new=sqrt_d_new):
+                    sl, ci, cj = chunk
+                    a, b, oo = d[..., ci], d[..., cj], o[..., sl]
+                    r = _elementwise(rho, sl)
+                    w, bias = _elementwise(sw, sl), _elementwise(sb, sl)
+                    C = gen.residual_kernel(r, w, bias, kern.mean_phi_phi(a, b, oo))
+                    eta = gen.residual_response(r, w, kern.mean_dphi_dphi(a, b, oo), chi_o[..., sl])
+                    # Round-off guard, not input clipping: |K_ab| <= sqrt(K_aa K_bb) holds exactly, but the
+                    # correlation-one manifold is unstable (the off-diagonal slope exceeds the diagonal
+                    # one), so last-ulp differences between K_ab and K_aa would otherwise grow with depth.
+                    bound = sqrt_d_new[..., ci] * sqrt_d_new[..., cj]
+                    o_new[..., sl] = np.clip(gen.kernel_update(oo, C), -bound, bound)
+                    chi_o_new[..., sl] = gen.kernel_response(chi_o[..., sl], eta)
+                    if C_o is not None:
+                        C_o[..., sl], eta_o[..., sl] = C, eta
+
+                list(pool.map(step, chunks))
+                d, o, chi_o = d_new, o_new, chi_o_new
+                chi_d = gen.kernel_response(chi_d, eta_d)
+                if keep_layers:
+                    for k, v in (("K_diag", d), ("K_off", o), ("C_diag", C_d), ("C_off", C_o),
+                                 ("eta_diag", eta_d), ("eta_off", eta_o)):
+                        layers[k].append(v)
+            hit = (stop == layer)[..., None]
+            if hit.any():
+                for k, v in (("K_d", d), ("K_o", o), ("chi_d", chi_d), ("chi_o", chi_o)):
+                    out[k] = v if hit.all() else np.where(hit, v, out[k])
     Kd, Ko = out["K_d"], out["K_o"]
     mo = _parallel(kern.mean_phi_phi, Kd[..., i], Kd[..., j], Ko)
     go = _parallel(kern.mean_dphi_dphi, Kd[..., i], Kd[..., j], Ko)
