@@ -138,7 +138,10 @@ def propagate(d0: np.ndarray, o0: np.ndarray, pairs: tuple[np.ndarray, np.ndarra
                     if C_o is not None:
                         C_o[..., sl], eta_o[..., sl] = C, eta
 
-                list(pool.map(step, chunks))
+                if n_chunks == 1:
+                    step(chunks[0])
+                else:
+                    list(pool.map(step, chunks))
                 d, o, chi_o = d_new, o_new, chi_o_new
                 chi_d = gen.kernel_response(chi_d, eta_d)
                 if keep_layers:
@@ -286,7 +289,7 @@ def _golden_max(f, lo: np.ndarray, hi: np.ndarray, iters: int = 80) -> np.ndarra
     return (a + b) / 2
 
 
-def _refine_stationary(f, x: np.ndarray, rel_step: float = 1e-5, iters: int = 3) -> np.ndarray:
+def _refine_stationary(f, x: np.ndarray, rel_step: float = 1e-5, iters: int = 4) -> np.ndarray:
     """Secant steps on the central-difference slope of f: the root of f' is well conditioned where the
     maximum of f itself is flat (golden section alone stops at ~sqrt(eps) relative)."""
     def slope(r):
@@ -305,7 +308,7 @@ def _refine_stationary(f, x: np.ndarray, rel_step: float = 1e-5, iters: int = 3)
 
 
 def rho_star(depths, k0, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w2_out=None, sigma_b2_out=None,
-             activation="erf", grid=None, iters: int = 40) -> dict[str, np.ndarray]:
+             activation="erf", grid=None, iters: int = 25) -> dict[str, np.ndarray]:
     """rho* = argmax_rho chi_out (Figs. 4-5) for a batch of depths and broadcastable hyperparameters.
 
     A log grid brackets the maximum, golden-section search narrows it, and secant
