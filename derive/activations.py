@@ -11,9 +11,6 @@ import sympy as sp
 
 x = sp.Symbol("x", real=True)
 
-#: Activations with a closed-form dual kernel (derived in derive.gaussian).
-CLOSED_FORM = ("erf", "relu", "linear")
-
 #: Smooth activations handled by generated Gauss--Hermite kernels.
 BUILTIN_EXPRESSIONS: dict[str, sp.Expr] = {
     "erf": sp.erf(x),
@@ -22,8 +19,6 @@ BUILTIN_EXPRESSIONS: dict[str, sp.Expr] = {
     "linear": x,
     "relu": sp.Max(x, 0),
 }
-
-QUADRATURE = ("tanh", "gelu")
 
 KNOWN = tuple(BUILTIN_EXPRESSIONS)
 
@@ -37,18 +32,6 @@ def activation_expr(name: str) -> sp.Expr:
             f"activation: unknown activation {name!r}; allowed: {', '.join(KNOWN)} "
             "(or pass a SymPy expression in x)"
         ) from None
-
-
-def parse_activation(spec: str | sp.Expr) -> tuple[str, sp.Expr]:
-    """Name and expression of an activation given by name or as a SymPy expression/string in x."""
-    if isinstance(spec, sp.Expr):
-        expr = spec
-        if expr.free_symbols - {x}:
-            raise ValueError(f"activation: expression must depend on x only, got free symbols {expr.free_symbols}")
-        return (f"custom_{abs(hash(sp.srepr(expr))) % 10**8:08d}", expr.subs(sp.Symbol("x"), x))
-    if spec in BUILTIN_EXPRESSIONS:
-        return spec, BUILTIN_EXPRESSIONS[spec]
-    raise ValueError(f"activation: unknown activation {spec!r}; allowed: {', '.join(KNOWN)}")
 
 
 def derivatives(expr: sp.Expr) -> tuple[sp.Expr, sp.Expr, sp.Expr]:

@@ -458,11 +458,6 @@ def derive_field_theory() -> Derivation:
     return d
 
 
-def erf_dphi0_sq() -> sp.Expr:
-    """phi'(0)^2 for erf, 4/pi."""
-    return sp.diff(sp.erf(_x), _x).subs(_x, 0) ** 2
-
-
 def erf_target_variance_check() -> sp.Expr:
     """<erf(h)^2> at the max-entropy variance equals 1/3, the second moment of U[-1, 1]."""
     return sp.nsimplify(erf_mean_phi_sq().subs(sp.Symbol("K", positive=True), max_entropy_variance()))
