@@ -42,6 +42,8 @@ from typing import Callable
 import numpy as np
 from scipy.special import erf
 
+from . import validation as V
+
 __all__ = [
     "ACTIVATIONS",
     "METHODS",
@@ -81,27 +83,28 @@ _CHUNK_BYTES = 2**25
 # ---------------------------------------------------------------------------
 
 
+def _scalar(name: str, arr: np.ndarray) -> float:
+    if arr.ndim:
+        raise V.ParameterError(name, f"must be a scalar, got shape {arr.shape}")
+    return float(arr)
+
+
 def _check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name}: must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+    if not isinstance(value, numbers.Integral):
+        raise V.ParameterError(name, f"must be an integer >= {minimum}, got {value!r}")
+    return V.integer(name, value, minimum)
 
 
 def _check_real(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ValueError(f"{name}: must be a finite real number, got {value!r}")
-    return float(value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise V.ParameterError(name, f"must be a finite real number, got {value!r}")
+    return _scalar(name, V.real(name, value))
 
 
 def _check_variance(name: str, value) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(value)
-        or value < 0
-    ):
-        raise ValueError(f"{name}: must be a finite real number >= 0, got {value!r}")
-    return float(value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise V.ParameterError(name, f"must be a finite real number >= 0, got {value!r}")
+    return _scalar(name, V.nonnegative(name, value))
 
 
 def _check_inputs(X) -> np.ndarray:
