@@ -22,6 +22,7 @@ import generated.activation_erf as gh_erf
 import generated.activation_gelu as gh_gelu
 import generated.activation_tanh as gh_tanh
 import generated.gaussian as closed
+from generated.gauss_hermite import PANELS_1D, panel_nodes
 from derive import activations
 
 from .validation import ParameterError
@@ -50,17 +51,6 @@ def _from_module(name: str, mod: types.ModuleType, closed_form_overrides: dict |
     return ActivationKernels(name=name, dphi0_sq=d0, closed_form=bool(closed_form_overrides), **fns)
 
 
-@lru_cache(maxsize=None)
-def _composite_legendre(panels: int = 600, order: int = 8, half_width: float = 9.0) -> tuple[Array, Array]:
-    """Composite Gauss--Legendre nodes on [-half_width, half_width] with the standard normal density folded in."""
-    x, w = np.polynomial.legendre.leggauss(order)
-    edges = np.linspace(-half_width, half_width, panels + 1)
-    mid, half = (edges[1:] + edges[:-1]) / 2, (edges[1:] - edges[:-1]) / 2
-    z = (mid[:, None] + half[:, None] * x).ravel()
-    wz = (half[:, None] * w).ravel() * np.exp(-z * z / 2) / np.sqrt(2 * np.pi)
-    return z, wz
-
-
 def erf_mean_phi_sq_phi_sq(K_aa, K_bb, K_ab) -> Array:
     """<erf(u)^2 erf(v)^2> by a one-dimensional reduction (fourth moment of Fischer et al. 35/C4).
 
@@ -74,7 +64,7 @@ def erf_mean_phi_sq_phi_sq(K_aa, K_bb, K_ab) -> Array:
     from scipy.special import erf, owens_t
 
     K_aa, K_bb, K_ab = np.broadcast_arrays(*(np.asarray(k, dtype=float) for k in (K_aa, K_bb, K_ab)))
-    z, wz = _composite_legendre()
+    z, wz = panel_nodes(PANELS_1D)
     u = np.sqrt(K_aa)[..., None] * z
     mu = (K_ab / K_aa)[..., None] * u
     s2 = np.maximum(K_bb - K_ab**2 / K_aa, 0.0)[..., None]
