@@ -20,7 +20,7 @@ import _common as C
 
 HERE = Path(__file__).resolve().parent
 WAIT_IDLE_S = 120  # each script first waits up to this long for an idle CPU
-SCRIPTS = ["bench_nngp_response.py", "bench_rho_star.py", "bench_simulator.py"]
+SCRIPTS = ["bench_nngp_response.py", "bench_rho_star.py", "bench_simulator.py", "bench_monte_carlo.py"]
 
 
 def main(argv: list[str]) -> int:
@@ -78,6 +78,17 @@ def _summary(report: dict) -> None:
                 rows.append([f"simulator {P} {m} ({o[m]['samples']} samples)",
                              f"{o[m]['best_s']:.3f} s", f"{o[m]['throughput_layer_neuron_samples_per_s']:.3e} /s"])
             rows.append([f"  {P} reduced / dense", f"{o['throughput_ratio_reduced_over_dense']:.0f}x", ""])
+    if "monte_carlo" in b:
+        r = b["monte_carlo"]
+        for size, o in r["results"].items():
+            for m in ("reduced", "dense", "peer"):
+                rows.append([f"monte_carlo {size} {m} ({o[m]['samples']} samples)",
+                             f"{o[m]['best_s']:.3f} s", f"{o[m]['throughput_layer_neuron_samples_per_s']:.3e} /s"])
+            rows.append([f"  {size} reduced / dense, / peer", f"{o['dense']['ratio_reduced_over_this']:.0f}x, "
+                         f"{o['peer']['ratio_reduced_over_this']:.0f}x", ""])
+        for name, v in r["var_G_to_1pct"].items():
+            rows.append([f"Var[G] to 1% RSE n=d=100 {name}", f"{v['best_s']:.2f} s",
+                         f"{v['samples']} samples, Var[G] = {v['var_G']:.3f}"])
     if rows:
         print()
         C.print_table(["summary", "time / ratio", "note"], rows)

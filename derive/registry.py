@@ -5,11 +5,15 @@ from typing import Callable
 
 from .field_theory import derive_field_theory
 from .gaussian import derive_gaussian
+from .log_gaussian import derive_log_gaussian
+from .residual_mlp import derive_residual_mlp
 from .results import Derivation
 
 THEORIES: dict[str, tuple[str, Callable[[], Derivation]]] = {
     "gaussian": ("derive/gaussian.py", derive_gaussian),
     "fischer": ("derive/field_theory.py", derive_field_theory),
+    "log_gaussian": ("derive/log_gaussian.py", derive_log_gaussian),
+    "pdlt_residual": ("derive/residual_mlp.py", derive_residual_mlp),
 }
 
 #: Activations that get a generated Gauss--Hermite module.
@@ -17,6 +21,8 @@ GENERATED_ACTIVATIONS = ("erf", "tanh", "gelu")
 
 PAPERS = {
     "fischer2025": "Fischer, Dahmen \\& Helias (2025), Phys. Rev. E 112, 065301",
+    "li_nica_roy2021": "Li, Nica \\& Roy (2021), The future is log-Gaussian: ResNets and their infinite-depth-and-width limit at initialization, NeurIPS",
+    "pdlt_appB": "Roberts, Yaida \\& Hanin (2022), The Principles of Deep Learning Theory, Appendix B",
     "cho_saul2009": "Cho \\& Saul (2009), Kernel methods for deep learning",
 }
 

@@ -12,7 +12,9 @@ EQUATION = re.compile(r"\\begin\{equation\}\n(.*?)\n\\label\{eq:(\w+):(\w+)\}\\t
 
 
 def _parse(tex: str) -> sp.Expr:
-    return parse_latex(tex).subs(sp.Symbol("pi"), sp.pi).subs(sp.Symbol("e"), sp.E)
+    # the parser reads \Gamma(...) as an undefined function named Gamma: map it to the gamma function
+    expr = parse_latex(tex).subs(sp.Symbol("pi"), sp.pi).subs(sp.Symbol("e"), sp.E)
+    return expr.replace(sp.Function("Gamma"), sp.gamma)
 
 
 @pytest.mark.parametrize("theory", list(THEORIES))
