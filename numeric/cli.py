@@ -86,6 +86,87 @@ def cmd_reproduce(args) -> int:
     return 0 if report["summary"]["failed"] == 0 else 1
 
 
+def cmd_j2bar(args) -> int:
+    """J2-bar(theta) at --digits digits: derived closed form and 2-D quadrature of eq. (23), as decimal strings."""
+    import mpmath as mp
+
+    from numeric.mp_checks import j2bar_closed_mp, j2bar_quadrature_mp
+    from numeric.validation import ParameterError
+
+    digits = args.digits
+    if not 1 <= digits <= 100:
+        raise ParameterError("digits", f"must be an integer in [1, 100], got {digits}")
+    out = {"theta": [], "closed_form": [], "quadrature": []}
+    with mp.workdps(digits + 10):
+        for text in args.theta:
+            try:
+                theta = mp.mpf(text)
+            except (ValueError, TypeError):
+                raise ParameterError("theta", f"must be a number in [0, pi], got {text!r}") from None
+            if not 0 <= theta <= mp.pi:
+                raise ParameterError("theta", f"must lie in [0, pi], got {text}")
+            out["theta"].append(mp.nstr(theta, digits))
+            out["closed_form"].append(mp.nstr(j2bar_closed_mp(theta, digits), digits))
+            out["quadrature"].append(mp.nstr(j2bar_quadrature_mp(theta, digits), digits))
+    if args.json:
+        print(json.dumps(out))
+    else:
+        for t, c, q in zip(out["theta"], out["closed_form"], out["quadrature"]):
+            print(f"theta={t}  closed_form={c}  quadrature={q}")
+    return 0
+
+
+def cmd_log_gaussian(args) -> int:
+    """Li-Nica-Roy E[G], Var[G]: theory (Thm 1 / Thm 4) and, with --simulate, Monte Carlo with SEs."""
+    from numeric import log_gaussian as lg
+    from numeric import monte_carlo as mc
+
+    lg.check_architecture(args.n, args.d, args.alpha, args.lam)
+    sim = None
+    hypo = args.hypo_constant
+    hypo_source = "given" if hypo is not None else None
+    if args.simulate:
+        sim = mc.simulate_log_gaussian(n=args.n, d=args.d, alpha=args.alpha, lam=args.lam, balanced=args.balanced,
+                                       samples=args.samples, seed=args.seed)
+    if not args.balanced and hypo is None:
+        est = sim if sim is not None else mc.simulate_log_gaussian(
+            n=args.n, d=args.d, alpha=args.alpha, lam=args.lam, samples=args.hypo_samples, seed=args.seed)
+        hyp = mc.hypoactivation(est)
+        hypo, hypo_source = float(hyp["C_hat"]), f"Monte Carlo ({est.samples} samples, seed {args.seed})"
+        hypo_se = float(hyp["C_hat_se"])
+    th = lg.theory(args.n, args.d, args.alpha, args.lam, balanced=args.balanced, hypo_constant=hypo)
+    theory = {"mean_G": th["mean_G"], "var_G": th["var_G"], "beta": th["beta"], "c": th["c"],
+              "I_total": th["I_total"], "h_total": th["h_total"]}
+    if not args.balanced:
+        theory["hypo_constant"] = hypo
+        theory["hypo_constant_source"] = hypo_source
+        if hypo_source != "given":
+            theory["hypo_constant_se"] = hypo_se
+    out = {"theory": theory}
+    if sim is not None:
+        g = mc.g_moments(sim)
+        out["simulation"] = {k: float(g[k]) for k in ("mean_G", "mean_G_se", "var_G", "var_G_se")}
+        out["simulation"].update(samples=sim.samples, seed=args.seed)
+    if args.json:
+        print(json.dumps(out))
+    else:
+        for part, vals in out.items():
+            print(part + ": " + ", ".join(f"{k}={v}" for k, v in vals.items()))
+    return 0
+
+
+def cmd_nu(args) -> int:
+    """PDLT nu(gamma), C_W(gamma) and r*(gamma) for an activation class."""
+    from numeric import residual_mlp as rm
+
+    out = {"gamma": args.gamma, "activation": args.activation,
+           "nu": float(rm.nu(args.gamma, args.activation)),
+           "C_W": float(rm.critical_C_W(args.gamma, args.activation)),
+           "r_star": float(rm.r_star(args.gamma, args.activation, args.n_out))}
+    _emit(out, args.json)
+    return 0
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k0", type=float, required=True, help="input kernel K^(0) (diagonal element)")
     p.add_argument("--k0-offdiag", type=float, default=None, help="off-diagonal input kernel element")
@@ -114,6 +195,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--depth", type=int, required=True)
     _common(p)
     p.set_defaults(func=cmd_response)
+    p = sub.add_parser("j2bar", help="Li-Nica-Roy J2-bar(theta): closed form vs 2-D mpmath quadrature")
+    p.add_argument("theta", nargs="+", help="angles in [0, pi]")
+    p.add_argument("--digits", type=int, default=30)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_j2bar)
+    p = sub.add_parser("log-gaussian", help="Li-Nica-Roy E[G], Var[G]: theory and Monte Carlo")
+    p.add_argument("--n", type=int, required=True, help="hidden width (>= 2)")
+    p.add_argument("--d", type=int, required=True, help="number of residual layers (>= 1)")
+    p.add_argument("--alpha", type=float, required=True, help="skip coefficient")
+    p.add_argument("--lam", type=float, required=True, help="residual-branch coefficient (>= 0)")
+    p.add_argument("--balanced", action="store_true", help="balanced ResNet (random activation signs, Thm 4)")
+    p.add_argument("--simulate", action="store_true", help="add a Monte Carlo estimate with standard errors")
+    p.add_argument("--samples", type=int, default=5000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--hypo-constant", type=float, default=None,
+                   help="C_{alpha,lambda} of Prop. 2 (default: estimated by Monte Carlo)")
+    p.add_argument("--hypo-samples", type=int, default=2000,
+                   help="samples for estimating C_{alpha,lambda} when neither --hypo-constant nor --simulate")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_log_gaussian)
+    p = sub.add_parser("nu", help="PDLT residual-MLP nu(gamma), critical C_W and r*(gamma)")
+    p.add_argument("--gamma", type=float, required=True, help="residual hyperparameter in [0, 1)")
+    p.add_argument("--activation", required=True, help="relu, tanh, erf, linear or leaky_relu:<slope>")
+    p.add_argument("--n-out", type=int, default=1, help="output width n_L (B.36)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_nu)
     p = sub.add_parser("reproduce", help="the main job: theory + Monte Carlo checks, written to DIR/report.json")
     p.add_argument("theory", nargs="?", default="fischer", choices=["fischer", "all"])
     p.add_argument("--out", required=True)

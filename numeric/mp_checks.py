@@ -100,3 +100,91 @@ def rho_star_mp(k0, depth: int, sigma_w2, sigma_b2, start: float, sigma_w2_out=N
             mid = (lo + hi) / 2
             lo, hi = (mid, hi) if slope(mid) > 0 else (lo, mid)
         return (lo + hi) / 2
+
+
+# --------------------------------------------------------------------------- Li, Nica & Roy: J2-bar
+def j2bar_quadrature_mp(theta, dps: int = 30) -> mp.mpf:
+    """J2-bar(theta) = 2 E[relu(Z)^2 relu(cos t Z + sin t W)^2] (eq. 23) by 2-D mpmath quadrature.
+
+    In polar coordinates Z = r cos(psi), W = r sin(psi) the integrand is r^5 e^{-r^2/2} cos^2(psi)
+    cos^2(psi - t) / (2 pi) on the rectangle r > 0, psi in (t - pi/2, pi/2) where both ReLUs are open;
+    mpmath integrates it as a 2-D tanh-sinh quadrature (no closed form is used).
+    """
+    with mp.workdps(dps + 10):
+        t = mp.mpf(theta)
+        value = 2 * mp.quad(lambda r, psi: r**5 * mp.exp(-r * r / 2) * mp.cos(psi) ** 2 * mp.cos(psi - t) ** 2,
+                            [0, mp.inf], [t - mp.pi / 2, mp.pi / 2]) / (2 * mp.pi)
+        return +value
+
+
+@lru_cache(maxsize=None)
+def _j2bar_closed_mp():
+    from derive import log_gaussian
+
+    return sp.lambdify(log_gaussian.theta, log_gaussian.j2bar_closed_form(), "mpmath")
+
+
+def j2bar_closed_mp(theta, dps: int = 30) -> mp.mpf:
+    """The derived closed form of J2-bar evaluated in mpmath."""
+    with mp.workdps(dps + 10):
+        return +_j2bar_closed_mp()(mp.mpf(theta))
+
+
+# --------------------------------------------------------------------------- PDLT: nu(gamma) by iteration
+def _sigma_mp(activation: str):
+    from .residual_mlp import activation_class
+
+    ac = activation_class(activation)
+    if ac.kind == "k0":
+        return ac, (mp.tanh if ac.name == "tanh" else mp.erf)
+    ap, am = mp.mpf(ac.a_plus), mp.mpf(ac.a_minus)
+    return ac, (lambda z: ap * z if z > 0 else am * z)
+
+
+def vertex_trajectory_mp(activation: str, gamma, depth: int, K1=1, dps: int = 30) -> list[tuple[mp.mpf, mp.mpf]]:
+    """(K^(l), V^(l)) for l = 1..depth at criticality, every Gaussian integral an mpmath quadrature.
+
+    The recursions are B.12 and B.26 written out here in mpmath (not the float64 generated kernels):
+    K' = C_W <s^2> + gamma^2 K, V' = C_W^2 (<s^4> - <s^2>^2) + chi^2 V + 4 gamma^2 (chi - gamma^2) K^2,
+    chi = gamma^2 + C_W (<s^2 z^2> - K <s^2>)/(2 K^2), C_W = (1 - gamma^2)/A_2 or (1 - gamma^2)/sigma_1^2.
+    """
+    ac, s = _sigma_mp(activation)
+    with mp.workdps(dps + 10):
+        g2 = mp.mpf(gamma) ** 2
+        if ac.kind == "k0":
+            s1 = mp.mpf(1) if ac.name == "tanh" else 2 / mp.sqrt(mp.pi)
+            cw = (1 - g2) / s1**2
+        else:
+            cw = (1 - g2) / ((mp.mpf(ac.a_plus) ** 2 + mp.mpf(ac.a_minus) ** 2) / 2)
+        K, V = mp.mpf(K1), mp.mpf(0)
+        out = [(K, V)]
+        for _ in range(depth - 1):
+            m2 = gaussian_mean_mp(lambda z: s(z) ** 2, K)
+            m2z = gaussian_mean_mp(lambda z: s(z) ** 2 * z * z, K)
+            m4 = gaussian_mean_mp(lambda z: s(z) ** 4, K)
+            chi = g2 + cw * (m2z - K * m2) / (2 * K * K)
+            V = cw**2 * (m4 - m2 * m2) + chi**2 * V + 4 * g2 * (chi - g2) * K * K
+            K = cw * m2 + g2 * K
+            out.append((K, V))
+    return out
+
+
+def nu_from_iteration_mp(activation: str, gamma, depth: int = 400, dps: int = 30) -> dict:
+    """The deep slope of V^(l)/K^(l)^2 from ``vertex_trajectory_mp``.
+
+    Scale-invariant activations: the per-layer increment (constant at criticality).  K* = 0 class: the
+    increments s_l = V_{l+1}/K_{l+1}^2 - V_l/K_l^2 approach nu with corrections a/l + b ln(l)/l; they are
+    fitted on the last half of the layers and extrapolated to l -> oo.
+    """
+    traj = vertex_trajectory_mp(activation, gamma, depth, dps=dps)
+    with mp.workdps(dps + 10):
+        ratio = [V / (K * K) for K, V in traj]
+        inc = [ratio[i + 1] - ratio[i] for i in range(len(ratio) - 1)]
+        ac, _ = _sigma_mp(activation)
+        if ac.kind == "scale_invariant":
+            return {"nu": +inc[-1], "last_increment": +inc[-1], "depth": depth}
+        ls = list(range(len(inc) // 2, len(inc)))
+        A = mp.matrix([[1, mp.mpf(1) / (l + 1), mp.log(l + 1) / (l + 1)] for l in ls])
+        b = mp.matrix([inc[l] for l in ls])
+        coef = mp.lu_solve(A.T * A, A.T * b)
+        return {"nu": +coef[0], "last_increment": +inc[-1], "depth": depth}
