@@ -33,3 +33,32 @@ def test_mean_kernel_bias_is_order_inverse_width():
         mean, se = mean_and_se(sim["C"][:, 1:, 0, 0])
         devs.append(np.abs(mean - theory).mean())
     assert devs[1] < devs[0]
+
+
+# --------------------------------------------------------------------------- Li, Nica & Roy
+@pytest.mark.slow
+def test_hypoactivation_constant_at_paper_setting():
+    """App. C.3: C_{alpha,lambda} ~ -0.876 at alpha = lam = 1/sqrt2, n = d = 150 (the paper gives no error bar;
+    we allow 4 SE + 0.02)."""
+    from numeric.monte_carlo import hypoactivation, simulate_log_gaussian
+
+    a = 2**-0.5
+    h = hypoactivation(simulate_log_gaussian(n=150, d=150, alpha=a, lam=a, samples=20000, seed=150))
+    assert abs(h["C_hat"] - (-0.876)) < 4 * h["C_hat_se"] + 0.02
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [50, 100, 200])
+def test_conjecture5_figure4_setting(n):
+    """Fig. 4 (d = 200): absolute errors of eqs (11)-(13) scale as O(1/n^2) while the quantities are O(1/n):
+    n^2 x |error| stays below 6 (measured 1-5 for n = 32..128 at d = 40)."""
+    from numeric.log_gaussian import conjecture5_theory
+    from numeric.monte_carlo import conjecture5, simulate_log_gaussian
+
+    a = 2**-0.5
+    s = simulate_log_gaussian(n=n, d=200, alpha=a, lam=a, samples=10000, seed=n)
+    c5 = conjecture5(s)
+    th = conjecture5_theory(n, a, a)
+    assert n**2 * abs(c5["var_avg"] - th["var"]) < 6 + 4 * n**2 * c5["var_avg_se"]
+    for k in (1, 2):
+        assert n**2 * abs(c5["cov_avg"][k] - th["cov"][k]) < 6 + 4 * n**2 * c5["cov_avg_se"][k]
