@@ -167,6 +167,14 @@ def cmd_nu(args) -> int:
     return 0
 
 
+def cmd_figures(args) -> int:
+    from numeric.figures import make_figures
+
+    for path in make_figures(Path(args.out), quick=args.quick, seed=args.seed, progress=not args.quiet):
+        print(f"wrote {path}")
+    return 0
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k0", type=float, required=True, help="input kernel K^(0) (diagonal element)")
     p.add_argument("--k0-offdiag", type=float, default=None, help="off-diagonal input kernel element")
@@ -221,6 +229,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-out", type=int, default=1, help="output width n_L (B.36)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_nu)
+    p = sub.add_parser("figures", help="PNG figures: Li-Nica-Roy Fig. 1 and 2, PDLT nu(gamma) and r*(gamma)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--quick", action="store_true", help="fewer depths/widths and samples (seconds)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_figures)
     p = sub.add_parser("reproduce", help="the main job: theory + Monte Carlo checks, written to DIR/report.json")
     p.add_argument("theory", nargs="?", default="fischer", choices=["fischer", "all"])
     p.add_argument("--out", required=True)
