@@ -175,6 +175,16 @@ def cmd_figures(args) -> int:
     return 0
 
 
+def cmd_stable_kernel(args) -> int:
+    """Hayou et al. NNGP/NTK for two unit inputs at --angle, in natural logs so deep unscaled nets stay finite."""
+    from numeric.stable_resnet import two_input_kernels
+
+    res = two_input_kernels(args.depth, args.scaling, angle=args.angle, sigma_w2=args.sigma_w2,
+                            sigma_b2=args.sigma_b2, d_in=args.d_in)
+    _emit({k: res[k] for k in ("depth", "log_Q_diag", "correlation", "log_ntk_diag")}, args.json)
+    return 0
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k0", type=float, required=True, help="input kernel K^(0) (diagonal element)")
     p.add_argument("--k0-offdiag", type=float, default=None, help="off-diagonal input kernel element")
@@ -229,6 +239,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-out", type=int, default=1, help="output width n_L (B.36)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_nu)
+    p = sub.add_parser("stable-kernel", help="Hayou et al. Stable ResNet NNGP/NTK (log diagonal, correlation)")
+    p.add_argument("--depth", type=int, nargs="+", required=True)
+    p.add_argument("--scaling", default="uniform",
+                   help="unscaled, uniform (1/sqrt(L)), decreasing (1/(sqrt(l) log(l+1))) or a SymPy expression in l, L")
+    p.add_argument("--angle", type=float, default=1.0, help="angle between the two unit inputs, in [0, pi]")
+    p.add_argument("--sigma-w2", type=float, default=2.0)
+    p.add_argument("--sigma-b2", type=float, default=0.0)
+    p.add_argument("--d-in", type=int, default=2, help="input dimension d in Q_0 = sigma_b^2 + sigma_w^2 x.x'/d")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_stable_kernel)
     p = sub.add_parser("figures", help="PNG figures: Li-Nica-Roy Fig. 1 and 2, PDLT nu(gamma) and r*(gamma)")
     p.add_argument("--out", required=True)
     p.add_argument("--quick", action="store_true", help="fewer depths/widths and samples (seconds)")

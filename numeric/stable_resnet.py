@@ -1,0 +1,245 @@
+"""Numeric driver for Hayou et al. (2021), Stable ResNet: ReLU NNGP and NTK at any depth without overflow.
+
+The kernels are iterated with the generated updates of `generated.stable_resnet` on whole P x P matrices.
+Both Q and Theta are carried as ``exp(log_scale) * normalised`` with one common scale per layer (the
+recursions are homogeneous of degree one in (Q, Theta, sigma_b^2)), so depth 10^4 of the unscaled
+ResNet, where Q ~ 2^L, stays finite.  ``log_Q_diag`` and ``log_ntk_diag`` are natural logs.
+
+Scalings lambda_{l,L} (eq. 2): ``unscaled`` (1), ``uniform`` (1/sqrt(L)), ``decreasing``
+(lambda_l^{-1} = sqrt(l) log(l+1)), or any SymPy expression in ``l`` (and ``L``) such as ``"1/l"``, or an
+explicit array of length L.  Definition 1 (stable iff sum_l lambda_{l,L}^2 stays bounded) is decided
+symbolically for expressions (`scaling_is_stable`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import sympy as sp
+from scipy.integrate import solve_ivp
+
+import generated.stable_resnet as gs
+
+from . import validation as V
+from .validation import ParameterError
+
+__all__ = ["NAMED_SCALINGS", "Scaling", "parse_scaling", "scaling_is_stable", "lambda_squared", "kernels",
+           "two_input_kernels", "ode_limit", "input_kernel_matrix"]
+
+NAMED_SCALINGS = {"unscaled": "1", "uniform": "1/sqrt(L)", "decreasing": "1/(sqrt(l)*log(l + 1))"}
+_l, _L = sp.symbols("l L", positive=True, integer=True)
+
+
+@dataclass(frozen=True)
+class Scaling:
+    name: str
+    expr: sp.Expr | None  # lambda_{l,L} as a SymPy expression, or None for an explicit array
+    values: tuple[float, ...] | None = None
+
+    def squared(self, L: int) -> np.ndarray:
+        if self.values is not None:
+            if len(self.values) != L:
+                raise ParameterError("scaling", f"an explicit sequence must have length depth = {L}, "
+                                                f"got {len(self.values)}")
+            return np.asarray(self.values, float) ** 2
+        fn = sp.lambdify((_l, _L), self.expr**2, "numpy")
+        l = np.arange(1, L + 1, dtype=float)
+        return np.broadcast_to(np.asarray(fn(l, float(L)), float), (L,)).copy()
+
+
+@lru_cache(maxsize=64)
+def _parse_expr(text: str) -> sp.Expr:
+    try:
+        expr = sp.sympify(text, locals={"l": _l, "L": _L})
+    except (sp.SympifyError, SyntaxError, TypeError):
+        raise ParameterError("scaling", f"must be unscaled, uniform, decreasing or a SymPy expression in l and L, "
+                                        f"got {text!r}") from None
+    extra = expr.free_symbols - {_l, _L}
+    if extra:
+        raise ParameterError("scaling", f"expression may use only l and L, found {sorted(map(str, extra))}")
+    return expr
+
+
+def parse_scaling(scaling) -> Scaling:
+    """Scaling from a name, a SymPy expression string, or an explicit array of lambda_{l,L} (l = 1..L)."""
+    if isinstance(scaling, Scaling):
+        return scaling
+    if isinstance(scaling, str):
+        expr = _parse_expr(NAMED_SCALINGS.get(scaling, scaling))
+        return Scaling(scaling, expr)
+    arr = V.positive("scaling", scaling)
+    if arr.ndim != 1:
+        raise ParameterError("scaling", f"an explicit sequence must be 1-D, got shape {arr.shape}")
+    return Scaling("explicit", None, tuple(float(v) for v in arr))
+
+
+@lru_cache(maxsize=64)
+def _stable_expr(expr: sp.Expr) -> tuple[bool, str]:
+    sq = expr**2
+    if sq.has(_L):
+        total = sp.summation(sq, (_l, 1, _L))
+        lim = sp.limit(total, _L, sp.oo)
+        ok = bool(lim.is_finite)
+        return ok, f"lim_L sum_(l=1..L) lambda^2 = {lim}"
+    conv = sp.Sum(sq, (_l, 1, sp.oo)).is_convergent()
+    return bool(conv), ("sum_l lambda_l^2 converges" if conv else "sum_l lambda_l^2 diverges")
+
+
+def scaling_is_stable(scaling) -> dict:
+    """Definition 1: stable iff lim_L sum_{l<=L} lambda_{l,L}^2 < inf (decided symbolically)."""
+    s = parse_scaling(scaling)
+    if s.expr is None:
+        return {"stable": None, "reason": "an explicit finite sequence cannot be classified; give an expression"}
+    ok, reason = _stable_expr(s.expr)
+    return {"stable": ok, "reason": reason}
+
+
+def lambda_squared(scaling, depth: int, require_stable: bool = False) -> np.ndarray:
+    """lambda_{l,L}^2 for l = 1..L; with require_stable, a non-square-summable scaling is an error."""
+    depth = V.integer("depth", depth, minimum=1)
+    s = parse_scaling(scaling)
+    if require_stable:
+        verdict = scaling_is_stable(s)
+        if verdict["stable"] is False:
+            raise ParameterError("scaling", f"{s.name!r} is not a Stable ResNet scaling (Definition 1): "
+                                            f"{verdict['reason']}")
+    lam2 = s.squared(depth)
+    if not np.all(np.isfinite(lam2)) or np.any(lam2 <= 0):
+        raise ParameterError("scaling", f"lambda_(l,L) must be finite and > 0 for l = 1..{depth}")
+    return lam2
+
+
+def input_kernel_matrix(X, sigma_w2, sigma_b2) -> np.ndarray:
+    """Q_0(x, x') = sigma_b^2 + sigma_w^2 x.x'/d (eq. 5) for the rows of X."""
+    sigma_w2 = float(V.positive("sigma_w2", sigma_w2))
+    sigma_b2 = float(V.nonnegative("sigma_b2", sigma_b2))
+    X = V.real("X", X)
+    if X.ndim != 2:
+        raise ParameterError("X", f"must be a (P, d) array of inputs, got shape {X.shape}")
+    return gs.input_kernel(sigma_b2, sigma_w2, X @ X.T, X.shape[1])
+
+
+@dataclass
+class KernelState:
+    """Q = exp(log_scale) Qn, Theta = exp(log_scale) Tn."""
+
+    Qn: np.ndarray
+    Tn: np.ndarray
+    log_scale: float
+
+    def correlation(self) -> np.ndarray:
+        d = np.sqrt(np.diagonal(self.Qn))
+        return np.clip(self.Qn / np.outer(d, d), -1.0, 1.0)
+
+    def ntk_correlation(self) -> np.ndarray:
+        d = np.sqrt(np.diagonal(self.Tn))
+        return self.Tn / np.outer(d, d)
+
+
+def _step(state: KernelState, lam2: float, sigma_w2: float, sigma_b2: float) -> KernelState:
+    Qn, Tn = state.Qn, state.Tn
+    d = np.sqrt(np.diagonal(Qn))
+    root = np.outer(d, d)
+    C = np.clip(Qn / root, -1.0, 1.0)
+    sb = sigma_b2 * np.exp(-state.log_scale)
+    f = gs.f_relu(C)
+    psi = sb + sigma_w2 * root * (C + f) / 2  # Psi_{l-1} in the common scale
+    psi_d = sigma_w2 * gs.mean_dphi_dphi(C)
+    Q_new = gs.nngp_update(Qn, d[:, None] ** 2, d[None, :] ** 2, C, lam2, sb, sigma_w2)  # eq. (5)
+    T_new = gs.ntk_update(Tn, lam2, psi, psi_d)
+    r = float(np.max(np.diagonal(Q_new)))
+    return KernelState(Q_new / r, T_new / r, state.log_scale + np.log(r))
+
+
+def kernels(Q0, depth: int, scaling="uniform", sigma_w2: float = 2.0, sigma_b2: float = 0.0,
+            keep_layers: bool = False, require_stable: bool = False) -> dict:
+    """NNGP Q_L (5) and NTK Theta_L (9), NTK parameterisation, for an input kernel Q0 (P x P).
+
+    Returns log_scale, Q_normalised, ntk_normalised (Q = exp(log_scale) Q_normalised, same for the NTK),
+    the correlation kernel C_L (3), log_Q_diag and log_ntk_diag.  With keep_layers, also per-layer
+    log_Q_diag_layers, log_ntk_diag_layers and correlation_layers (L+1, P, P).
+    """
+    Q0 = V.kernel_matrix("Q0", Q0)
+    sigma_w2 = float(V.positive("sigma_w2", sigma_w2))
+    sigma_b2 = float(V.nonnegative("sigma_b2", sigma_b2))
+    lam2 = lambda_squared(scaling, depth, require_stable)
+    r0 = float(np.max(np.diagonal(Q0)))
+    state = KernelState(Q0 / r0, Q0 / r0, np.log(r0))
+    layers = []
+
+    def record(s: KernelState):
+        layers.append((s.log_scale + np.log(np.diagonal(s.Qn)), s.log_scale + np.log(np.diagonal(s.Tn)),
+                       s.correlation(), s.ntk_correlation()))
+
+    if keep_layers:
+        record(state)
+    for l2 in lam2:
+        state = _step(state, float(l2), sigma_w2, sigma_b2)
+        if keep_layers:
+            record(state)
+    out = {
+        "log_scale": state.log_scale, "Q_normalised": state.Qn, "ntk_normalised": state.Tn,
+        "correlation": state.correlation(), "ntk_correlation": state.ntk_correlation(),
+        "log_Q_diag": state.log_scale + np.log(np.diagonal(state.Qn)),
+        "log_ntk_diag": state.log_scale + np.log(np.diagonal(state.Tn)),
+        "lambda_squared_sum": float(lam2.sum()),
+    }
+    if keep_layers:
+        out["log_Q_diag_layers"] = np.array([r[0] for r in layers])
+        out["log_ntk_diag_layers"] = np.array([r[1] for r in layers])
+        out["correlation_layers"] = np.array([r[2] for r in layers])
+        out["ntk_correlation_layers"] = np.array([r[3] for r in layers])
+    return out
+
+
+def two_input_kernels(depths, scaling="uniform", angle: float = 1.0, sigma_w2: float = 2.0, sigma_b2: float = 0.0,
+                      d_in: int = 2) -> dict:
+    """Two unit inputs at ``angle`` (radians, in [0, pi]): log Q_L(x, x), C_L(x, x'), log Theta_L(x, x) per depth."""
+    depths = V.depths("depth", depths)
+    a = float(V.real("angle", angle))
+    if not 0 <= a <= np.pi:
+        raise ParameterError("angle", f"must lie in [0, pi], got {a}")
+    d_in = V.integer("d_in", d_in, minimum=2)
+    X = np.zeros((2, d_in))
+    X[0, 0] = 1.0
+    X[1, 0], X[1, 1] = np.cos(a), np.sin(a)
+    Q0 = input_kernel_matrix(X, sigma_w2, sigma_b2)
+    out = {"depth": [], "log_Q_diag": [], "correlation": [], "log_ntk_diag": [], "ntk_correlation": []}
+    for L in depths:
+        k = kernels(Q0, int(L), scaling, sigma_w2, sigma_b2)
+        out["depth"].append(int(L))
+        out["log_Q_diag"].append(float(k["log_Q_diag"][0]))
+        out["correlation"].append(float(k["correlation"][0, 1]))
+        out["log_ntk_diag"].append(float(k["log_ntk_diag"][0]))
+        out["ntk_correlation"].append(float(k["ntk_correlation"][0, 1]))
+    return out
+
+
+def ode_limit(Q0, t_eval, sigma_w2: float = 2.0, sigma_b2: float = 0.0, rtol: float = 1e-11) -> np.ndarray:
+    """The ODE (8), the uniform-scaling limit L -> oo, solved for every element of Q0: q_t (len(t_eval), P, P).
+
+    The diagonal is the closed form `ode_diagonal` (dsolve); off-diagonal elements are integrated by
+    scipy's DOP853 with q' = sigma_b^2 + sigma_w^2 sqrt(q_aa q_bb) (c + f(c))/2.
+    """
+    Q0 = V.kernel_matrix("Q0", Q0)
+    t_eval = np.asarray(t_eval, float)
+    diag = gs.ode_diagonal(np.diagonal(Q0)[None, :], sigma_b2, sigma_w2, t_eval[:, None])  # (T, P)
+    P = Q0.shape[0]
+    i, j = np.triu_indices(P, 1)
+    qa = lambda tt: gs.ode_diagonal(Q0[i, i], sigma_b2, sigma_w2, tt)  # noqa: E731
+    qb = lambda tt: gs.ode_diagonal(Q0[j, j], sigma_b2, sigma_w2, tt)  # noqa: E731
+
+    def rhs(tt, q):
+        root = np.sqrt(qa(tt) * qb(tt))
+        c = np.clip(q / root, -1.0, 1.0)
+        return sigma_b2 + sigma_w2 * root * gs.mean_phi_phi_normalised(c)
+
+    out = np.empty((t_eval.size, P, P))
+    out[:, np.arange(P), np.arange(P)] = diag
+    if i.size:
+        sol = solve_ivp(rhs, (0.0, float(t_eval.max())), Q0[i, j], t_eval=t_eval, method="DOP853", rtol=rtol,
+                        atol=1e-13)
+        out[:, i, j] = sol.y.T
+        out[:, j, i] = sol.y.T
+    return out
