@@ -44,6 +44,7 @@ d_in = sp.Symbol("d_in", positive=True)
 tail = sp.Symbol("tail", nonnegative=True)  # sum_{k>L} lambda_k^2
 Q_inf = sp.Symbol("Q_inf", positive=True)
 lam_sum = sp.Symbol("lam_sum", nonnegative=True)  # sum_l lambda_{l,L}^2
+root_qq = sp.Symbol("root_qq", positive=True)  # sqrt(Q_aa Q_bb)
 
 _r = sp.Symbol("r", real=True)
 _l = sp.Symbol("l", positive=True, integer=True)
@@ -53,7 +54,7 @@ LATEX_NAMES = {
     C: "C", Q_prev: r"Q_{p}", Q_ab: r"Q_{ab}", Q_aa: r"Q_{aa}", Q_bb: r"Q_{bb}", Theta_prev: r"\Theta_{p}",
     Psi: r"\Psi", Psi_d: r"\Psi_{d}", lam2: r"\lambda_{2}", sigma_w2: r"\sigma_{w}^{2}", sigma_b2: r"\sigma_{b}^{2}",
     L: "L", t: "t", q0: r"q_{0}", x_dot: r"x_{d}", d_in: r"d_{in}", tail: r"T_{L}", Q_inf: r"Q_{\infty}",
-    lam_sum: r"S_{\lambda}",
+    lam_sum: r"S_{\lambda}", root_qq: r"R_{ab}",
 }
 
 
@@ -80,14 +81,19 @@ def dphi_mean_from_arccos() -> sp.Expr:
     return target
 
 
-def nngp_recursion_from_expectation() -> sp.Expr:
-    """Q_ab update with E[phi phi] = sqrt(Q_aa Q_bb) k_1(C), C = Q_ab/sqrt(Q_aa Q_bb); equals eq. (5)."""
-    root = sp.sqrt(Q_aa * Q_bb)
-    update = Q_ab + lam2 * (sigma_b2 + sigma_w2 * root * (C + f_from_arccos()) / 2)
-    paper = Q_ab + lam2 * (sigma_b2 + sigma_w2 / 2 * (1 + f_paper() / C) * Q_ab)
-    if sp.simplify((update - paper).subs(Q_ab, C * root)) != 0:
+def psi_relu() -> sp.Expr:
+    """Psi_{l-1} = sigma_b^2 + sigma_w^2 E[phi phi] = sigma_b^2 + sigma_w^2 sqrt(Q_aa Q_bb) k_1(C) (eqs 5, 9),
+    written with root = sqrt(Q_aa Q_bb); checked against eq. (5)'s (1 + f(C)/C) Q_ab/2 form."""
+    psi = sigma_b2 + sigma_w2 * root_qq * (C + f_from_arccos()) / 2
+    paper = sigma_b2 + sigma_w2 / 2 * (1 + f_paper() / C) * Q_ab
+    if sp.simplify((psi - paper).subs(Q_ab, C * root_qq)) != 0:
         raise ArithmeticError("eq. (5) does not follow from E[phi phi] = sqrt(Q Q) k_1")
-    return update
+    return psi
+
+
+def nngp_recursion_from_expectation() -> sp.Expr:
+    """Q_l(x, x') = Q_{l-1}(x, x') + lam^2 Psi_{l-1} (eq. 5)."""
+    return Q_ab + lam2 * Psi
 
 
 @lru_cache(maxsize=None)
@@ -163,6 +169,7 @@ def derive_stable_resnet() -> Derivation:
         x_dot: Input(x_dot, "real", "x . x'"), d_in: Input(d_in, "[1, inf)", "input dimension d"),
         tail: Input(tail, "[0, inf)", "sum_{k>L} lambda_k^2"), Q_inf: Input(Q_inf, "(0, inf)", "Q_inf(x, x)"),
         lam_sum: Input(lam_sum, "[0, inf)", "sum_l lambda_{l,L}^2"),
+        root_qq: Input(root_qq, "(0, inf)", "sqrt(Q_aa Q_bb)"),
     }
 
     def add(name, expr, order, eq, desc, lhs, kind="expression", note=""):
@@ -177,8 +184,10 @@ def derive_stable_resnet() -> Derivation:
         r"k_{0}")
     add("input_kernel", sigma_b2 + sigma_w2 * x_dot / d_in, [sigma_b2, sigma_w2, x_dot, d_in], "5",
         "Q_0(x, x') = sigma_b^2 + sigma_w^2 x.x'/d", r"Q_{0}")
-    add("nngp_update", nngp_recursion_from_expectation(), [Q_ab, Q_aa, Q_bb, C, lam2, sigma_b2, sigma_w2], "5",
-        "Q_l(x, x') from layer l-1, C = Q_ab/sqrt(Q_aa Q_bb)", r"Q_{l}", "recursion")
+    add("psi_relu", psi_relu(), [C, root_qq, sigma_b2, sigma_w2], "5, 9",
+        "Psi = sigma_b^2 + sigma_w^2 E[phi phi], C = Q_ab/sqrt(Q_aa Q_bb)", r"\Psi")
+    add("nngp_update", nngp_recursion_from_expectation(), [Q_ab, lam2, Psi], "5",
+        "Q_l(x, x') = Q_{l-1}(x, x') + lambda_l^2 Psi_{l-1}", r"Q_{l}", "recursion")
     add("ntk_update", Theta_prev + lam2 * (Psi + Psi_d * Theta_prev), [Theta_prev, lam2, Psi, Psi_d], "9",
         "Theta_l = Theta_{l-1} + lambda_l^2 (Psi_{l-1} + Psi'_{l-1} Theta_{l-1})", r"\Theta_{l}", "recursion")
     add("correlation_update_no_bias", correlation_update_no_bias(), [C, lam2, sigma_w2], "3, 5",

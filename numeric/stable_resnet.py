@@ -22,6 +22,7 @@ from scipy.integrate import solve_ivp
 import generated.stable_resnet as gs
 
 from . import validation as V
+from .field_theory import _parallel
 from .validation import ParameterError
 
 __all__ = ["NAMED_SCALINGS", "Scaling", "parse_scaling", "scaling_is_stable", "lambda_squared", "kernels",
@@ -122,34 +123,63 @@ def input_kernel_matrix(X, sigma_w2, sigma_b2) -> np.ndarray:
 
 @dataclass
 class KernelState:
-    """Q = exp(log_scale) Qn, Theta = exp(log_scale) Tn."""
+    """Q = exp(log_scale) Qn, Theta = exp(log_scale) Tn; diagonals and the upper triangle (i < j) kept apart."""
 
-    Qn: np.ndarray
-    Tn: np.ndarray
+    q_diag: np.ndarray
+    t_diag: np.ndarray
+    q_off: np.ndarray
+    t_off: np.ndarray
     log_scale: float
+    i: np.ndarray
+    j: np.ndarray
+
+    def _full(self, diag: np.ndarray, off: np.ndarray) -> np.ndarray:
+        P = diag.size
+        out = np.empty((P, P))
+        out[np.arange(P), np.arange(P)] = diag
+        out[self.i, self.j] = off
+        out[self.j, self.i] = off
+        return out
+
+    def Qn(self) -> np.ndarray:
+        return self._full(self.q_diag, self.q_off)
+
+    def Tn(self) -> np.ndarray:
+        return self._full(self.t_diag, self.t_off)
 
     def correlation(self) -> np.ndarray:
-        d = np.sqrt(np.diagonal(self.Qn))
-        return np.clip(self.Qn / np.outer(d, d), -1.0, 1.0)
+        d = np.sqrt(self.q_diag)
+        return self._full(np.ones_like(d), np.clip(self.q_off / (d[self.i] * d[self.j]), -1.0, 1.0))
 
     def ntk_correlation(self) -> np.ndarray:
-        d = np.sqrt(np.diagonal(self.Tn))
-        return self.Tn / np.outer(d, d)
+        d = np.sqrt(self.t_diag)
+        return self._full(np.ones_like(d), self.t_off / (d[self.i] * d[self.j]))
+
+
+def _offdiag_update(q, t, qa, qb, lam2, sb, sw):
+    """One layer of eqs (5) and (9) for off-diagonal elements (generated kernels), stacked as (2, n)."""
+    root = np.sqrt(qa * qb)
+    C = np.clip(q / root, -1.0, 1.0)
+    psi = gs.psi_relu(C, root, sb, sw)
+    q_new = gs.nngp_update(q, lam2, psi)
+    t_new = gs.ntk_update(t, lam2, psi, sw * gs.mean_dphi_dphi(C))
+    return np.stack([q_new, t_new])
 
 
 def _step(state: KernelState, lam2: float, sigma_w2: float, sigma_b2: float) -> KernelState:
-    Qn, Tn = state.Qn, state.Tn
-    d = np.sqrt(np.diagonal(Qn))
-    root = np.outer(d, d)
-    C = np.clip(Qn / root, -1.0, 1.0)
     sb = sigma_b2 * np.exp(-state.log_scale)
-    f = gs.f_relu(C)
-    psi = sb + sigma_w2 * root * (C + f) / 2  # Psi_{l-1} in the common scale
-    psi_d = sigma_w2 * gs.mean_dphi_dphi(C)
-    Q_new = gs.nngp_update(Qn, d[:, None] ** 2, d[None, :] ** 2, C, lam2, sb, sigma_w2)  # eq. (5)
-    T_new = gs.ntk_update(Tn, lam2, psi, psi_d)
-    r = float(np.max(np.diagonal(Q_new)))
-    return KernelState(Q_new / r, T_new / r, state.log_scale + np.log(r))
+    qd, td = state.q_diag, state.t_diag
+    # diagonal: C = 1, f(1) = 0, E[phi'^2] = 1/2
+    psi_diag = gs.psi_relu(1.0, qd, sb, sigma_w2)
+    q_diag = gs.nngp_update(qd, lam2, psi_diag)
+    t_diag = gs.ntk_update(td, lam2, psi_diag, sigma_w2 / 2)
+    if state.q_off.size:
+        new = _parallel(_offdiag_update, state.q_off, state.t_off, qd[state.i], qd[state.j], lam2, sb, sigma_w2)
+        q_off, t_off = new[0], new[1]
+    else:
+        q_off, t_off = state.q_off, state.t_off
+    r = float(np.max(q_diag))
+    return KernelState(q_diag / r, t_diag / r, q_off / r, t_off / r, state.log_scale + np.log(r), state.i, state.j)
 
 
 def kernels(Q0, depth: int, scaling="uniform", sigma_w2: float = 2.0, sigma_b2: float = 0.0,
@@ -165,11 +195,13 @@ def kernels(Q0, depth: int, scaling="uniform", sigma_w2: float = 2.0, sigma_b2: 
     sigma_b2 = float(V.nonnegative("sigma_b2", sigma_b2))
     lam2 = lambda_squared(scaling, depth, require_stable)
     r0 = float(np.max(np.diagonal(Q0)))
-    state = KernelState(Q0 / r0, Q0 / r0, np.log(r0))
+    i, j = np.triu_indices(Q0.shape[0], 1)
+    d0, o0 = np.diagonal(Q0) / r0, Q0[i, j] / r0
+    state = KernelState(d0, d0.copy(), o0, o0.copy(), np.log(r0), i, j)
     layers = []
 
     def record(s: KernelState):
-        layers.append((s.log_scale + np.log(np.diagonal(s.Qn)), s.log_scale + np.log(np.diagonal(s.Tn)),
+        layers.append((s.log_scale + np.log(s.q_diag), s.log_scale + np.log(s.t_diag),
                        s.correlation(), s.ntk_correlation()))
 
     if keep_layers:
@@ -179,10 +211,10 @@ def kernels(Q0, depth: int, scaling="uniform", sigma_w2: float = 2.0, sigma_b2: 
         if keep_layers:
             record(state)
     out = {
-        "log_scale": state.log_scale, "Q_normalised": state.Qn, "ntk_normalised": state.Tn,
+        "log_scale": state.log_scale, "Q_normalised": state.Qn(), "ntk_normalised": state.Tn(),
         "correlation": state.correlation(), "ntk_correlation": state.ntk_correlation(),
-        "log_Q_diag": state.log_scale + np.log(np.diagonal(state.Qn)),
-        "log_ntk_diag": state.log_scale + np.log(np.diagonal(state.Tn)),
+        "log_Q_diag": state.log_scale + np.log(state.q_diag),
+        "log_ntk_diag": state.log_scale + np.log(state.t_diag),
         "lambda_squared_sum": float(lam2.sum()),
     }
     if keep_layers:
