@@ -20,7 +20,7 @@ import _common as C
 
 HERE = Path(__file__).resolve().parent
 WAIT_IDLE_S = 120  # each script first waits up to this long for an idle CPU
-SCRIPTS = ["bench_nngp_response.py", "bench_rho_star.py", "bench_simulator.py", "bench_monte_carlo.py"]
+SCRIPTS = ["bench_nngp_response.py", "bench_rho_star.py", "bench_simulator.py", "bench_monte_carlo.py", "bench_stable_kernel.py"]
 
 
 def main(argv: list[str]) -> int:
