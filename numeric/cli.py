@@ -167,10 +167,31 @@ def cmd_nu(args) -> int:
     return 0
 
 
-def cmd_figures(args) -> int:
-    from numeric.figures import make_figures
+FIGURE_SETS = ("lnr_pdlt", "stable", "pc")
 
-    for path in make_figures(Path(args.out), quick=args.quick, seed=args.seed, progress=not args.quiet):
+
+def cmd_figures(args) -> int:
+    from numeric.validation import ParameterError
+
+    chosen = FIGURE_SETS if args.only is None else tuple(args.only.split(","))
+    unknown = sorted(set(chosen) - set(FIGURE_SETS))
+    if unknown:
+        raise ParameterError("only", f"unknown figure set(s) {unknown}; allowed: {', '.join(FIGURE_SETS)}")
+    out = Path(args.out)
+    paths = []
+    if "lnr_pdlt" in chosen:
+        from numeric.figures import make_figures
+
+        paths += make_figures(out, quick=args.quick, seed=args.seed, progress=not args.quiet)
+    if "stable" in chosen:
+        from numeric.stable_experiments import make_stable_figures
+
+        paths += make_stable_figures(out, quick=args.quick, seed=args.seed)
+    if "pc" in chosen:
+        from numeric.pc_figures import make_pc_figures
+
+        paths += make_pc_figures(out, quick=args.quick, seed=args.seed)
+    for path in paths:
         print(f"wrote {path}")
     return 0
 
@@ -249,8 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--d-in", type=int, default=2, help="input dimension d in Q_0 = sigma_b^2 + sigma_w^2 x.x'/d")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_stable_kernel)
-    p = sub.add_parser("figures", help="PNG figures: Li-Nica-Roy Fig. 1 and 2, PDLT nu(gamma) and r*(gamma)")
+    p = sub.add_parser("figures", help="PNG figures: Li-Nica-Roy, PDLT, Stable ResNet, predictive coding")
     p.add_argument("--out", required=True)
+    p.add_argument("--only", default=None, help="comma-separated subset of: " + ", ".join(FIGURE_SETS))
     p.add_argument("--quick", action="store_true", help="fewer depths/widths and samples (seconds)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
