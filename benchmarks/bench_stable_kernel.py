@@ -8,7 +8,8 @@ generated kernels, and carries a common log scale (so the unscaled network does 
 Peer ("naive"): eqs (5) and (9) written directly on full P x P matrices, as printed,
     C = Q / sqrt(diag diag^T);  Psi = sb + sw/2 (1 + f(C)/C) Q;  Psi' = sw (pi - arccos C)/(2 pi)
     Theta += lam^2 (Psi + Psi' Theta);  Q += lam^2 Psi
-(f(C)/C evaluated as is; no symmetry, no threads, no rescaling).  Both must agree to 1e-10 relative.
+(f(C)/C evaluated as is; no symmetry, no threads, no rescaling).  Both must agree to 1e-10 relative to the
+largest entry (elementwise relative errors are meaningless where Q(x, x') crosses zero).
 A second, short check runs both on the *unscaled* network at L = 1100 where 2^L overflows float64: the naive
 recursion returns inf, resprop a finite log-diagonal equal to L ln 2.
 """
@@ -59,7 +60,8 @@ def run() -> dict:
     resprop(Q0, 10), naive(Q0, 10)
     t_res = C.timeit(lambda: resprop(Q0), repeats=1, warmup=0)
     t_nai = C.timeit(lambda: naive(Q0), repeats=1, warmup=0)
-    errs = {k: C.max_rel_err(t_res["value"][k], t_nai["value"][k]) for k in ("Q", "Theta")}
+    errs = {k: float(np.max(np.abs(t_res["value"][k] - t_nai["value"][k])) / np.max(np.abs(t_nai["value"][k])))
+            for k in ("Q", "Theta")}
     agree = all(e <= RTOL for e in errs.values())
     del t_res["value"], t_nai["value"]
     C.print_table(["implementation", "best s", "per layer ms"], [
@@ -73,7 +75,8 @@ def run() -> dict:
     # overflow check on a small set of points
     Q0s = Q0[:20, :20]
     deep = 1100
-    r_deep = resprop(Q0s, deep, "unscaled")
+    with np.errstate(over="ignore"):
+        r_deep = resprop(Q0s, deep, "unscaled")
     n_deep = naive(Q0s, deep, lam2=1.0)
     finite_res = bool(np.all(np.isfinite(r_deep["log_Q_diag"])))
     finite_naive = bool(np.all(np.isfinite(n_deep["Q"])))
