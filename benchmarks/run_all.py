@@ -20,7 +20,8 @@ import _common as C
 
 HERE = Path(__file__).resolve().parent
 WAIT_IDLE_S = 120  # each script first waits up to this long for an idle CPU
-SCRIPTS = ["bench_nngp_response.py", "bench_rho_star.py", "bench_simulator.py", "bench_monte_carlo.py", "bench_stable_kernel.py"]
+SCRIPTS = ["bench_nngp_response.py", "bench_rho_star.py", "bench_simulator.py", "bench_monte_carlo.py", "bench_stable_kernel.py",
+           "bench_abcd.py"]
 
 
 def main(argv: list[str]) -> int:
@@ -89,6 +90,12 @@ def _summary(report: dict) -> None:
         for name, v in r["var_G_to_1pct"].items():
             rows.append([f"Var[G] to 1% RSE n=d=100 {name}", f"{v['best_s']:.2f} s",
                          f"{v['samples']} samples, Var[G] = {v['var_G']:.3f}"])
+    if "abcd" in b:
+        r = b["abcd"]
+        rows += [[f"abcd exact solve ({r['params']['systems']} systems, {r['params']['cases']} cases)",
+                  f"{r['exact_solve']['best_s']:.3f} s", ""],
+                 [f"abcd LP cross-check (+ {r['params']['points']} points)", f"{r['lp_cross_check']['best_s']:.3f} s",
+                  "agrees" if r["agree"] else "DISAGREES"]]
     if rows:
         print()
         C.print_table(["summary", "time / ratio", "note"], rows)

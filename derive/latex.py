@@ -5,14 +5,16 @@ from pathlib import Path
 
 import sympy as sp
 
-from . import field_theory, gaussian, log_gaussian, residual_mlp, stable_resnet
+from . import abcd, field_theory, gaussian, log_gaussian, predictive_coding, residual_mlp, stable_resnet
 from .registry import PAPERS, THEORIES, derivation
 from .results import Derivation, Result
 
 #: symbol -> LaTeX name; each name parses back (sympy.parsing.latex) to an expression of plain symbols
 LATEX_NAMES: dict[sp.Symbol, str] = {**gaussian.LATEX_NAMES, **field_theory.LATEX_NAMES,
                                        **log_gaussian.LATEX_NAMES, **residual_mlp.LATEX_NAMES,
-                                       **stable_resnet.LATEX_NAMES}
+                                       **stable_resnet.LATEX_NAMES,
+                                       **predictive_coding.LATEX_NAMES,
+                                       **abcd.LATEX_NAMES}
 
 
 def equation_tex(result: Result) -> str:

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 from typing import Callable
 
+from .abcd import derive_abcd
 from .field_theory import derive_field_theory
 from .gaussian import derive_gaussian
 from .log_gaussian import derive_log_gaussian
+from .predictive_coding import derive_predictive_coding
 from .residual_mlp import derive_residual_mlp
 from .stable_resnet import derive_stable_resnet
 from .results import Derivation
@@ -16,6 +18,8 @@ THEORIES: dict[str, tuple[str, Callable[[], Derivation]]] = {
     "log_gaussian": ("derive/log_gaussian.py", derive_log_gaussian),
     "pdlt_residual": ("derive/residual_mlp.py", derive_residual_mlp),
     "stable_resnet": ("derive/stable_resnet.py", derive_stable_resnet),
+    "predictive_coding": ("derive/predictive_coding.py", derive_predictive_coding),
+    "abcd": ("derive/abcd.py", derive_abcd),
 }
 
 #: Activations that get a generated Gauss--Hermite module.
@@ -27,6 +31,7 @@ PAPERS = {
     "pdlt_appB": "Roberts, Yaida \\& Hanin (2022), The Principles of Deep Learning Theory, Appendix B",
     "hayou2021": "Hayou, Clerico, He, Deligiannidis, Doucet \\& Rousseau (2021), Stable ResNet, AISTATS",
     "cho_saul2009": "Cho \\& Saul (2009), Kernel methods for deep learning",
+    "innocenti2025": "Innocenti, Achour \\& Bogacz (2025), On the infinite width and depth limits of predictive coding networks",
 }
 
 

@@ -167,6 +167,14 @@ def cmd_nu(args) -> int:
     return 0
 
 
+def cmd_abcd(args) -> int:
+    """Innocenti et al. abcd parameterisations: exact solution family, Table 2, or --check of one assignment."""
+    from numeric.abcd import cli_abcd
+
+    return cli_abcd(args.check, args.json, reading=args.reading, widths=args.widths, depth=args.depth,
+                    gamma0=args.gamma0)
+
+
 FIGURE_SETS = ("lnr_pdlt", "stable", "pc")
 
 
@@ -270,6 +278,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--d-in", type=int, default=2, help="input dimension d in Q_0 = sigma_b^2 + sigma_w^2 x.x'/d")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_stable_kernel)
+    p = sub.add_parser("abcd", help="Innocenti et al. (2025) abcd parameterisations: exact family, Table 2, --check")
+    p.add_argument("--check", nargs="+", metavar="KEY=VALUE", default=None,
+                   help="exponents a1 b1 a b c d (rationals, e.g. a=1/2), optional alpha and nu (N = L^nu)")
+    p.add_argument("--reading", choices=["paper", "literal"], default="paper",
+                   help="paper: every layer's own update at order one (eq. 15); literal: total dh/dt = Theta(1)")
+    p.add_argument("--widths", nargs="+", type=float, default=None, metavar="N",
+                   help="evaluate the PC-specific rates on the eq.-15 family at these widths (N >= 1)")
+    p.add_argument("--depth", type=int, default=3, help="depth L for --widths (>= 2)")
+    p.add_argument("--gamma0", type=float, default=1.0, help="output-scale constant gamma_0 for --widths (> 0)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_abcd)
     p = sub.add_parser("figures", help="PNG figures: Li-Nica-Roy, PDLT, Stable ResNet, predictive coding")
     p.add_argument("--out", required=True)
     p.add_argument("--only", default=None, help="comma-separated subset of: " + ", ".join(FIGURE_SETS))
