@@ -1,0 +1,747 @@
+"""Parameter sweeps on Dask with resumable, self-describing output (``resprop sweep``).
+
+Spec (TOML, read with :mod:`tomllib`, or the same structure as a dict)::
+
+    kind = "rho_star"                 # or "log_gaussian"
+    [grid]                            # one axis per key, in this order; values: a non-empty list
+    depth = [10, 50, 100]
+    sigma_w2 = [1.0, 1.25]
+    sigma_b2 = [0.0, 0.05]
+    activation = ["erf", "relu"]
+    [fixed]                           # scalars shared by every grid point
+    k0 = 0.05
+    [run]
+    seed = 0                          # root seed (Monte Carlo kinds); default 0
+    chunk = 4                         # grid points per task / part file; default max(1, points // 100)
+
+Parameters of each kind (a parameter goes in [grid] or [fixed], not both; see :data:`KINDS`):
+
+* ``rho_star`` -- :func:`numeric.field_theory.rho_star` per grid point: depth, k0, sigma_w2,
+  sigma_b2 (required); k0_offdiag, sigma_w2_out, sigma_b2_out (optional); activation (default erf).
+* ``log_gaussian`` -- :func:`numeric.monte_carlo.simulate_log_gaussian` with the estimators of
+  :mod:`numeric.mc_estimators` and the theory of :func:`numeric.log_gaussian.theory`: n, d, alpha,
+  lam, samples (required); balanced (default false), method (default reduced), hypo_constant
+  (optional: C_{alpha,lambda} for the theory mean; default: the point's own Monte Carlo C_hat).
+
+Determinism.  Grid points are numbered by their row-major (C order) flat index over the [grid]
+axes in spec order; point i draws its randomness from ``SeedSequence(seed, spawn_key=(i,))`` and is
+computed by its own call, never batched with other points, so every value is bit-identical
+whatever the number of workers, the chunk size or the interruptions.
+
+Resume.  Each finished chunk is written as ``<out>.parts/chunk-NNNNNN.npz`` (temp file + fsync +
+os.replace; it carries the spec hash and its flat indices, so the part files are the authoritative
+record) next to a ``manifest.json`` (spec, spec hash, chunk count and the finished chunks, refreshed
+every few seconds and on exit).  A rerun loads the finished chunks,
+computes only the missing ones and, when all are present, writes ``out`` atomically (temp + rename)
+and removes the parts directory.  A parts directory of a different spec is an error (never mixed).
+
+Output.  An :class:`xarray.Dataset` with one dimension per grid axis (coordinates = grid values),
+the [fixed] values as scalar coordinates, one data variable per output (attrs: units, description,
+equation) and global attrs ``spec`` (canonical TOML), ``resprop_version``, ``git_commit``; written
+as NetCDF-4 (``.nc``, h5netcdf engine) or Zarr (``.zarr``).
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import math
+import numbers
+import os
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from . import validation as V
+from .validation import ParameterError
+
+__all__ = ["KINDS", "run_sweep", "cli_sweep", "load_spec", "normalize_spec", "dumps_toml", "grid_points"]
+
+log = logging.getLogger("numeric.sweep")
+
+OUTPUT_SUFFIXES = (".nc", ".zarr")
+SPEC_KEYS = ("kind", "grid", "fixed", "run")
+RUN_KEYS = ("seed", "chunk")
+_MANIFEST_INTERVAL = 2.0  # seconds between manifest rewrites while chunks complete
+
+
+# --------------------------------------------------------------------------- parameter checks
+def _is_real(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
+
+
+def _int_check(minimum: int) -> Callable[[str, Any], int]:
+    def check(name, v):
+        if not _is_real(v) or not float(v).is_integer() or not math.isfinite(float(v)) or int(v) < minimum:
+            raise ParameterError(name, f"must be an integer >= {minimum}, got {v!r}")
+        return int(v)
+    check.kind = "int"
+    return check
+
+
+def _float_check(validator, allowed: str) -> Callable[[str, Any], float]:
+    def check(name, v):
+        if not _is_real(v):
+            raise ParameterError(name, f"must be a real number in {allowed}, got {v!r}")
+        return float(validator(name, float(v)))
+    check.kind = "float"
+    return check
+
+
+def _bool_check(name, v):
+    if not isinstance(v, (bool, np.bool_)):
+        raise ParameterError(name, f"must be true or false, got {v!r}")
+    return bool(v)
+
+
+_bool_check.kind = "bool"
+
+
+def _choice_check(allowed: tuple[str, ...]):
+    def check(name, v):
+        if not isinstance(v, str):
+            raise ParameterError(name, f"unknown value {v!r}; allowed: {', '.join(allowed)}")
+        return V.choice(name, v, allowed)
+    check.kind = "str"
+    return check
+
+
+def _activation_check(name, v):
+    from .expectations import kernels
+
+    if not isinstance(v, str):
+        raise ParameterError(name, f"must be an activation name (erf, relu, tanh, gelu, linear) or a SymPy "
+                                   f"expression in x, got {v!r}")
+    try:
+        kernels(v)
+    except ParameterError as exc:
+        raise ParameterError(name, str(exc).split(": ", 1)[-1]) from None
+    return v
+
+
+_activation_check.kind = "str"
+
+
+@dataclass(frozen=True)
+class Param:
+    check: Callable[[str, Any], Any]
+    required: bool = True
+    default: Any = None
+    units: str = "1"
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Output:
+    units: str
+    description: str
+    equation: str
+    dtype: str = "float64"
+
+
+@dataclass(frozen=True)
+class Kind:
+    params: dict[str, Param]
+    outputs: dict[str, Output]
+    compute: Callable[[dict, int, int], dict[str, Any]]
+    cross_check: Callable[[dict, dict[str, str]], None]
+
+
+# --------------------------------------------------------------------------- kind: rho_star
+def _rho_star_point(p: dict, flat_index: int, root_seed: int) -> dict[str, Any]:
+    from .field_theory import rho_star
+
+    r = rho_star(p["depth"], p["k0"], p["sigma_w2"], p["sigma_b2"], k0_offdiag=p.get("k0_offdiag"),
+                 sigma_w2_out=p.get("sigma_w2_out"), sigma_b2_out=p.get("sigma_b2_out"),
+                 activation=p["activation"])
+    out = {"rho_star": float(r["rho_star"][0]), "chi_out_max": float(r["rho_star_chi_out"][0]),
+           "rho_star_grid_index": int(r["rho_star_grid_index"][0])}
+    if p.get("k0_offdiag") is not None:
+        out.update(rho_star_offdiag=float(r["rho_star_offdiag"][0]),
+                   chi_out_max_offdiag=float(r["rho_star_offdiag_chi_out"][0]),
+                   rho_star_offdiag_grid_index=int(r["rho_star_offdiag_grid_index"][0]))
+    return out
+
+
+def _rho_star_cross(p: dict, where: dict[str, str]) -> None:
+    if p.get("k0_offdiag") is not None and abs(p["k0_offdiag"]) > p["k0"] * (1 + 1e-12):
+        raise ParameterError(where["k0_offdiag"], f"must satisfy |k0_offdiag| <= k0 (PSD 2x2 kernel), got "
+                                                  f"k0_offdiag = {p['k0_offdiag']:g} with k0 = {p['k0']:g}")
+
+
+_GRID_NOTE = "log grid geomspace(1e-3, 3, 241) bracketing the maximum; interior iff 0 < index < 240"
+
+RHO_STAR = Kind(
+    params={
+        "depth": Param(_int_check(1), units="1", description="network depth L (number of residual blocks)"),
+        "k0": Param(_float_check(V.positive, "(0, inf)"), description="input kernel K^(0) (diagonal element)"),
+        "sigma_w2": Param(_float_check(V.positive, "(0, inf)"), description="residual-branch weight variance"),
+        "sigma_b2": Param(_float_check(V.nonnegative, "[0, inf)"), description="residual-branch bias variance"),
+        "k0_offdiag": Param(_float_check(V.real, "[-k0, k0]"), required=False,
+                            description="off-diagonal input kernel element K^(0)_ab"),
+        "sigma_w2_out": Param(_float_check(V.positive, "(0, inf)"), required=False,
+                              description="readout weight variance (default sigma_w2)"),
+        "sigma_b2_out": Param(_float_check(V.nonnegative, "[0, inf)"), required=False,
+                              description="readout bias variance (default sigma_b2)"),
+        "activation": Param(_activation_check, required=False, default="erf", description="activation function"),
+    },
+    outputs={
+        "rho_star": Output("1", "rho* = argmax_rho chi_out, diagonal element",
+                           "Fischer, Dahmen & Helias (2025) eq. (48), Figs. 4-5"),
+        "chi_out_max": Output("1", "chi_out at rho* (diagonal element)", "Fischer et al. (2025) eq. (48)"),
+        "rho_star_grid_index": Output("1", "index of the grid maximum; " + _GRID_NOTE, "-", "int64"),
+        "rho_star_offdiag": Output("1", "rho* = argmax_rho chi_out, off-diagonal element",
+                                   "Fischer et al. (2025) eq. (48), C15-C17"),
+        "chi_out_max_offdiag": Output("1", "chi_out at rho* (off-diagonal element)", "Fischer et al. (2025) eq. (48)"),
+        "rho_star_offdiag_grid_index": Output("1", "index of the grid maximum (off-diagonal); " + _GRID_NOTE,
+                                              "-", "int64"),
+    },
+    compute=_rho_star_point,
+    cross_check=_rho_star_cross,
+)
+
+
+def _rho_star_outputs(params_present: set[str]) -> tuple[str, ...]:
+    base = ("rho_star", "chi_out_max", "rho_star_grid_index")
+    if "k0_offdiag" in params_present:
+        base += ("rho_star_offdiag", "chi_out_max_offdiag", "rho_star_offdiag_grid_index")
+    return base
+
+
+# --------------------------------------------------------------------------- kind: log_gaussian
+_MC_KEYS = ("mean_G", "mean_G_se", "var_G", "var_G_se", "C_hat", "C_hat_se")
+
+
+def _log_gaussian_point(p: dict, flat_index: int, root_seed: int) -> dict[str, Any]:
+    from . import log_gaussian as lg
+    from . import monte_carlo as mc
+
+    ss = np.random.SeedSequence(root_seed, spawn_key=(flat_index,))
+    s = mc.simulate_log_gaussian(n=p["n"], d=p["d"], alpha=p["alpha"], lam=p["lam"], balanced=p["balanced"],
+                                 samples=p["samples"], seed=ss, method=p["method"])
+    dead = int(np.count_nonzero(~np.isfinite(s.G)))
+    if dead:  # a network died (alpha = 0, all ReLUs off): the estimators are undefined
+        est = dict.fromkeys(_MC_KEYS, math.nan)
+    else:
+        g, h = mc.g_moments(s), mc.hypoactivation(s)
+        est = {**{k: g[k] for k in _MC_KEYS[:4]}, "C_hat": h["C_hat"], "C_hat_se": h["C_hat_se"]}
+    hypo = p.get("hypo_constant")
+    if hypo is None and not p["balanced"] and math.isfinite(est["C_hat"]):
+        hypo = est["C_hat"]
+    th = lg.theory(p["n"], p["d"], p["alpha"], p["lam"], balanced=p["balanced"], hypo_constant=hypo)
+    nan = lambda v: math.nan if v is None else float(v)  # noqa: E731
+    return {**{k: float(v) for k, v in est.items()}, "theory_mean_G": nan(th["mean_G"]),
+            "theory_var_G": nan(th["var_G"]), "theory_beta": nan(th["beta"]),
+            "theory_I_total": nan(th.get("I_total")), "dead": dead}
+
+
+def _log_gaussian_cross(p: dict, where: dict[str, str]) -> None:
+    if p["alpha"] == 0 and p["lam"] == 0:
+        raise ParameterError(where["alpha"], "alpha = lam = 0 makes the network identically zero; "
+                                             "need alpha^2 + lam^2 > 0")
+
+
+LOG_GAUSSIAN = Kind(
+    params={
+        "n": Param(_int_check(2), description="hidden width n"),
+        "d": Param(_int_check(1), description="number of residual layers d"),
+        "alpha": Param(_float_check(V.real, "(-inf, inf)"), description="skip coefficient alpha"),
+        "lam": Param(_float_check(V.nonnegative, "[0, inf)"), description="residual-branch coefficient lambda"),
+        "samples": Param(_int_check(2), description="independent network initialisations per grid point"),
+        "balanced": Param(_bool_check, required=False, default=False,
+                          description="balanced ResNet (random activation signs, section 2.1)"),
+        "method": Param(_choice_check(("reduced", "dense")), required=False, default="reduced",
+                        description="exact reduction W phi = ||phi|| g (reduced) or explicit weights (dense)"),
+        "hypo_constant": Param(_float_check(V.real, "(-inf, inf)"), required=False,
+                               description="C_{alpha,lambda} for the theory mean (default: Monte Carlo C_hat)"),
+    },
+    outputs={
+        "mean_G": Output("1", "Monte Carlo E[G], G = ln(||z^d||^2/n) - sum_l ln(alpha^2 + lam^2)",
+                         "Li, Nica & Roy (2021) Thm. 1 eq. (7) / Thm. 4 eq. (9)"),
+        "mean_G_se": Output("1", "standard error of mean_G (std(ddof=1)/sqrt(samples))", "-"),
+        "var_G": Output("1", "Monte Carlo Var[G] (ddof=1)", "Li, Nica & Roy (2021) Thm. 1 eq. (7) / Thm. 4 eq. (9)"),
+        "var_G_se": Output("1", "jackknife standard error of var_G (50 batches)", "-"),
+        "C_hat": Output("1", "hypoactivation constant estimate h_total n / d", "Li, Nica & Roy (2021) Prop. 2"),
+        "C_hat_se": Output("1", "standard error of C_hat", "-"),
+        "theory_mean_G": Output("1", "theory E[G] (vanilla: with hypo_constant, default the point's C_hat)",
+                                "Li, Nica & Roy (2021) eq. (7) with Prop. 2 / eq. (9)"),
+        "theory_var_G": Output("1", "theory Var[G]", "Li, Nica & Roy (2021) eq. (7) / eq. (9)"),
+        "theory_beta": Output("1", "beta of Theorem 1", "Li, Nica & Roy (2021) Thm. 1"),
+        "theory_I_total": Output("1", "interlayer covariance total I_total", "Li, Nica & Roy (2021) eq. (8)"),
+        "dead": Output("1", "samples whose network died (z = 0; estimators NaN when > 0)", "-", "int64"),
+    },
+    compute=_log_gaussian_point,
+    cross_check=_log_gaussian_cross,
+)
+
+KINDS: dict[str, Kind] = {"rho_star": RHO_STAR, "log_gaussian": LOG_GAUSSIAN}
+
+
+def _output_names(kind: str, present: set[str]) -> tuple[str, ...]:
+    if kind == "rho_star":
+        return _rho_star_outputs(present)
+    return tuple(KINDS[kind].outputs)
+
+
+# --------------------------------------------------------------------------- spec
+@dataclass(frozen=True)
+class Spec:
+    kind: str
+    grid: dict[str, list]         # axis -> canonical values, in spec order
+    fixed: dict[str, Any]         # canonical scalars (defaults filled in)
+    seed: int
+    chunk: int
+    toml: str                     # canonical TOML
+    sha256: str
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(len(v) for v in self.grid.values())
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def n_chunks(self) -> int:
+        return -(-self.size // self.chunk)
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return _output_names(self.kind, set(self.grid) | set(self.fixed))
+
+
+def load_spec(spec) -> dict:
+    """A spec dict from a TOML path (str or Path) or a dict (returned as is)."""
+    if isinstance(spec, dict):
+        return spec
+    if not isinstance(spec, (str, os.PathLike)):
+        raise ParameterError("spec", f"must be a path to a TOML file or a dict, got {type(spec).__name__}")
+    path = Path(spec)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ParameterError("spec", f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ParameterError("spec", f"{path} is not valid TOML: {exc}") from None
+
+
+def normalize_spec(raw: dict) -> Spec:
+    """Validate a spec dict; every error is a ParameterError naming the key (``grid.depth``, ``run.seed``...)."""
+    if not isinstance(raw, dict):
+        raise ParameterError("spec", f"must be a table, got {type(raw).__name__}")
+    for key in raw:
+        if key not in SPEC_KEYS:
+            raise ParameterError(str(key), f"unknown top-level key; allowed: {', '.join(SPEC_KEYS)}")
+    kind_name = raw.get("kind")
+    if kind_name is None:
+        raise ParameterError("kind", f"required; allowed: {', '.join(KINDS)}")
+    if not isinstance(kind_name, str) or kind_name not in KINDS:
+        raise ParameterError("kind", f"unknown value {kind_name!r}; allowed: {', '.join(KINDS)}")
+    kind = KINDS[kind_name]
+    grid_raw, fixed_raw, run_raw = raw.get("grid"), raw.get("fixed", {}), raw.get("run", {})
+    for name, table in (("grid", grid_raw), ("fixed", fixed_raw), ("run", run_raw)):
+        if table is not None and not isinstance(table, dict):
+            raise ParameterError(name, f"must be a table, got {table!r}")
+    if not grid_raw:
+        raise ParameterError("grid", "empty: give at least one axis, e.g. depth = [10, 50]")
+
+    allowed = ", ".join(kind.params)
+    grid: dict[str, list] = {}
+    for key, values in grid_raw.items():
+        name = f"grid.{key}"
+        if key not in kind.params:
+            raise ParameterError(name, f"unknown parameter for kind {kind_name!r}; allowed: {allowed}")
+        if not isinstance(values, (list, tuple)):
+            raise ParameterError(name, f"must be a list of values, got {values!r}")
+        if not values:
+            raise ParameterError(name, "empty list: give at least one value")
+        vals = [kind.params[key].check(name, v) for v in values]
+        if len(set(vals)) != len(vals):
+            raise ParameterError(name, f"duplicate values in {values!r}")
+        grid[key] = vals
+    fixed: dict[str, Any] = {}
+    for key, value in fixed_raw.items():
+        name = f"fixed.{key}"
+        if key not in kind.params:
+            raise ParameterError(name, f"unknown parameter for kind {kind_name!r}; allowed: {allowed}")
+        if key in grid:
+            raise ParameterError(name, "also given in [grid]; a parameter is either swept or fixed")
+        if isinstance(value, (list, dict)):
+            raise ParameterError(name, f"must be a scalar (put lists in [grid]), got {value!r}")
+        fixed[key] = kind.params[key].check(name, value)
+    for key, par in kind.params.items():
+        if key in grid or key in fixed:
+            continue
+        if par.required:
+            raise ParameterError(key, f"required for kind {kind_name!r}: give it in [grid] or [fixed]")
+        if par.default is not None:
+            fixed[key] = par.default
+    for key in run_raw:
+        if key not in RUN_KEYS:
+            raise ParameterError(f"run.{key}", f"unknown key; allowed: {', '.join(RUN_KEYS)}")
+    seed = _int_check(0)("run.seed", run_raw.get("seed", 0))
+    size = math.prod(len(v) for v in grid.values())
+    chunk = _int_check(1)("run.chunk", run_raw["chunk"]) if "chunk" in run_raw else max(1, size // 100)
+    chunk = min(chunk, size)
+
+    where = {k: f"grid.{k}" for k in grid} | {k: f"fixed.{k}" for k in fixed}
+    for point in grid_points(grid, fixed):  # cross-parameter constraints, point by point
+        kind.cross_check(point, where)
+
+    canon = {"kind": kind_name, "grid": grid, "fixed": fixed, "run": {"seed": seed, "chunk": chunk}}
+    text = dumps_toml(canon)
+    return Spec(kind=kind_name, grid=grid, fixed=fixed, seed=seed, chunk=chunk, toml=text,
+                sha256=hashlib.sha256(text.encode()).hexdigest())
+
+
+def grid_points(grid: dict[str, list], fixed: dict[str, Any], indices=None):
+    """Parameter dicts of the grid points (row-major over the axes in order), optionally only ``indices``."""
+    shape = tuple(len(v) for v in grid.values())
+    keys = list(grid)
+    flat = range(math.prod(shape)) if indices is None else indices
+    for i in flat:
+        multi = np.unravel_index(i, shape) if shape else ()
+        yield {**fixed, **{k: grid[k][int(j)] for k, j in zip(keys, multi)}}
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    if isinstance(v, numbers.Integral):
+        return str(int(v))
+    if isinstance(v, numbers.Real):
+        return repr(float(v))
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {v!r} as TOML")
+
+
+def dumps_toml(spec: dict) -> str:
+    """TOML text of a (normalised) spec: top-level scalars, then one table per dict."""
+    lines = [f"{k} = {_toml_value(v)}" for k, v in spec.items() if not isinstance(v, dict)]
+    for k, v in spec.items():
+        if isinstance(v, dict):
+            lines += ["", f"[{k}]"] + [f"{kk} = {_toml_value(vv)}" for kk, vv in v.items()]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- the task
+def compute_chunk(kind: str, points: list[dict], indices: list[int], root_seed: int) -> dict[str, np.ndarray]:
+    """Compute the grid points of one chunk (run on a Dask worker); one call per point, never batched."""
+    k = KINDS[kind]
+    rows = [k.compute(p, i, root_seed) for p, i in zip(points, indices)]
+    names = rows[0].keys()
+    return {"index": np.asarray(indices, dtype=np.int64),
+            **{n: np.asarray([r[n] for r in rows], dtype=k.outputs[n].dtype) for n in names}}
+
+
+# --------------------------------------------------------------------------- parts on disk
+def _parts_dir(out: Path) -> Path:
+    return out.with_name(out.name + ".parts")
+
+
+def _part_path(parts: Path, c: int) -> Path:
+    return parts / f"chunk-{c:06d}.npz"
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _write_part(parts: Path, c: int, result: dict[str, np.ndarray], sha: str) -> None:
+    buf = io.BytesIO()
+    np.savez(buf, spec_sha256=np.array(sha), **result)
+    _atomic_write_bytes(_part_path(parts, c), buf.getvalue())
+
+
+def _read_part(parts: Path, c: int, spec: Spec) -> dict[str, np.ndarray] | None:
+    """A finished chunk, or None when missing or not matching (it is then recomputed)."""
+    path = _part_path(parts, c)
+    if not path.exists():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+    except Exception:  # noqa: BLE001  (unreadable part: recompute it)
+        log.warning("part %s unreadable; recomputing chunk %d", path, c)
+        return None
+    lo, hi = c * spec.chunk, min((c + 1) * spec.chunk, spec.size)
+    if (str(data.get("spec_sha256")) != spec.sha256 or not np.array_equal(data.get("index"), np.arange(lo, hi))
+            or any(n not in data for n in spec.outputs)):
+        log.warning("part %s does not match the spec; recomputing chunk %d", path, c)
+        return None
+    return data
+
+
+def _write_manifest(parts: Path, spec: Spec, done: set[int]) -> None:
+    manifest = {"spec_sha256": spec.sha256, "kind": spec.kind, "points": spec.size, "chunk": spec.chunk,
+                "chunks": spec.n_chunks, "done": sorted(done), "spec": spec.toml}
+    _atomic_write_bytes(parts / "manifest.json", json.dumps(manifest, indent=1).encode())
+
+
+def _open_parts(parts: Path, spec: Spec) -> dict[int, dict[str, np.ndarray] | None]:
+    """Create or check the parts directory; return the finished chunks."""
+    manifest = parts / "manifest.json"
+    if parts.exists():
+        if not parts.is_dir():
+            raise ParameterError("out", f"{parts} exists and is not a directory")
+        try:
+            old = json.loads(manifest.read_text())
+        except (OSError, ValueError):
+            old = None
+        if old is None:
+            if any(parts.glob("chunk-*.npz")):
+                raise ParameterError("out", f"{parts} holds parts without a readable manifest.json; "
+                                            "remove it or choose another out")
+        elif old.get("spec_sha256") != spec.sha256:
+            raise ParameterError("out", f"{parts} holds a partial sweep of a different spec; rerun with that "
+                                        "spec to finish it, or remove the directory / choose another out")
+        for stray in parts.glob(".*.tmp-*"):  # temp files of a killed run
+            stray.unlink(missing_ok=True)
+    else:
+        parts.mkdir(parents=True)
+    done = {}
+    for c in range(spec.n_chunks):
+        data = _read_part(parts, c, spec)
+        if data is not None:
+            done[c] = data
+    _write_manifest(parts, spec, set(done))
+    return done
+
+
+# --------------------------------------------------------------------------- output
+def _provenance() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ver = version("resprop")
+    except PackageNotFoundError:
+        ver = "unknown"
+    attrs = {"resprop_version": ver, "git_commit": "unknown"}
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10)
+        if head.returncode == 0:
+            attrs["git_commit"] = head.stdout.strip()
+            status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                    capture_output=True, text=True, timeout=30)
+            if status.returncode == 0:
+                attrs["git_dirty"] = "true" if status.stdout.strip() else "false"
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return attrs
+
+
+def _coord(values: list) -> np.ndarray:
+    if all(isinstance(v, bool) for v in values):
+        return np.asarray(values, dtype=bool)
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return np.asarray(values, dtype=np.int64)
+    if all(isinstance(v, str) for v in values):
+        return np.asarray(values, dtype=str)
+    return np.asarray(values, dtype=np.float64)
+
+
+def assemble(spec: Spec, chunks: dict[int, dict[str, np.ndarray]]):
+    """The labelled Dataset of a finished sweep from its chunk results."""
+    import xarray as xr
+
+    kind = KINDS[spec.kind]
+    dims = list(spec.grid)
+    data_vars = {}
+    for name in spec.outputs:
+        out = kind.outputs[name]
+        flat = np.empty(spec.size, dtype=out.dtype)
+        for c in range(spec.n_chunks):
+            flat[chunks[c]["index"]] = chunks[c][name]
+        data_vars[name] = (dims, flat.reshape(spec.shape),
+                           {"units": out.units, "description": out.description, "equation": out.equation})
+    coords = {k: (k, _coord(v), {"units": kind.params[k].units, "description": kind.params[k].description})
+              for k, v in spec.grid.items()}
+    for k, v in spec.fixed.items():
+        coords[k] = ((), _coord([v])[0], {"units": kind.params[k].units,
+                                          "description": kind.params[k].description + " (fixed)"})
+    attrs = {"title": f"resprop sweep: {spec.kind}", "kind": spec.kind, "spec": spec.toml,
+             "spec_sha256": spec.sha256, **_provenance(),
+             "seeding": "grid point i (row-major flat index over the dims) uses "
+                        "numpy.random.SeedSequence(run.seed, spawn_key=(i,))"}
+    return xr.Dataset(data_vars, coords=coords, attrs=attrs)
+
+
+def _write_output(ds, out: Path) -> None:
+    """Write ``out`` atomically: into a temp sibling, then rename over it."""
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    if tmp.is_dir():
+        shutil.rmtree(tmp)
+    elif tmp.exists():
+        tmp.unlink()
+    if out.suffix == ".nc":
+        ds.to_netcdf(tmp, engine="h5netcdf")
+        if out.is_dir():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+        return
+    ds.to_zarr(tmp, mode="w", zarr_format=2, consolidated=True)
+    if out.exists() or out.is_symlink():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        os.replace(out, old)
+        os.replace(tmp, out)
+        shutil.rmtree(old) if old.is_dir() else old.unlink()
+    else:
+        os.replace(tmp, out)
+
+
+# --------------------------------------------------------------------------- driver
+def _check_out(out) -> Path:
+    if not isinstance(out, (str, os.PathLike)):
+        raise ParameterError("out", f"must be a path ending in {' or '.join(OUTPUT_SUFFIXES)}, got {out!r}")
+    path = Path(out)
+    if path.suffix not in OUTPUT_SUFFIXES:
+        raise ParameterError("out", f"unknown extension {path.suffix or '(none)'!r} of {str(path)!r}; allowed: "
+                                    f"{', '.join(OUTPUT_SUFFIXES)} (NetCDF-4 via h5netcdf, Zarr)")
+    return path
+
+
+def _client(scheduler: str | None, workers: int | None, processes: bool):
+    """(client, cluster or None): a connection to ``scheduler`` or a fresh in-process LocalCluster."""
+    from distributed import Client, LocalCluster
+
+    if scheduler is not None:
+        try:
+            return Client(scheduler, timeout="20s"), None
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise ParameterError("scheduler", f"cannot connect to {scheduler!r}: {exc}") from None
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes,
+                           dashboard_address=":0", silence_logs=logging.ERROR)
+    try:
+        return Client(cluster), cluster
+    except BaseException:
+        cluster.close()
+        raise
+
+
+def run_sweep(spec, out, scheduler: str | None = None, workers: int | None = None, progress: bool = True,
+              processes: bool = False):
+    """Run the grid of ``spec`` on Dask and write ``out`` (.nc or .zarr); return the xarray Dataset.
+
+    spec : path to a TOML file, or the dict it parses to (module docstring).
+    out : output file; ``<out>.parts/`` holds finished chunks until the sweep completes (resume).
+    scheduler : address ``tcp://HOST:PORT`` of a running Dask scheduler (its workers need resprop
+        installed); None starts a LocalCluster for the duration of the call.
+    workers : LocalCluster worker count (default min(2, CPUs)); not allowed with ``scheduler``.
+    progress : tqdm progress bar and a one-line summary on stderr.
+    processes : LocalCluster workers as threads of this process (False, default: no start-up cost,
+        nothing to clean up; NumPy releases the GIL, ~1.6x on 2 workers) or as subprocesses (True:
+        ~2-3 s start-up per worker, pays off for long grids; scripts need an ``if __name__ ==
+        "__main__":`` guard as workers are spawned).
+    """
+    import tqdm
+
+    spec_ = normalize_spec(load_spec(spec))
+    out = _check_out(out)
+    if scheduler is not None and not isinstance(scheduler, str):
+        raise ParameterError("scheduler", f"must be an address like tcp://HOST:PORT, got {scheduler!r}")
+    if workers is not None:
+        if scheduler is not None:
+            raise ParameterError("workers", "only for the local cluster; with --scheduler the scheduler's "
+                                            "workers are used")
+        workers = _int_check(1)("workers", workers)
+    else:
+        workers = min(2, os.cpu_count() or 1)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    parts = _parts_dir(out)
+    done = _open_parts(parts, spec_)
+    todo = [c for c in range(spec_.n_chunks) if c not in done]
+    if progress:
+        print(f"sweep {spec_.kind}: {spec_.size} points in {spec_.n_chunks} chunks of {spec_.chunk}; "
+              f"{len(done)} chunks already done" + (f", computing {len(todo)}" if todo else ""), file=sys.stderr)
+    if done:
+        log.info("resuming: %d of %d chunks already done", len(done), spec_.n_chunks)
+
+    if todo:
+        from distributed import as_completed
+
+        try:
+            client, cluster = _client(scheduler, workers, processes)
+        except ParameterError:
+            if not done:  # nothing to resume: leave no empty parts directory behind
+                shutil.rmtree(parts, ignore_errors=True)
+            raise
+        bar = tqdm.tqdm(total=spec_.n_chunks, initial=len(done), unit="chunk", desc="sweep", file=sys.stderr,
+                        disable=not progress, dynamic_ncols=True)
+        futures = []
+        try:
+            for c in todo:
+                idx = list(range(c * spec_.chunk, min((c + 1) * spec_.chunk, spec_.size)))
+                points = list(grid_points(spec_.grid, spec_.fixed, idx))
+                futures.append(client.submit(compute_chunk, spec_.kind, points, idx, spec_.seed, pure=False,
+                                             key=f"resprop-sweep-{spec_.sha256[:12]}-{c}"))
+            chunk_of = {f.key: c for f, c in zip(futures, todo)}
+            last_manifest = time.monotonic()
+            for fut in as_completed(futures):
+                c = chunk_of[fut.key]
+                result = fut.result()
+                fut.release()
+                _write_part(parts, c, result, spec_.sha256)
+                done[c] = None  # reloaded from its part file below, like the resumed ones
+                log.info("chunk %d computed", c)
+                bar.update(1)
+                if time.monotonic() - last_manifest > _MANIFEST_INTERVAL:  # informative; the parts are authoritative
+                    _write_manifest(parts, spec_, set(done))
+                    last_manifest = time.monotonic()
+        finally:
+            try:
+                _write_manifest(parts, spec_, set(done))
+            except OSError:  # never mask the original error
+                pass
+            bar.close()
+            for f in futures:
+                if not f.done():
+                    f.cancel()
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+    chunks = {c: _read_part(parts, c, spec_) for c in range(spec_.n_chunks)}
+    missing = [c for c, v in chunks.items() if v is None]
+    if missing:  # pragma: no cover  (a part vanished under us)
+        raise RuntimeError(f"chunks {missing[:5]} missing from {parts} after the run; rerun to recompute them")
+    ds = assemble(spec_, chunks)
+    _write_output(ds, out)
+    shutil.rmtree(parts, ignore_errors=True)
+    if progress:
+        print(f"sweep: wrote {out}", file=sys.stderr)
+    return ds
+
+
+def cli_sweep(spec, out, scheduler: str | None = None, workers: int | None = None, quiet: bool = False) -> int:
+    """``resprop sweep``: run, print the output path and the data variables; 130 on Ctrl-C (resumable)."""
+    try:
+        ds = run_sweep(spec, out, scheduler=scheduler, workers=workers, progress=not quiet)
+    except KeyboardInterrupt:
+        parts = _parts_dir(Path(out))
+        print(f"resprop: interrupted; finished chunks are kept in {parts} -- rerun the same command to resume",
+              file=sys.stderr)
+        return 130
+    dims = ", ".join(f"{k}={v}" for k, v in ds.sizes.items())
+    print(f"wrote {out}: {ds.attrs['kind']} ({dims}); variables: {', '.join(ds.data_vars)}")
+    return 0

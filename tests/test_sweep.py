@@ -1,0 +1,284 @@
+"""resprop sweep: Dask grid sweeps with deterministic seeds, resumable parts and labelled output."""
+import copy
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from numeric import field_theory as F
+from numeric.sweep import cli_sweep, load_spec, normalize_spec, run_sweep
+from numeric.validation import ParameterError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+LG = {"kind": "log_gaussian",
+      "grid": {"n": [16, 32], "d": [4, 8], "balanced": [False, True]},
+      "fixed": {"alpha": 1.0, "lam": 0.7, "samples": 200},
+      "run": {"seed": 7, "chunk": 3}}
+
+RS = {"kind": "rho_star",
+      "grid": {"depth": [5, 12], "sigma_w2": [1.0, 1.5], "activation": ["erf", "relu"]},
+      "fixed": {"k0": 0.05, "sigma_b2": 0.05, "k0_offdiag": 0.02},
+      "run": {"chunk": 3}}
+
+
+def with_run(spec, **run):
+    s = copy.deepcopy(spec)
+    s["run"].update(run)
+    return s
+
+
+def assert_same_data(a: xr.Dataset, b: xr.Dataset):
+    assert set(a.data_vars) == set(b.data_vars)
+    for name in a.data_vars:
+        x, y = a[name].values, b[name].values
+        assert x.dtype == y.dtype and np.array_equal(x, y), name
+    for name in a.coords:
+        assert np.array_equal(a[name].values, b[name].values), name
+
+
+@pytest.fixture(scope="module")
+def lg_reference(tmp_path_factory):
+    """The log_gaussian sweep on one worker (the reference for bit-identity)."""
+    return run_sweep(LG, tmp_path_factory.mktemp("ref") / "lg.nc", workers=1, progress=False)
+
+
+# --------------------------------------------------------------------------- (a) bit-identical
+def test_bit_identical_across_workers_and_chunking(lg_reference, tmp_path):
+    two = run_sweep(with_run(LG, chunk=1), tmp_path / "lg2.nc", workers=2, progress=False)
+    assert_same_data(lg_reference, two)
+    assert np.isfinite(two.mean_G.values).all() and (two.dead.values == 0).all()
+    # different points draw different streams; the same seed reproduces them
+    assert len(np.unique(two.mean_G.values)) == two.mean_G.size
+    rs1 = run_sweep(RS, tmp_path / "rs1.nc", workers=1, progress=False)
+    rs2 = run_sweep(with_run(RS, chunk=2), tmp_path / "rs2.nc", workers=2, progress=False)
+    assert_same_data(rs1, rs2)
+
+
+def test_seed_changes_monte_carlo(lg_reference, tmp_path):
+    other = run_sweep(with_run(LG, seed=8), tmp_path / "lg.nc", workers=1, progress=False)
+    assert not np.array_equal(other.mean_G.values, lg_reference.mean_G.values)
+    assert np.array_equal(other.theory_var_G.values, lg_reference.theory_var_G.values)
+
+
+# --------------------------------------------------------------------------- (e) existing scheduler
+def test_existing_scheduler_with_process_workers(lg_reference, tmp_path):
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                      silence_logs=logging.ERROR) as cluster:
+        ds = run_sweep(LG, tmp_path / "lg.zarr", scheduler=cluster.scheduler_address, progress=False)
+    assert_same_data(lg_reference, ds)
+    assert_same_data(lg_reference, xr.open_zarr(tmp_path / "lg.zarr").load())
+    with pytest.raises(ParameterError) as err:
+        run_sweep(LG, tmp_path / "x.nc", scheduler=cluster.scheduler_address, workers=2, progress=False)
+    assert err.value.parameter == "workers"
+
+
+# --------------------------------------------------------------------------- (b) interrupt and resume
+RESUME = {"kind": "log_gaussian",
+          "grid": {"n": [64, 128], "d": [48, 96], "lam": [0.5, 1.0], "balanced": [False, True]},
+          "fixed": {"alpha": 1.0, "samples": 1500},
+          "run": {"seed": 3, "chunk": 1}}
+
+
+def test_interrupt_and_resume(tmp_path, caplog):
+    out = tmp_path / "resume.nc"
+    parts = tmp_path / "resume.nc.parts"
+    script = textwrap.dedent(f"""
+        from numeric.sweep import run_sweep
+        run_sweep({RESUME!r}, {str(out)!r}, workers=1, progress=False)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 90
+        while len(list(parts.glob("chunk-*.npz"))) < 3:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "no parts written"
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+    assert not out.exists()
+    n_chunks = 16
+    kept = sorted(parts.glob("chunk-*.npz"))
+    assert 3 <= len(kept) < n_chunks
+    kept_ids = {int(p.stem.split("-")[1]) for p in kept}
+    mtimes = {p: p.stat().st_mtime_ns for p in kept}
+    assert (parts / "manifest.json").exists()
+
+    # a different spec must not pick up these parts
+    with pytest.raises(ParameterError) as err:
+        run_sweep(with_run(RESUME, seed=4), out, workers=1, progress=False)
+    assert err.value.parameter == "out"
+
+    seen = []
+
+    class Watch(logging.Handler):  # the kept parts are untouched while the rest are computed
+        def emit(self, record):
+            seen.append(all(p.stat().st_mtime_ns == t for p, t in mtimes.items()))
+
+    watch = Watch(level=logging.INFO)
+    logger = logging.getLogger("numeric.sweep")
+    logger.addHandler(watch)
+    try:
+        with caplog.at_level(logging.INFO, logger="numeric.sweep"):
+            resumed = run_sweep(RESUME, out, workers=2, progress=False)
+    finally:
+        logger.removeHandler(watch)
+    computed = {r.args[0] for r in caplog.records if r.msg == "chunk %d computed"}
+    assert computed.isdisjoint(kept_ids) and computed | kept_ids == set(range(n_chunks))
+    assert len(computed) == n_chunks - len(kept) and seen and all(seen)
+    assert out.exists() and not parts.exists()
+
+    fresh = run_sweep(RESUME, tmp_path / "fresh.nc", workers=1, progress=False)
+    assert_same_data(fresh, resumed)
+    assert_same_data(fresh, xr.open_dataset(out, engine="h5netcdf").load())
+
+
+# --------------------------------------------------------------------------- (c), (d) output files
+@pytest.fixture(scope="module")
+def rs_files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("rs")
+    ds = run_sweep(RS, d / "rs.nc", workers=2, progress=False)
+    run_sweep(RS, d / "rs.zarr", workers=1, progress=False)
+    return ds, d / "rs.nc", d / "rs.zarr"
+
+
+@pytest.mark.parametrize("which", ["nc", "zarr"])
+def test_output_reopens_with_coords_and_attrs(rs_files, which):
+    ds, nc, zarr = rs_files
+    back = (xr.open_dataset(nc, engine="h5netcdf") if which == "nc" else xr.open_zarr(zarr)).load()
+    xr.testing.assert_identical(back, ds)
+    assert list(back["rho_star"].dims) == ["depth", "sigma_w2", "activation"]
+    assert back.depth.values.tolist() == [5, 12] and back.activation.values.tolist() == ["erf", "relu"]
+    assert back.sigma_w2.dtype == np.float64 and back.depth.dtype == np.int64
+    assert float(back.k0) == 0.05 and float(back.k0_offdiag) == 0.02  # fixed values as scalar coords
+    for name in ("rho_star", "rho_star_offdiag", "chi_out_max"):
+        assert {"units", "description", "equation"} <= set(back[name].attrs)
+    attrs = back.attrs
+    assert attrs["kind"] == "rho_star" and attrs["resprop_version"] and attrs["git_commit"]
+    spec = tomllib.loads(attrs["spec"])  # the canonical spec round-trips
+    assert spec["grid"]["activation"] == ["erf", "relu"] and "activation" not in spec["fixed"]
+    assert normalize_spec(spec).sha256 == attrs["spec_sha256"] == normalize_spec(RS).sha256
+    if which == "nc":
+        assert not Path(str(nc) + ".parts").exists()
+
+
+def test_rho_star_matches_direct_calls(rs_files):
+    ds = rs_files[0]
+    for depth, sw, act in [(5, 1.0, "erf"), (12, 1.5, "relu"), (12, 1.0, "erf")]:
+        direct = F.rho_star(depth, 0.05, sw, 0.05, k0_offdiag=0.02, activation=act)
+        point = ds.sel(depth=depth, sigma_w2=sw, activation=act)
+        assert float(point.rho_star) == float(direct["rho_star"][0])
+        assert float(point.rho_star_offdiag) == float(direct["rho_star_offdiag"][0])
+        assert float(point.chi_out_max) == float(direct["rho_star_chi_out"][0])
+        assert int(point.rho_star_grid_index) == int(direct["rho_star_grid_index"][0])
+
+
+# --------------------------------------------------------------------------- (f) validation
+def _spec(**changes):
+    s = copy.deepcopy(RS)
+    for path, value in changes.items():
+        table, _, key = path.partition("__")
+        if not key:
+            if value is None:
+                s.pop(table)
+            else:
+                s[table] = value
+        elif value is None:
+            s[table].pop(key)
+        else:
+            s[table][key] = value
+    return s
+
+
+@pytest.mark.parametrize("spec,param", [
+    (_spec(kind="rho_starr"), "kind"),
+    (_spec(kind=None), "kind"),
+    (_spec(grid={}), "grid"),
+    (_spec(grid=None), "grid"),
+    (_spec(grid__width=[1, 2]), "grid.width"),
+    (_spec(grid__depth=[]), "grid.depth"),
+    (_spec(grid__depth=[0, 5]), "grid.depth"),
+    (_spec(grid__depth=[2.5]), "grid.depth"),
+    (_spec(grid__depth=[5, 5]), "grid.depth"),
+    (_spec(grid__depth=5), "grid.depth"),
+    (_spec(grid__sigma_w2=[1.0, -1.0]), "grid.sigma_w2"),
+    (_spec(grid__sigma_w2=[1.0, "big"]), "grid.sigma_w2"),
+    (_spec(grid__activation=["softmaxx"]), "grid.activation"),
+    (_spec(fixed__sigma_b2=-0.1), "fixed.sigma_b2"),
+    (_spec(fixed__k0=float("nan")), "fixed.k0"),
+    (_spec(fixed__k0_offdiag=0.2), "fixed.k0_offdiag"),
+    (_spec(fixed__depth=3), "fixed.depth"),
+    (_spec(fixed__k0=None), "k0"),
+    (_spec(run__chunk=0), "run.chunk"),
+    (_spec(run__seed=-1), "run.seed"),
+    (_spec(run__workers=2), "run.workers"),
+    (_spec(extra={"a": 1}), "extra"),
+    ({**LG, "grid": {"n": [1, 8]}}, "grid.n"),
+    ({**LG, "grid": {"balanced": [0, 1]}}, "grid.balanced"),
+    ({**LG, "fixed": {"alpha": 0.0, "lam": 0.0, "samples": 100}, "grid": {"n": [4], "d": [2]}}, "fixed.alpha"),
+    ({**LG, "fixed": {"alpha": 1.0, "lam": 0.5}}, "samples"),
+])
+def test_bad_spec_names_the_key(spec, param, tmp_path):
+    with pytest.raises(ParameterError) as err:
+        run_sweep(spec, tmp_path / "x.nc", progress=False)
+    assert err.value.parameter == param
+    assert str(err.value).startswith(f"{param}:")
+    assert not (tmp_path / "x.nc.parts").exists()
+
+
+@pytest.mark.parametrize("out", ["x.csv", "x", "x.h5"])
+def test_bad_output_extension(out, tmp_path):
+    with pytest.raises(ParameterError, match=r"^out: .*\.nc, \.zarr") as err:
+        run_sweep(RS, tmp_path / out, progress=False)
+    assert err.value.parameter == "out"
+
+
+def test_bad_toml_file(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("kind = rho_star\n")
+    with pytest.raises(ParameterError, match=r"^spec: .*not valid TOML"):
+        run_sweep(bad, tmp_path / "x.nc", progress=False)
+    with pytest.raises(ParameterError, match=r"^spec: cannot read"):
+        run_sweep(tmp_path / "missing.toml", tmp_path / "x.nc", progress=False)
+
+
+# --------------------------------------------------------------------------- CLI entry and examples
+def test_cli_sweep_from_toml(tmp_path, capsys):
+    spec = tmp_path / "s.toml"
+    spec.write_text(textwrap.dedent("""
+        kind = "rho_star"
+        [grid]
+        depth = [3, 6]
+        [fixed]
+        k0 = 0.1
+        sigma_w2 = 1.0
+        sigma_b2 = 0.0
+    """))
+    assert cli_sweep(spec, tmp_path / "o.nc", workers=1, quiet=True) == 0
+    out, err = capsys.readouterr()
+    assert "wrote" in out and "rho_star" in out and err == ""
+    ds = xr.open_dataset(tmp_path / "o.nc", engine="h5netcdf")
+    assert ds.rho_star.dims == ("depth",) and ds.activation.item() == "erf"  # default filled in
+    assert cli_sweep(spec, tmp_path / "o.nc", workers=1, quiet=False) == 0  # rerun replaces the file
+    assert "sweep rho_star: 2 points" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["rho_star", "log_gaussian"])
+def test_examples_are_valid(name):
+    spec = normalize_spec(load_spec(ROOT / "examples" / "sweeps" / f"{name}.toml"))
+    assert spec.kind == name and 10 <= spec.size <= 100
