@@ -21,7 +21,8 @@ import _common as C
 HERE = Path(__file__).resolve().parent
 WAIT_IDLE_S = 120  # each script first waits up to this long for an idle CPU
 SCRIPTS = ["bench_nngp_response.py", "bench_rho_star.py", "bench_simulator.py", "bench_monte_carlo.py", "bench_stable_kernel.py",
-           "bench_abcd.py"]
+           "bench_abcd.py",
+           "bench_peers_nt.py", "bench_peers_torch.py"]  # the peers need benchmarks/.venv-peers (setup_peers.sh)
 
 
 def main(argv: list[str]) -> int:
@@ -96,6 +97,26 @@ def _summary(report: dict) -> None:
                   f"{r['exact_solve']['best_s']:.3f} s", ""],
                  [f"abcd LP cross-check (+ {r['params']['points']} points)", f"{r['lp_cross_check']['best_s']:.3f} s",
                   "agrees" if r["agree"] else "DISAGREES"]]
+    if "peers_nt" in b:
+        r = b["peers_nt"]
+        if "skipped" in r:
+            rows.append(["neural-tangents peer", "skipped", r["skipped"]])
+        else:
+            for key, o in r["results"].items():
+                if "P1000_L200" in key:
+                    rows.append([f"NT peer {key.replace('_P1000_L200_', ' P=1000 L=200 ')}",
+                                 f"{o['resprop']['best_s']:.3f} s",
+                                 f"NT f32 {o['nt_f32']['best_s']:.2f} s ({o['ratio_nt_f32_over_resprop']:.1f}x), "
+                                 f"f64 {o['nt_f64']['best_s']:.2f} s ({o['ratio_nt_f64_over_resprop']:.1f}x), "
+                                 f"off-diag rel diff {o['max_rel_err_vs_nt_f64_offdiag']:.0e}"])
+    if "peers_torch" in b:
+        r = b["peers_torch"]
+        if "skipped" in r:
+            rows.append(["PyTorch dense peer", "skipped", r["skipped"]])
+        else:
+            rows.append([f"torch dense n=d=100 ({r['params']['samples']} samples)", f"{r['torch']['best_s']:.2f} s",
+                         f"reduced {r['resprop_reduced']['best_s']:.3f} s: {r['ratio_reduced_over_torch']:.0f}x, "
+                         f"E[G] z = {r['mean_G_z']:+.1f}"])
     if rows:
         print()
         C.print_table(["summary", "time / ratio", "note"], rows)

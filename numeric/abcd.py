@@ -19,6 +19,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from numeric import validation as V
 from numeric.validation import ParameterError, integer, positive
 
 REQUIRED = ("a1", "b1", "a", "b", "c", "d")
@@ -55,6 +56,9 @@ def parse_assignments(assignments: Iterable[str]) -> dict[str, Fraction]:
     """``["a1=0", "b1=0", "a=1/2", ...]`` -> {"a1": Fraction(0), ...}, exact; every error names the parameter."""
     if isinstance(assignments, str):
         assignments = assignments.split()
+    if assignments is None or not isinstance(assignments, Iterable):
+        raise ParameterError("assignment", f"must be a list of key=value strings (e.g. ['a1=0', 'd=1/2']), "
+                                           f"got {assignments!r}")
     out: dict[str, Fraction] = {}
     given_as: dict[str, str] = {}
     for item in assignments:
@@ -214,7 +218,12 @@ def _widths(widths) -> np.ndarray:
         raise ParameterError("N", "must be finite widths >= 1")
     if (arr < 1).any():
         raise ParameterError("N", f"must be >= 1 (allowed range [1, inf)), got {arr[arr < 1].tolist()[:4]}")
-    return arr
+    if (arr > MAX_WIDTH).any():
+        raise ParameterError("N", f"must be <= {MAX_WIDTH:g} (the rates use N^2), got {arr[arr > MAX_WIDTH].tolist()[:4]}")
+    return arr.reshape(-1)
+
+
+MAX_WIDTH = 1e100
 
 
 def rates(widths: Sequence[float], depth: int = 3, gamma0: float = 1.0) -> dict:
@@ -222,12 +231,17 @@ def rates(widths: Sequence[float], depth: int = 3, gamma0: float = 1.0) -> dict:
     import generated.abcd as G
 
     N = _widths(widths)
-    L = float(integer("L", depth, minimum=2))
+    L = np.float64(integer("L", depth, minimum=2, maximum=2**53))
     g0 = float(positive("gamma0", gamma0))
-    r = G.pc_r_scale(N, L, g0)
+    with np.errstate(over="ignore"):
+        r = G.pc_r_scale(N, L, np.float64(g0))
+    V.finite_result("gamma0, L", r, "the PC rate r = L^2 gamma0^2 N^(3/2)/(N + 1)^2")
+    if np.any(r == 0):
+        raise ParameterError("gamma0, L", "the PC rate r = L^2 gamma0^2 N^(3/2)/(N + 1)^2 underflows to 0 in float64; "
+                                          "use gamma0 of moderate size")
     D = G.pc_D_scale(N)
     depth_term = G.pc_depth_term_alpha_half(N, L)
-    out = {"N": N, "L": L, "gamma0": g0, "r": r, "D": D, "depth_term_alpha_half": depth_term}
+    out = {"N": N, "L": float(L), "gamma0": g0, "r": r, "D": D, "depth_term_alpha_half": depth_term}
     if N.size >= 2 and np.unique(N).size >= 2:
         out["slope_r"] = loglog_slope(N, r)
         out["slope_D"] = loglog_slope(N, D)

@@ -27,13 +27,13 @@ def _emit(obj: dict, as_json: bool) -> None:
 
 
 def cmd_derive(args) -> int:
-    from derive.codegen import stale_files, write_generated
+    from derive.codegen import display_path, stale_files, write_generated
 
     if args.check:
         stale = stale_files()
         if stale:
             for rel, diff in stale.items():
-                print(f"stale: generated/{rel}", file=sys.stderr)
+                print(f"stale: {display_path(rel)}", file=sys.stderr)
                 print("\n".join(diff.splitlines()[:40]), file=sys.stderr)
             print("generated/ is stale: run `resprop derive`", file=sys.stderr)
             return 1
@@ -47,8 +47,29 @@ def cmd_derive(args) -> int:
 def cmd_latex(args) -> int:
     from derive.latex import export_latex
 
-    for path in export_latex(Path(args.out)):
+    if args.pdf:
+        from numeric.latex_pdf import find_engine
+
+        if find_engine() is None:  # fail before writing anything
+            from numeric.latex_pdf import INSTALL_HINT
+
+            print(f"resprop: error: --pdf needs pdflatex, which is not on PATH ({INSTALL_HINT})", file=sys.stderr)
+            return 1
+    paths = export_latex(Path(args.out))
+    for path in paths:
         print(f"wrote {path}")
+    if args.pdf:
+        from numeric.latex_pdf import LatexError, compile_pdf
+
+        failed = 0
+        for path in paths:
+            try:
+                print(f"wrote {compile_pdf(path)}")
+            except LatexError as exc:
+                failed += 1
+                print(f"resprop: error: {exc}", file=sys.stderr)
+        if failed:
+            return 1
     return 0
 
 
@@ -79,11 +100,24 @@ def cmd_response(args) -> int:
 
 
 def cmd_reproduce(args) -> int:
+    """Exit 0 when no row FAILS, 1 otherwise, 130 on Ctrl-C (DIR is then left as it was)."""
     from numeric.reproduce import reproduce
 
-    report = reproduce(Path(args.out), quick=args.quick, quiet=args.quiet)
-    print(f"wrote {Path(args.out) / 'report.json'}: {report['summary']}")
-    return 0 if report["summary"]["failed"] == 0 else 1
+    out = Path(args.out)
+    try:
+        report = reproduce(out, args.theory, quick=args.quick, quiet=args.quiet)
+    except KeyboardInterrupt:
+        print(f"resprop: interrupted; {out} left as it was", file=sys.stderr)
+        return 130
+    s = report["summary"]
+    print(f"wrote {out / 'report.json'} and {out / 'index.html'}: {s['rows']} rows, {s['agrees']} agree, "
+          f"{s['documented_disagreements']} documented disagreements, {s['fails']} FAIL ({s['seconds']} s)")
+    sections = [(name, t["rows"]) for name, t in report["theories"].items()]
+    for name, rows in sections + [("cross-theory", report["cross_theory"]["rows"])]:
+        for r in rows:
+            if r["verdict"] == "FAILS":
+                print(f"FAILS [{name}] {r['quantity']}: {r['check']} {r['note']}".rstrip(), file=sys.stderr)
+    return 0 if s["fails"] == 0 else 1
 
 
 def cmd_j2bar(args) -> int:
@@ -120,17 +154,27 @@ def cmd_log_gaussian(args) -> int:
     """Li-Nica-Roy E[G], Var[G]: theory (Thm 1 / Thm 4) and, with --simulate, Monte Carlo with SEs."""
     from numeric import log_gaussian as lg
     from numeric import monte_carlo as mc
+    from numeric import validation as V
 
     lg.check_architecture(args.n, args.d, args.alpha, args.lam)
+    V.integer("hypo_samples", args.hypo_samples, 2)
     sim = None
     hypo = args.hypo_constant
     hypo_source = "given" if hypo is not None else None
+    def alive(s):  # with alpha = 0 a network dies (z = 0, G = -inf) when all n ReLUs of a layer are off
+        dead = int(np.count_nonzero(~np.isfinite(s.G)))
+        if dead:
+            raise V.ParameterError("alpha, n", f"{dead} of {s.samples} simulated networks died (alpha = 0 and all "
+                                               f"n = {s.n} ReLUs of a layer off, probability 2^-n per layer), so "
+                                               "E[G] = -inf; use alpha != 0 or a larger n")
+        return s
+
     if args.simulate:
-        sim = mc.simulate_log_gaussian(n=args.n, d=args.d, alpha=args.alpha, lam=args.lam, balanced=args.balanced,
-                                       samples=args.samples, seed=args.seed)
+        sim = alive(mc.simulate_log_gaussian(n=args.n, d=args.d, alpha=args.alpha, lam=args.lam,
+                                             balanced=args.balanced, samples=args.samples, seed=args.seed))
     if not args.balanced and hypo is None:
-        est = sim if sim is not None else mc.simulate_log_gaussian(
-            n=args.n, d=args.d, alpha=args.alpha, lam=args.lam, samples=args.hypo_samples, seed=args.seed)
+        est = sim if sim is not None else alive(mc.simulate_log_gaussian(
+            n=args.n, d=args.d, alpha=args.alpha, lam=args.lam, samples=args.hypo_samples, seed=args.seed))
         hyp = mc.hypoactivation(est)
         hypo, hypo_source = float(hyp["C_hat"]), f"Monte Carlo ({est.samples} samples, seed {args.seed})"
         hypo_se = float(hyp["C_hat_se"])
@@ -165,6 +209,14 @@ def cmd_nu(args) -> int:
            "r_star": float(rm.r_star(args.gamma, args.activation, args.n_out))}
     _emit(out, args.json)
     return 0
+
+
+def cmd_sweep(args) -> int:
+    """Parameter grid from a TOML spec on Dask; resumable; NetCDF (.nc) or Zarr (.zarr) output."""
+    from numeric.sweep import cli_sweep
+
+    return cli_sweep(Path(args.spec), Path(args.out), scheduler=args.scheduler, workers=args.workers,
+                     quiet=args.quiet)
 
 
 def cmd_abcd(args) -> int:
@@ -230,8 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("derive", help="regenerate generated/ from the derivations")
     p.add_argument("--check", action="store_true", help="exit 1 if generated/ is stale (no writes)")
     p.set_defaults(func=cmd_derive)
-    p = sub.add_parser("latex", help="export one .tex document per theory")
+    p = sub.add_parser("latex", help="export one .tex document per theory (and, with --pdf, compile each)")
     p.add_argument("--out", required=True)
+    p.add_argument("--pdf", action="store_true", help="compile every .tex with pdflatex; the PDF goes next to it")
     p.set_defaults(func=cmd_latex)
     p = sub.add_parser("rho-star", help="rho* = argmax chi_out for a batch of depths (Fischer et al. Fig. 4)")
     p.add_argument("--depth", type=int, nargs="+", required=True)
@@ -278,6 +331,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--d-in", type=int, default=2, help="input dimension d in Q_0 = sigma_b^2 + sigma_w^2 x.x'/d")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_stable_kernel)
+    p = sub.add_parser("sweep", help="parameter grid from a TOML spec on Dask (resumable; .nc or .zarr output)")
+    p.add_argument("spec", help="TOML spec: kind, [grid], [fixed], [run] (see examples/sweeps/)")
+    p.add_argument("--out", required=True, help="output file, .nc (NetCDF-4) or .zarr; OUT.parts/ holds "
+                                                "finished chunks until the sweep completes")
+    p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                   help="use a running Dask scheduler (default: an in-process LocalCluster)")
+    p.add_argument("--workers", type=int, default=None, help="LocalCluster workers (default: min(2, CPUs))")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_sweep)
     p = sub.add_parser("abcd", help="Innocenti et al. (2025) abcd parameterisations: exact family, Table 2, --check")
     p.add_argument("--check", nargs="+", metavar="KEY=VALUE", default=None,
                    help="exponents a1 b1 a b c d (rationals, e.g. a=1/2), optional alpha and nu (N = L^nu)")
@@ -296,11 +358,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_figures)
-    p = sub.add_parser("reproduce", help="the main job: theory + Monte Carlo checks, written to DIR/report.json")
-    p.add_argument("theory", nargs="?", default="fischer", choices=["fischer", "all"])
-    p.add_argument("--out", required=True)
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--quiet", action="store_true")
+    p = sub.add_parser("reproduce", help="the main job: theory, Monte Carlo checks, figures and LaTeX/PDF, "
+                                         "written to DIR/report.json and DIR/index.html")
+    p.add_argument("theory", nargs="?", default="all",
+                   choices=["fischer", "stable", "abcd", "pdlt", "lognormal", "all"])
+    p.add_argument("--out", required=True, metavar="DIR", help="report directory (replaced atomically at the end)")
+    p.add_argument("--quick", action="store_true", help="smaller Monte Carlo samples and quick figures")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_reproduce)
     return parser
 

@@ -95,9 +95,19 @@ def _relu() -> ActivationKernels:
         closed_form=True)
 
 
-@lru_cache(maxsize=None)
 def kernels(activation: str | sp.Expr = "erf") -> ActivationKernels:
     """The expectation kernels of a named activation or a SymPy expression in ``x``."""
+    if isinstance(activation, str):
+        if "__" in activation:  # sympify evaluates its input: no dunder access from a user string
+            raise ParameterError("activation", f"not a SymPy expression in x: {activation!r}")
+    elif not isinstance(activation, sp.Expr):
+        raise ParameterError("activation", f"must be a name ({', '.join(activations.KNOWN)}) or a SymPy expression "
+                                           f"in x, got {activation!r}")
+    return _kernels(activation)
+
+
+@lru_cache(maxsize=None)
+def _kernels(activation: str | sp.Expr) -> ActivationKernels:
     if isinstance(activation, str):
         if activation == "erf":
             return _from_module("erf", gh_erf, dict(
@@ -114,13 +124,19 @@ def kernels(activation: str | sp.Expr = "erf") -> ActivationKernels:
             return _from_module("gelu", gh_gelu)
         try:
             expr = sp.sympify(activation, locals={"x": activations.x})
-        except (sp.SympifyError, SyntaxError, TypeError):
+        except Exception:  # noqa: BLE001  (SympifyError, SyntaxError, TokenError, AttributeError, ...)
             expr = None
         if expr is None or not isinstance(expr, sp.Expr) or expr.free_symbols != {activations.x}:
             raise ParameterError("activation", f"unknown activation {activation!r}; allowed: "
                                  f"{', '.join(activations.KNOWN)} or a SymPy expression in x")
         return custom_kernels(expr)
     return custom_kernels(activation)
+
+
+#: where a custom activation and its first two derivatives must be finite real numbers
+_PROBE = np.linspace(-12.0, 12.0, 241)
+#: bound on |phi|, |phi'|, |phi''| on the probe: rules out exp(x^2)-like growth (polynomials and exp(x) pass)
+_GROWTH_BOUND = 1e12
 
 
 def custom_kernels(expr: sp.Expr) -> ActivationKernels:
@@ -131,7 +147,18 @@ def custom_kernels(expr: sp.Expr) -> ActivationKernels:
     if expr.free_symbols != {activations.x}:
         raise ParameterError("activation", f"expression must depend on x only, got {expr}")
     name = "custom_" + hashlib.sha256(sp.srepr(expr).encode()).hexdigest()[:10]
-    source = render_activation_module(name, expr)
-    mod = types.ModuleType(f"generated.{name}")
-    exec(compile(source, f"<generated {name}>", "exec"), mod.__dict__)
+    try:
+        source = render_activation_module(name, expr)
+        mod = types.ModuleType(f"generated.{name}")
+        exec(compile(source, f"<generated {name}>", "exec"), mod.__dict__)
+        with np.errstate(all="ignore"):
+            values = [np.asarray(f(_PROBE)) for f in (mod.phi, mod.dphi, mod.ddphi)]
+    except Exception as exc:  # noqa: BLE001  (any failure to print or evaluate the expression)
+        raise ParameterError("activation", f"cannot generate kernels for {expr}: {type(exc).__name__}") from None
+    if not all(np.isrealobj(v) and np.all(np.isfinite(v)) for v in values):
+        raise ParameterError("activation", f"{expr} and its first two derivatives must be finite real numbers on "
+                                           "the real line (checked on [-12, 12])")
+    if max(float(np.max(np.abs(v))) for v in values) > _GROWTH_BOUND:
+        raise ParameterError("activation", f"{expr} grows too fast for its Gaussian expectations to exist at every "
+                                           f"variance (|phi|, |phi'| or |phi''| exceeds {_GROWTH_BOUND:g} on [-12, 12])")
     return _from_module(name, mod)

@@ -23,6 +23,9 @@ from . import validation as V
 from .expectations import ActivationKernels, kernels
 
 _PARALLEL_MIN = 20_000  # elements below which threading does not pay
+MAX_DEPTH = 10**6  # the largest depth accepted (as V.depths)
+#: the inputs that decide whether K^(l) and chi^(l) stay in float64 range (named when they do not)
+_RANGE_NAMES = "rho, sigma_w2, sigma_b2, k0, depth, activation"
 
 
 def _workers() -> int:
@@ -90,6 +93,12 @@ def propagate(d0: np.ndarray, o0: np.ndarray, pairs: tuple[np.ndarray, np.ndarra
     for (i, j) = pairs; stop (...): the depth L of each batch element (results
     are captured at layer stop, so one pass serves many depths).
     """
+    eta0 = V.scalar("eta0", eta0, V.positive)
+    with np.errstate(all="ignore"):  # overflow (geometric growth, huge inputs) is reported by the callers
+        return _propagate(d0, o0, pairs, stop, hyper, kern, eta0, keep_layers)
+
+
+def _propagate(d0, o0, pairs, stop, hyper, kern, eta0, keep_layers) -> Trajectory:
     i, j = pairs
     stop = np.asarray(stop)
     L_max = int(stop.max())
@@ -202,11 +211,9 @@ def nngp(K0, depth: int, rho, sigma_w2, sigma_b2, sigma_w2_out=None, sigma_b2_ou
     K0 = V.kernel_matrix("K0", K0)
     if K0.ndim != 2:
         raise V.ParameterError("K0", f"must be a single (P, P) matrix, got shape {K0.shape}")
-    L = V.integer("depth", depth, 1)
+    L = V.integer("depth", depth, 1, MAX_DEPTH)
     hyper = Hyper.make(rho, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out)
-    for name in ("rho", "sigma_w2", "sigma_b2", "sigma_w2_out", "sigma_b2_out"):
-        if np.ndim(getattr(hyper, name)) != 0:
-            raise V.ParameterError(name, "must be a scalar here; use rho_star/chi_out_curves for batches")
+    _scalars(hyper, "use rho_star/chi_out_curves for batches")
     P = K0.shape[0]
     i, j = _triangle(P)
     tr = propagate(np.diagonal(K0).copy(), K0[i, j], (i, j), np.array(L), hyper, kernels(activation), eta0,
@@ -221,6 +228,8 @@ def nngp(K0, depth: int, rho, sigma_w2, sigma_b2, sigma_w2_out=None, sigma_b2_ou
         for name in ("K", "C", "eta"):
             res[f"{name}_layers"] = np.stack([_assemble(dd, oo, P) for dd, oo in
                                               zip(tr.layers[f"{name}_diag"], tr.layers[f"{name}_off"])])
+    for name, value in res.items():
+        V.finite_result(_RANGE_NAMES.replace("k0", "K0"), value, name)
     return res
 
 
@@ -238,11 +247,12 @@ def response(k0, depth: int, rho, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w2_
              activation="erf", eta0: float = 1.0) -> dict[str, np.ndarray]:
     """eta^(l), chi^(l), C^(l), K^(l) for l = 0..L and chi_out (45-48) for the diagonal element K^(0) = k0,
     and for the off-diagonal element of [[k0, k0_offdiag], [k0_offdiag, k0]] when k0_offdiag is given."""
-    L = V.integer("depth", depth, 1)
+    L = V.integer("depth", depth, 1, MAX_DEPTH)
     k0, k0o = _pair(k0, k0_offdiag)
     if k0.ndim or k0o.ndim:
-        raise V.ParameterError("k0", "must be a scalar here")
+        raise V.ParameterError("k0" if k0.ndim else "k0_offdiag", "must be a scalar here")
     hyper = Hyper.make(rho, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out)
+    _scalars(hyper, "use chi_out_curves for batches")
     tr = propagate(np.array([k0, k0], dtype=float), np.array([k0o], dtype=float), (np.array([0]), np.array([1])),
                    np.array(L), hyper, kernels(activation), eta0, keep_layers=True)
     lay = {k: np.array(v) for k, v in tr.layers.items()}
@@ -252,7 +262,23 @@ def response(k0, depth: int, rho, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w2_
         res.update({"eta_offdiag": lay["eta_off"][:, 0], "chi_offdiag": np.cumsum(lay["eta_off"][:, 0]),
                     "C_offdiag": lay["C_off"][:, 0], "K_offdiag": lay["K_off"][:, 0],
                     "chi_out_offdiag": float(tr.chi_out_off[0]), "K_out_offdiag": float(tr.K_out_off[0])})
+    for name, value in res.items():
+        V.finite_result(_RANGE_NAMES, value, name)
     return res
+
+
+def _scalars(hyper: Hyper, hint: str) -> None:
+    for name in ("rho", "sigma_w2", "sigma_b2", "sigma_w2_out", "sigma_b2_out"):
+        if np.ndim(getattr(hyper, name)) != 0:
+            raise V.ParameterError(name, f"must be a scalar here; {hint}")
+
+
+def _batch_shape(names: str, *shapes) -> tuple:
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise V.ParameterError(names, f"shapes {', '.join(map(str, shapes))} do not broadcast against each other") \
+            from None
 
 
 def chi_out_curves(rho, depths, k0, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w2_out=None, sigma_b2_out=None,
@@ -260,14 +286,22 @@ def chi_out_curves(rho, depths, k0, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w
     """chi_out(rho) for every depth in one vectorised pass: arrays of shape (len(depths), len(rho))."""
     rho = np.atleast_1d(V.nonnegative("rho", rho))
     L = np.atleast_1d(V.depths("depth", depths))
+    if rho.ndim != 1 or L.ndim != 1:
+        raise V.ParameterError("rho" if rho.ndim != 1 else "depth", "must be a scalar or a 1-D array")
     k0, k0o = _pair(k0, k0_offdiag)
     hyper = Hyper.make(rho[None, :], sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out)
+    _batch_shape("sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out, k0, k0_offdiag", (L.size, rho.size),
+                 *(np.shape(getattr(hyper, n)) for n in ("sigma_w2", "sigma_b2", "sigma_w2_out", "sigma_b2_out")),
+                 np.shape(k0), np.shape(k0o))
     stop = np.broadcast_to(L[:, None], (L.size, rho.size))
     tr = propagate(np.array([k0, k0], dtype=float), np.array([k0o], dtype=float), (np.array([0]), np.array([1])),
                    stop, hyper, kernels(activation), eta0)
     res = {"rho": rho, "depth": L, "chi_out": tr.chi_out_diag[..., 0]}
     if k0_offdiag is not None:
         res["chi_out_offdiag"] = tr.chi_out_off[..., 0]
+    for name in ("chi_out", "chi_out_offdiag"):
+        if name in res:
+            V.finite_result(_RANGE_NAMES, res[name], name)
     return res
 
 
@@ -321,12 +355,19 @@ def rho_star(depths, k0, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w2_out=None,
     L = np.atleast_1d(V.depths("depth", depths))
     k0, k0o = _pair(k0, k0_offdiag)
     kern = kernels(activation)
-    grid = np.geomspace(1e-3, 3.0, 241) if grid is None else V.positive("grid", grid)
+    grid = np.geomspace(1e-3, 3.0, 241) if grid is None else _rho_grid(grid)
+    iters = V.integer("iters", iters, 0, 10_000)
     hyper0 = Hyper.make(1.0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out)
-    batch = np.broadcast_shapes(L.shape, *(np.shape(getattr(hyper0, n)) for n in
-                                           ("sigma_w2", "sigma_b2", "sigma_w2_out", "sigma_b2_out")),
-                                np.shape(k0), np.shape(k0o))
-    stop = np.broadcast_to(L.reshape(L.shape + (1,) * (len(batch) - L.ndim)), batch)
+    batch = _batch_shape("depth, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out, k0, k0_offdiag", L.shape,
+                         *(np.shape(getattr(hyper0, n)) for n in ("sigma_w2", "sigma_b2", "sigma_w2_out",
+                                                                  "sigma_b2_out")),
+                         np.shape(k0), np.shape(k0o))
+    try:  # the depth axis leads: hyperparameter arrays broadcast against (len(depths), ...)
+        stop = np.broadcast_to(L.reshape(L.shape + (1,) * (len(batch) - L.ndim)), batch)
+    except ValueError:
+        raise V.ParameterError("depth, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out, k0, k0_offdiag",
+                               f"array hyperparameters must broadcast against shape (len(depths), ...) = "
+                               f"{L.shape + (1,) * (len(batch) - L.ndim)} with depth on the first axis") from None
     kd = np.broadcast_to(k0, batch)[..., None] * np.ones(2)
     ko = np.broadcast_to(k0o, batch)[..., None]
     pairs = (np.array([0]), np.array([1]))
@@ -346,7 +387,7 @@ def rho_star(depths, k0, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w2_out=None,
     res: dict[str, np.ndarray] = {"depth": L}
     for which in ("diag",) + (("off",) if k0_offdiag is not None else ()):
         vals = chi(np.broadcast_to(grid, batch + grid.shape), which)
-        idx = np.argmax(vals, axis=-1)
+        idx = _grid_argmax(vals, which)
         lo = grid[np.maximum(idx - 1, 0)]
         hi = grid[np.minimum(idx + 1, grid.size - 1)]
         best = _golden_max(lambda r: chi(r, which), lo, hi, iters)
@@ -357,7 +398,38 @@ def rho_star(depths, k0, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w2_out=None,
         res[key] = best
         res[key + "_grid_index"] = idx
         res[key + "_chi_out"] = chi(best, which)
+        V.finite_result(_RANGE_NAMES, res[key + "_chi_out"], f"chi_out at {key}")
     return res
+
+
+def _rho_grid(grid) -> np.ndarray:
+    grid = V.positive("grid", grid)
+    if grid.ndim != 1 or grid.size < 2 or np.any(np.diff(grid) <= 0):
+        raise V.ParameterError("grid", f"must be a strictly increasing 1-D array of at least 2 values of rho > 0, "
+                                       f"got shape {grid.shape}")
+    return grid
+
+
+def _grid_argmax(vals: np.ndarray, which: str) -> np.ndarray:
+    """Index of the grid maximum of chi_out; an error where chi_out is not representable near its maximum.
+
+    Non-finite values (K^(l) or chi^(l) overflowing at large rho, e.g. ReLU at large depth) are skipped, but the
+    maximum must not sit next to them: then the true maximiser may lie in the overflowing range.  A maximum of
+    0 (or less) means chi_out underflowed on the whole grid (it then carries no information about rho*).
+    """
+    finite = np.isfinite(vals)
+    idx = np.argmax(np.where(finite, vals, -np.inf), axis=-1)
+    best = np.take_along_axis(vals, idx[..., None], axis=-1)[..., 0]
+    lo = np.take_along_axis(finite, np.maximum(idx - 1, 0)[..., None], axis=-1)[..., 0]
+    hi = np.take_along_axis(finite, np.minimum(idx + 1, vals.shape[-1] - 1)[..., None], axis=-1)[..., 0]
+    label = "chi_out" if which == "diag" else "chi_out (off-diagonal)"
+    if not (np.all(np.isfinite(best)) and np.all(lo) and np.all(hi)):
+        raise V.ParameterError(_RANGE_NAMES, f"{label} overflows float64 on the rho grid next to its maximum, so "
+                                             "rho* cannot be located; use smaller depth, sigma_w2 or k0")
+    if np.any(best <= 0):
+        raise V.ParameterError(_RANGE_NAMES, f"{label} is not positive anywhere on the rho grid (it underflows, or "
+                                             "the activation's response is negative), so rho* cannot be located")
+    return idx
 
 
 def rho_star_pairs(K0, depth: int, sigma_w2, sigma_b2, sigma_w2_out=None, activation="erf", grid=None,
@@ -369,12 +441,15 @@ def rho_star_pairs(K0, depth: int, sigma_w2, sigma_b2, sigma_w2_out=None, activa
     diagonal response, off-diagonal ones the off-diagonal response.
     """
     K0 = V.kernel_matrix("K0", K0)
-    L = V.integer("depth", depth, 1)
+    if K0.ndim != 2:
+        raise V.ParameterError("K0", f"must be a single (P, P) matrix, got shape {K0.shape}")
+    L = V.integer("depth", depth, 1, MAX_DEPTH)
+    iters = V.integer("iters", iters, 0, 10_000)
     P = K0.shape[0]
     ii, jj = np.triu_indices(P)  # including the diagonal
     kern = kernels(activation)
     h0 = Hyper.make(1.0, sigma_w2, sigma_b2, sigma_w2_out, None)
-    grid = np.geomspace(1e-3, 3.0, 121) if grid is None else V.positive("grid", grid)
+    grid = np.geomspace(1e-3, 3.0, 121) if grid is None else _rho_grid(grid)
     kd = np.stack([K0[ii, ii], K0[jj, jj]], axis=-1)
     ko = K0[ii, jj][:, None]
     is_diag = ii == jj
@@ -386,7 +461,7 @@ def rho_star_pairs(K0, depth: int, sigma_w2, sigma_b2, sigma_w2_out=None, activa
         return np.where(is_diag, tr.chi_out_diag[..., 0], tr.chi_out_off[..., 0])
 
     vals = f(np.broadcast_to(grid[:, None], (grid.size, ii.size)))
-    idx = np.argmax(vals, axis=0)
+    idx = _grid_argmax(vals.T, "diag")
     best = _golden_max(f, grid[np.maximum(idx - 1, 0)], grid[np.minimum(idx + 1, grid.size - 1)], iters)
     out = np.zeros((P, P))
     out[ii, jj] = best

@@ -22,19 +22,20 @@ __all__ = ["j2bar", "j2bar_odd_part", "cos_theta_k", "interlayer_total", "theory
            "conjecture5_theory", "output_moments_theory", "log_output_density", "infinite_width_log_density",
            "check_architecture"]
 
+#: the largest number of residual layers d accepted (the interlayer sums are O(d) arrays)
+MAX_LAYERS = 10**7
+
 
 def check_architecture(n, d, alpha, lam) -> tuple[int, int, np.ndarray, np.ndarray]:
     """Validate (n, d, alpha, lam); alpha and lam may be scalars or length-d sequences (Prop. 6)."""
     n = V.integer("n", n, minimum=2)
-    d = V.integer("d", d, minimum=1)
+    d = V.integer("d", d, minimum=1, maximum=MAX_LAYERS)
     a = np.broadcast_to(V.real("alpha", alpha), (d,)) if np.ndim(alpha) == 0 else V.real("alpha", alpha)
     l = np.broadcast_to(V.nonnegative("lam", lam), (d,)) if np.ndim(lam) == 0 else V.nonnegative("lam", lam)
     for name, arr in (("alpha", a), ("lam", l)):
         if arr.shape != (d,):
             raise ParameterError(name, f"must be a scalar or a sequence of length d = {d}, got shape {arr.shape}")
-    if np.any((a == 0) & (l == 0)):
-        raise ParameterError("alpha, lam", "alpha = lam = 0 makes the network identically zero; "
-                                           "need alpha^2 + lam^2 > 0")
+    V.skip_and_branch(a, l)
     return n, d, np.asarray(a, float), np.asarray(l, float)
 
 
@@ -73,6 +74,7 @@ def theory(n, d, alpha, lam, *, balanced: bool = False, hypo_constant: float | N
     estimates by Monte Carlo; without it ``mean_G`` is None.
     """
     n, d, a, l = check_architecture(n, d, alpha, lam)
+    balanced = V.flag("balanced", balanced)
     if np.ptp(a) or np.ptp(l):
         return theory_layerwise(n, a, l, balanced=balanced)
     a0, l0 = float(a[0]), float(l[0])
@@ -82,14 +84,21 @@ def theory(n, d, alpha, lam, *, balanced: bool = False, hypo_constant: float | N
     if balanced:
         out.update(mean_G=float(lg.mean_G_balanced(beta)), var_G=float(lg.var_G_balanced(beta)),
                    I_total=0.0, h_total=0.0)
-        return out
+        return _finite(out)
     I = interlayer_total(n, d, a0, l0)
     out.update(I_total=I, var_G=float(lg.var_G(beta, c, I)), hypo_constant=hypo_constant)
     if hypo_constant is None:
         out.update(h_total=None, mean_G=None)
     else:
-        h = float(lg.hypoactivation_total(V.real("hypo_constant", hypo_constant), d, n))
+        h = float(lg.hypoactivation_total(V.scalar("hypo_constant", hypo_constant), d, n))
         out.update(h_total=h, mean_G=float(lg.mean_G(beta, c, h)))
+    return _finite(out)
+
+
+def _finite(out: dict) -> dict:
+    for key in ("beta", "c", "I_total", "h_total", "mean_G", "var_G"):
+        if out.get(key) is not None:
+            V.finite_result("n, d, alpha, lam, hypo_constant", out[key], key)
     return out
 
 
@@ -99,11 +108,14 @@ def theory_layerwise(n, alpha, lam, *, h=None, balanced: bool = False) -> dict:
     cos(theta_{l,l'}) = prod_{i=l}^{l'-1} alpha_i / sqrt(alpha_i^2 + lam_i^2) and the pair (l, l') is
     weighted by c_l c_l'.  ``h`` are per-step hypoactivations h_{l-1} (length d; zeros when omitted).
     """
-    a = np.asarray(alpha, float)
+    a = V.real("alpha", alpha)
     n, d, a, l = check_architecture(n, a.size, a, lam)
+    balanced = V.flag("balanced", balanced)
     c = lg.c_coefficient(a, l)
     beta = 2.0 / n + float(np.sum(lg.layer_beta_term(a, l))) / n
     hh = np.zeros(d) if h is None else V.real("h", h)
+    if hh.shape not in ((), (d,)):
+        raise ParameterError("h", f"must be a scalar or a sequence of length d = {d}, got shape {hh.shape}")
     mean = -beta / 2 + (0.0 if balanced else float(np.sum(2 * c * hh)))
     var = beta
     if not balanced and d > 1:
@@ -115,7 +127,7 @@ def theory_layerwise(n, alpha, lam, *, h=None, balanced: bool = False) -> dict:
         cos_ij = sgn[j] / sgn[i] * np.exp(cum[j] - cum[i])
         theta_ij = np.arccos(np.clip(cos_ij, -1, 1))
         var += float(np.sum(2 * c[i] * c[j] * lg.j2bar_odd_part(theta_ij))) / n
-    return {"n": n, "d": d, "balanced": balanced, "beta": beta, "mean_G": mean, "var_G": var}
+    return _finite({"n": n, "d": d, "balanced": balanced, "beta": beta, "mean_G": mean, "var_G": var})
 
 
 def conjecture5_theory(n, alpha, lam, lags=(1, 2)) -> dict:

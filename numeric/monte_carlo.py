@@ -102,6 +102,10 @@ ACTIVATION_NAMES = ("relu", "tanh", "erf", "linear", "gelu", "leaky_relu:<slope>
 _DENSE_CHUNK_BYTES = 2**26
 #: Elements of one (chunk, n) work array on the reduced path (a few of them stay cache resident).
 _REDUCED_CHUNK_ELEMENTS = 2**17
+#: Largest memory a simulation may ask for (per-sample outputs plus one chunk's work arrays), in bytes.
+MEMORY_LIMIT_BYTES = 2**33
+#: The largest number of layers accepted.
+MAX_LAYERS = 10**7
 
 Activation = Callable[[np.ndarray], np.ndarray]
 
@@ -111,10 +115,10 @@ Activation = Callable[[np.ndarray], np.ndarray]
 # ---------------------------------------------------------------------------
 
 
-def _int(name: str, value, minimum: int) -> int:
+def _int(name: str, value, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise V.ParameterError(name, f"must be an integer >= {minimum}, got {value!r}")
-    return V.integer(name, value, minimum)
+    return V.integer(name, value, minimum, maximum)
 
 
 def _scalar(name: str, value, check=V.real) -> float:
@@ -193,6 +197,22 @@ def _auto_chunk(n: int, method: str, extra_per_sample: int = 0) -> int:
     if method == "dense":
         return max(1, _DENSE_CHUNK_BYTES // (8 * n * n))
     return max(16, _REDUCED_CHUNK_ELEMENTS // (n + extra_per_sample))
+
+
+def _check_memory(outputs: dict[str, int], chunk: int, n: int, method: str, work_arrays: int) -> None:
+    """Refuse (naming the largest contributor) a simulation whose arrays would exceed MEMORY_LIMIT_BYTES.
+
+    ``outputs``: parameter name -> float64 elements of the per-sample output arrays it drives; the chunk's work
+    arrays hold ``work_arrays`` (chunk, n) arrays, plus the (chunk, n, n) weight stack on the dense path.
+    """
+    work = 8 * chunk * n * (work_arrays + (n if method == "dense" else 0))
+    parts = {name: 8 * count for name, count in outputs.items()}
+    parts["n"] = work
+    total = sum(parts.values())
+    if total > MEMORY_LIMIT_BYTES:
+        name = max(parts, key=parts.get)
+        raise V.ParameterError(name, f"the simulation would need {total / 2**30:.3g} GiB (limit "
+                                     f"{MEMORY_LIMIT_BYTES / 2**30:g} GiB): reduce {name}")
 
 
 def _chunks(samples: int, size: int, ss: np.random.SeedSequence):
@@ -342,13 +362,19 @@ def simulate_log_gaussian(*, n: int, d: int, alpha, lam, balanced: bool = False,
     LogGaussianSamples; see its docstring and the module docstring.
     """
     n = _int("n", n, 2)
-    d = _int("d", d, 1)
+    d = _int("d", d, 1, MAX_LAYERS)
     alpha_arr = _per_layer("alpha", alpha, d, V.real)
     lam_arr = _per_layer("lam", lam, d, V.nonnegative)
     zero = (alpha_arr == 0) & (lam_arr == 0)
     if zero.any():
         raise V.ParameterError("alpha, lam", "alpha = lam = 0 makes the network identically zero; need "
                                f"alpha^2 + lam^2 > 0 (violated at layer(s) {', '.join(map(str, np.flatnonzero(zero)[:4] + 1))})")
+    V.skip_and_branch(alpha_arr, lam_arr)
+    with np.errstate(under="ignore"):
+        tiny = (alpha_arr != 0) & (np.abs(alpha_arr) < 1e-150 * np.hypot(alpha_arr, lam_arr))
+    if tiny.any():  # z = alpha zhat when every ReLU is off: ||z||^2 would underflow to 0 (a false "death")
+        raise V.ParameterError("alpha", "a nonzero alpha_l must be >= 1e-150 sqrt(alpha_l^2 + lam_l^2) in absolute "
+                                        "value (smaller ones underflow float64); use alpha_l = 0 instead")
     if not isinstance(balanced, (bool, np.bool_)):
         raise V.ParameterError("balanced", f"must be True or False, got {balanced!r}")
     samples = _int("samples", samples, 2)
@@ -356,6 +382,8 @@ def simulate_log_gaussian(*, n: int, d: int, alpha, lam, balanced: bool = False,
     method = _method(method)
     n_out = _int("n_out", n_out, 0)
     size = _chunk(chunk_size, samples, _auto_chunk(n, method))
+    _check_memory({"samples": samples, "samples, d": 2 * samples * d, "samples, n_out": samples * n_out}, size, n,
+                  method, 5)
 
     G = np.empty(samples)
     act_sq = np.empty((samples, d))
@@ -367,6 +395,8 @@ def simulate_log_gaussian(*, n: int, d: int, alpha, lam, balanced: bool = False,
         G[start:stop], act_sq[start:stop], frac[start:stop] = g, a, f
         if n_out:
             z_out[start:stop] = zo
+    if n_out:
+        V.finite_result("alpha, lam, d", z_out, "the read-out z_out (its scale is prod_l (alpha_l^2 + lam_l^2)^(1/2))")
     return LogGaussianSamples(G=G, act_sq=act_sq, active_fraction=frac, z_out=z_out, n=n, d=d,
                               alpha=alpha_arr, lam=lam_arr, balanced=bool(balanced), method=method,
                               seed=seed, chunk_size=size)
@@ -477,7 +507,7 @@ def simulate_residual_mlp(*, n: int, depth: int, gamma, C_W, C_b=0.0, activation
         Also record the block correlators G_RR, G_Rz, G_zz of (B.42)-(B.43).
     """
     n = _int("n", n, 2)
-    depth = _int("depth", depth, 1)
+    depth = _int("depth", depth, 1, MAX_LAYERS)
     gamma = _scalar("gamma", gamma)
     C_W = _scalar("C_W", C_W, V.positive)
     C_b = _scalar("C_b", C_b, V.nonnegative)
@@ -489,6 +519,7 @@ def simulate_residual_mlp(*, n: int, depth: int, gamma, C_W, C_b=0.0, activation
     if not isinstance(record_block, (bool, np.bool_)):
         raise V.ParameterError("record_block", f"must be True or False, got {record_block!r}")
     size = _chunk(chunk_size, samples, _auto_chunk(n, method))
+    _check_memory({"samples, depth": samples * depth * (3 + (3 if record_block else 0))}, size, n, method, 6)
 
     S2 = np.empty((samples, depth))
     S4 = np.empty((samples, depth))
@@ -499,7 +530,10 @@ def simulate_residual_mlp(*, n: int, depth: int, gamma, C_W, C_b=0.0, activation
         S2[start:stop], S4[start:stop] = s2, s4
         if record_block:
             block[:, start:stop] = b
-    P = ((n * S2) ** 2 - n * S4) / (n * (n - 1))
+    V.finite_result("gamma, C_W, C_b, K1, depth", S4, "sum_i z_i^4 / n")
+    with np.errstate(over="ignore"):
+        P = ((n * S2) ** 2 - n * S4) / (n * (n - 1))
+    V.finite_result("gamma, C_W, C_b, K1, depth", P, "the pair average P")
     G_RR, G_Rz, G_zz = (block[0], block[1], block[2]) if record_block else (None, None, None)
     return ResidualMLPSamples(S2=S2, S4=S4, P=P, G_RR=G_RR, G_Rz=G_Rz, G_zz=G_zz, n=n, depth=depth,
                               gamma=gamma, C_W=C_W, C_b=C_b, activation=label, K1=K1, method=method,

@@ -1,126 +1,557 @@
-"""The main job: reproduce the Fischer et al. field theory with Monte Carlo checks into report.json + index.html."""
+"""The main job: reproduce every theory with Monte Carlo checks into DIR/report.json + DIR/index.html.
+
+``reproduce(out, theory)`` runs, per theory (fischer, lognormal, pdlt, stable, abcd):
+
+1. a freshness check of ``generated/`` (``derive.codegen.stale_files``): a stale file is a FAILS row;
+2. the theory's rows (:mod:`numeric.reproduce_rows`): the paper's value or claim, resprop's theory value,
+   Monte Carlo (or another independent route) with its standard error, and a verdict "agrees",
+   "documented disagreement" or "FAILS";
+3. its figures (the existing figure makers, quick settings with ``quick``) in DIR/figures/;
+4. its LaTeX documents (``derive.latex.export_latex``) in DIR/latex/, compiled to PDF when pdflatex exists;
+
+then the cross-theory checks.  An exception inside a theory becomes a FAILS row; it does not stop the run.
+
+Everything is written into a temporary directory next to DIR, which replaces DIR only at the end (with
+SIGINT/SIGTERM blocked during the swap), so an interrupted run leaves the previous complete report or none.
+index.html is generated from the same dict that is written to report.json.
+"""
 from __future__ import annotations
 
 import html
 import json
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
 import time
+import traceback
+from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 
-import numpy as np
 from tqdm import tqdm
 
-from derive.codegen import stale_files
-from derive.field_theory import max_entropy_variance
+from . import reproduce_rows as RR
+from .reproduce_rows import fischer_rows, row  # noqa: F401  (re-exported)
 
-from .field_theory import linearised_rho_star, response, rho_star
-from .fluctuations import kernel_fluctuations
-from .simulate import finite_difference_response, mean_and_se, simulate_kernels
+__all__ = ["reproduce", "THEORIES", "CHOICES", "render_html", "ReportDirError"]
 
-FIG2 = dict(rho=1.0, sigma_w2=1.2, sigma_b2=0.2)
-FIG4 = dict(k0=0.05, sigma_w2=1.25, sigma_b2=0.05)
+THEORIES = ("fischer", "lognormal", "pdlt", "stable", "abcd")
+CHOICES = ("fischer", "stable", "abcd", "pdlt", "lognormal", "all")
+GENERATOR = "resprop reproduce"
 
-
-def _row(quantity, paper, theory, simulation, agrees, note=""):
-    return {"quantity": quantity, "paper": paper, "theory": theory, "simulation": simulation,
-            "agreement": "agrees" if agrees else "documented disagreement", "ok": bool(agrees), "note": note}
-
-
-def fischer_rows(quick: bool, progress) -> list[dict]:
-    N, L, K0 = 500, 20, 1.4
-    samples = 1000 if quick else 10000
-    rows = []
-    x = np.ones((1, 100))
-    sim = simulate_kernels(x, depth=L, width=N, samples=samples, seed=1, **FIG2)
-    progress.update(1)
-    th = response(K0, L, **FIG2)
-    mean, se = mean_and_se(sim["C"][:, :, 0, 0])
-    z = np.abs(mean[1:] - th["C"][1:]) / se[1:]
-    rows.append(_row("C*^(l), l=1..20 (Fig. 2a, N=500)", "theory curve through the simulated points",
-                     {"C": th["C"].tolist()}, {"mean": mean.tolist(), "se": se.tolist(), "max_abs_z": float(z.max())},
-                     bool(np.all(np.abs(mean - th["C"]) <= 4 * se + th["C"] / N)), "tolerance 4 SE + C/N"))
-    fd = finite_difference_response(np.ones(100), delta=1e-3, depth=L, width=N, samples=samples, seed=2, **FIG2)
-    progress.update(1)
-    m, s = mean_and_se(fd)
-    rows.append(_row("eta^(l) by finite differences (Fig. 2b)", "theory (45) matches simulation",
-                     {"eta": th["eta"].tolist()}, {"mean": m.tolist(), "se": s.tolist()},
-                     bool(np.all(np.abs(m - th["eta"]) <= 4 * s + 10 * np.abs(th["eta"]) / N)),
-                     "tolerance 4 SE + 10|eta|/N"))
-    fl = kernel_fluctuations(K0, L, N, **FIG2)
-    v = sim["K"][:, 1:, 0, 0].var(axis=0, ddof=1)
-    se_v = v * np.sqrt(2 / (samples - 1))
-    rows.append(_row("Var K^(l) (C18-C20, full G_CC block sum)", "O(1/N) Gaussian fluctuations",
-                     {"var_K": fl["var_K"][1:].tolist()}, {"var": v.tolist(), "se": se_v.tolist()},
-                     bool(np.all(np.abs(v - fl["var_K"][1:]) <= 4 * se_v + 10 / N * fl["var_K"][1:]))))
-    ratio = float(v[-1] / fl["var_K_diagonal_sum"][L])
-    rows.append(_row("Var K^(20) via (C20) diagonal sum only", "sum_k G11^{kk}",
-                     float(fl["var_K_diagonal_sum"][L]), float(v[-1]), False,
-                     f"omits inter-layer covariances: simulation/C20 = {ratio:.2f}"))
-    progress.update(1)
-    depths = [10, 50, 100, 200]
-    rs = rho_star(depths, k0_offdiag=0.03, **FIG4)
-    inside = (rs["rho_star"] >= 0.1) & (rs["rho_star"] <= 0.3)
-    rows.append(_row("rho* = argmax chi_out, L = 10..200 (Fig. 4c)", "lies in [0.1, 0.3]",
-                     {"depth": depths, "rho_star": rs["rho_star"].tolist(),
-                      "rho_star_offdiag": rs["rho_star_offdiag"].tolist()}, None, bool(np.all(inside)),
-                     "outside at L = " + ", ".join(str(d) for d, ok in zip(depths, inside) if not ok)
-                     + " (diagonal); the range holds for L = 50, 100" if not np.all(inside) else ""))
-    rows.append(_row("off-diagonal rho* > diagonal rho*", "yes (Sec. III C)",
-                     bool(np.all(rs["rho_star_offdiag"] > rs["rho_star"])), None,
-                     bool(np.all(rs["rho_star_offdiag"] > rs["rho_star"]))))
-    big = np.array([200, 400, 800, 1600])
-    rl = rho_star(big, **FIG4)["rho_star"]
-    slope = float(np.polyfit(np.log(big), np.log(rl), 1)[0])
-    rows.append(_row("log-log slope of rho*(L), L = 200..1600", "-1/2 (eq. 62)", slope, None, abs(slope + 0.5) < 0.02))
-    progress.update(1)
-    lin_half = linearised_rho_star(depths, 0.05, 1.25, 0.05, target_variance=0.5)
-    lin_quarter = linearised_rho_star(depths, 0.05, 1.25, 0.05, target_variance=0.25)
-    rows.append(_row("linearised rho* (61) vs argmax chi_out", "rho* ~ eq. 61",
-                     {"target_1/2": lin_half.tolist(), "target_1/4": lin_quarter.tolist(),
-                      "argmax": rs["rho_star"].tolist()}, None,
-                     bool(np.all((lin_quarter[1:] < rs["rho_star"][1:]) & (rs["rho_star"][1:] < lin_half[1:]))),
-                     "the exact argmax lies between the two targets"))
-    rows.append(_row("maximum-entropy variance (E5)", "1/4", str(max_entropy_variance()), None, False,
-                     "E4 is minimised at 1/2 (erf(h) exactly uniform); E5 differentiates (1/2)ln s^2 as 1/s^2"))
-    return rows
+INFO = {
+    "fischer": {
+        "title": "Fischer, Dahmen & Helias: field theory of residual networks",
+        "paper": "Phys. Rev. E 112, 065301 (2025)",
+        "latex": ("fischer", "gaussian"),
+        "generated": ("fischer.py", "latex/fischer.tex", "gaussian.py", "latex/gaussian.tex", "gauss_hermite.py",
+                      "activation_erf.py", "activation_tanh.py", "activation_gelu.py"),
+        "steps": 5,
+    },
+    "lognormal": {
+        "title": "Li, Nica & Roy: log-Gaussian ResNets (vanilla and balanced)",
+        "paper": "NeurIPS 2021",
+        "latex": ("log_gaussian",),
+        "generated": ("log_gaussian.py", "latex/log_gaussian.tex"),
+        "steps": 8,
+    },
+    "pdlt": {
+        "title": "Roberts, Yaida & Hanin: residual MLPs (The Principles of Deep Learning Theory, App. B)",
+        "paper": "Cambridge University Press 2022",
+        "latex": ("pdlt_residual",),
+        "generated": ("pdlt_residual.py", "latex/pdlt_residual.tex", "gauss_hermite.py"),
+        "steps": 7,
+    },
+    "stable": {
+        "title": "Hayou et al.: Stable ResNet",
+        "paper": "AISTATS 2021",
+        "latex": ("stable_resnet",),
+        "generated": ("stable_resnet.py", "latex/stable_resnet.tex", "gaussian.py"),
+        "steps": 7,
+    },
+    "abcd": {
+        "title": "Innocenti, Achour & Bogacz: abcd parameterisations of predictive coding and backprop",
+        "paper": "2025",
+        "latex": ("abcd", "predictive_coding"),
+        "generated": ("abcd.py", "predictive_coding.py", "latex/abcd.tex", "latex/predictive_coding.tex"),
+        "steps": 6,
+    },
+}
+_SPECIFIC = {f for info in INFO.values() for f in info["generated"]}
 
 
-def _html(report: dict) -> str:
-    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>resprop report</title>",
-             "<style>body{font-family:sans-serif;margin:2em}td,th{border:1px solid #ccc;padding:4px;"
-             "vertical-align:top;font-size:13px}table{border-collapse:collapse}</style></head><body>",
-             f"<h1>resprop reproduce</h1><p>{html.escape(json.dumps(report['summary']))}</p>"]
-    for theory, rows in report["theories"].items():
-        parts.append(f"<h2>{html.escape(theory)}</h2><table><tr><th>quantity</th><th>paper</th><th>theory</th>"
-                     "<th>Monte Carlo</th><th>agreement</th><th>note</th></tr>")
-        for r in rows:
-            cells = [r["quantity"], r["paper"], _short(r["theory"]), _short(r["simulation"]), r["agreement"], r["note"]]
-            parts.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
-        parts.append("</table>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
+class ReportDirError(ValueError):
+    """DIR exists but is not a resprop report: refuse to replace it."""
 
 
-def _short(value) -> str:
-    text = json.dumps(value, default=float)
-    return text if len(text) < 300 else text[:300] + " ..."
+# --------------------------------------------------------------------------- atomic output
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
-def reproduce(out: Path, quick: bool = True, quiet: bool = False) -> dict:
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
-    stale = sorted(stale_files())
-    with tqdm(total=4, desc="fischer", disable=quiet) as progress:
-        rows = fischer_rows(quick, progress)
-    documented = [r for r in rows if not r["ok"]]
-    report = {
-        "generated_fresh": not stale, "stale_files": stale,
-        "theories": {"fischer": rows},
-        "summary": {"rows": len(rows), "agree": len(rows) - len(documented),
-                    "documented_disagreements": len(documented), "failed": len(stale),
-                    "seconds": round(time.time() - t0, 1), "quick": quick},
+def _sweep_stale_temps(out: Path) -> None:
+    """Remove temp/old directories of earlier runs for the same DIR whose process no longer exists."""
+    pat = re.compile(rf"^\.{re.escape(out.name)}\.(tmp|old)-(\d+)-")
+    for p in out.parent.glob(f".{out.name}.*-*"):
+        m = pat.match(p.name)
+        if m and p.is_dir() and not _pid_alive(int(m.group(2))):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _check_replaceable(out: Path) -> None:
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ReportDirError(f"out: {out} exists and is not a directory")
+    if not any(out.iterdir()):
+        return
+    rep = out / "report.json"
+    try:
+        ok = json.loads(rep.read_text()).get("generator") == GENERATOR
+    except (OSError, ValueError, AttributeError):
+        ok = False
+    if not ok:
+        raise ReportDirError(f"out: {out} exists and is not a resprop report directory (no report.json written by "
+                             f"'{GENERATOR}'); refusing to replace it; choose a new or empty directory")
+
+
+@contextmanager
+def _signals_blocked():
+    sigs = {signal.SIGINT, signal.SIGTERM}
+    can = hasattr(signal, "pthread_sigmask")
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs) if can else None
+    try:
+        yield
+    finally:
+        if can:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _swap_in(tmp: Path, out: Path) -> None:
+    """Replace ``out`` by ``tmp`` with signals blocked: afterwards ``out`` is the new complete report."""
+    with _signals_blocked():
+        old = None
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-{os.getpid()}-", dir=out.parent))
+            os.rmdir(old)
+            os.rename(out, old)
+        os.rename(tmp, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- pieces of a theory
+def _fresh_row(theory: str, stale: list[str] | None, error: str | None) -> dict:
+    mine = INFO[theory]["generated"]
+    if error is not None:
+        return row("generated/ is fresh (derive.codegen.stale_files)", "-", "could not be checked",
+                   ref_("exception", error), passed=False, check="stale_files() runs and reports no stale file")
+    relevant = [f for f in stale if f in mine or f not in _SPECIFIC]
+    return row("generated/ is fresh (derive.codegen.stale_files)", "-",
+               "fresh" if not relevant else "stale: " + ", ".join(relevant),
+               ref_(f"{len(relevant)} stale", "SymPy derivations re-rendered and compared with generated/"),
+               passed=not relevant, check="no generated file of this theory (or shared) differs from a fresh render",
+               note="" if not relevant else "run `resprop derive`", details={"stale_files": relevant})
+
+
+def ref_(value, method):
+    return RR.ref(value, method)
+
+
+def _error_row(what: str, exc: BaseException) -> dict:
+    tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
+    return row(what, "-", "exception", ref_(tb[:300], "traceback"), passed=False,
+               check="runs without an exception", note=tb[:300])
+
+
+def _fischer_figure(path: Path, ex: dict) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8.6))
+    for ax, key, ylabel, title in ((axes[0, 0], "C", "C^(l)", "Fig. 2a: residual kernel C^(l)"),
+                                   (axes[0, 1], "eta", "eta^(l)",
+                                    "Fig. 2b: response eta^(l) (45) vs finite differences")):
+        d = ex[key]
+        ax.plot(d["layer"], d["theory"], "C3-", lw=1.6, label="theory")
+        ax.errorbar(d["layer"], d["mc_mean"], yerr=2 * np.asarray(d["mc_se"]), fmt="o", ms=3.5, color="k",
+                    capsize=2, label=f"Monte Carlo, N = {ex['N']}, {ex['samples']} nets (2 SE)")
+        ax.set_xlabel("layer l")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    ax = axes[1, 0]
+    d = ex["var"]
+    ax.plot(d["layer"], d["theory"], "C3-", lw=1.6, label="full G_CC block sum (C18-C19)")
+    ax.plot(d["layer"], ex["var_C20"], "C0--", lw=1.4, label="(C20) diagonal sum only")
+    ax.errorbar(d["layer"], d["mc_var"], yerr=2 * np.asarray(d["mc_se"]), fmt="o", ms=3.5, color="k", capsize=2,
+                label="Monte Carlo (2 SE)")
+    ax.set_xlabel("layer l")
+    ax.set_ylabel("Var K^(l)")
+    ax.set_title("kernel fluctuations: C20 omits inter-layer covariances", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    ax = axes[1, 1]
+    small = ex["rho_small"]
+    ax.axhspan(0.1, 0.3, color="0.9", label="paper: rho* in [0.1, 0.3]")
+    ax.plot(small["depth"], small["diag"], "o-", color="C3", label="rho* diagonal")
+    ax.plot(small["depth"], small["off"], "s-", color="C0", mfc="none", label="rho* off-diagonal")
+    ax.plot(ex["rho_depths"], ex["rho"], "D", color="C3", mfc="none", label="rho*, L = 200..1600")
+    L = np.geomspace(10, 1600, 50)
+    ax.plot(L, ex["rho"][0] * np.sqrt(ex["rho_depths"][0] / L), "k:", lw=1, label="L^(-1/2) (eq. 62)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("depth L")
+    ax.set_ylabel("rho* = argmax chi_out")
+    ax.set_title("Fig. 4c: rho*(L), K^(0) = 0.05, sigma_w^2 = 1.25, sigma_b^2 = 0.05", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, which="both")
+    fig.suptitle("Fischer, Dahmen & Helias (2025): theory vs finite-width simulation "
+                 "(rho = 1, sigma_w^2 = 1.2, sigma_b^2 = 0.2, erf, K^(0) = 1.4)", fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 0.96))
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+# --------------------------------------------------------------------------- the run
+def _counts(rows: list[dict]) -> dict:
+    return {"rows": len(rows), "agrees": sum(r["verdict"] == "agrees" for r in rows),
+            "documented_disagreements": sum(r["verdict"] == "documented disagreement" for r in rows),
+            "fails": sum(r["verdict"] == "FAILS" for r in rows)}
+
+
+def resolve_theories(theory) -> list[str]:
+    names = [theory] if isinstance(theory, str) else list(theory)
+    if "all" in names:
+        return list(THEORIES)
+    unknown = sorted(set(names) - set(THEORIES))
+    if unknown or not names:
+        raise ValueError(f"theory: unknown {unknown or names}; allowed: {', '.join(CHOICES)}")
+    return [t for t in THEORIES if t in names]
+
+
+def _build(work: Path, theories: list[str], quick: bool, quiet: bool, check_generated: bool,
+           build_pdf: bool) -> dict:
+    from .latex_pdf import LatexError, compile_pdf, find_engine, pdf_page_count
+
+    t_start = time.time()
+    figdir, texdir = work / "figures", work / "latex"
+    figdir.mkdir()
+    stale, stale_error = [], None
+    if check_generated:
+        with tqdm(total=1, desc="generated/ freshness", disable=quiet, file=sys.stderr) as bar:
+            try:
+                from derive.codegen import stale_files
+
+                stale = sorted(stale_files())
+            except Exception as exc:  # reported as a failed row
+                stale_error = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            bar.update(1)
+    tex_paths: dict[str, Path] = {}
+    tex_error = None
+    try:
+        from derive.latex import export_latex
+
+        tex_paths = {p.stem: p for p in export_latex(texdir)}
+    except Exception as exc:
+        tex_error = exc
+    engine = find_engine() if build_pdf else None
+    lnr_pdlt_figs = None
+    report_theories = {}
+    for th in theories:
+        info = INFO[th]
+        t0 = time.time()
+        rows, figures, docs = [], [], []
+        bar = tqdm(total=info["steps"] + 2, desc=th, disable=quiet, file=sys.stderr)
+        step = lambda: bar.update(1)  # noqa: E731
+        if check_generated:
+            rows.append(_fresh_row(th, stale, stale_error))
+        # figures first: the stable rows read the digits table written by the figure maker
+        try:
+            if th == "fischer":
+                pass  # drawn from the rows' data below
+            elif th in ("lognormal", "pdlt"):
+                if lnr_pdlt_figs is None:
+                    from .figures import make_figures
+
+                    lnr_pdlt_figs = make_figures(figdir, quick=quick, seed=0, progress=False)
+                prefix = "lnr_" if th == "lognormal" else "pdlt_"
+                figures = [p for p in lnr_pdlt_figs if p.name.startswith(prefix)]
+            elif th == "stable":
+                from .stable_experiments import make_stable_figures
+
+                figures = [p for p in make_stable_figures(figdir, quick=quick, seed=0) if p.suffix == ".png"]
+        except Exception as exc:
+            rows.append(_error_row(f"figures ({th})", exc))
+        step()
+        extra = {}
+        try:
+            if th == "fischer":
+                r, extra = RR.fischer_rows(quick, step)
+            elif th == "lognormal":
+                r, extra = RR.lognormal_rows(quick, step)
+            elif th == "pdlt":
+                r, extra = RR.pdlt_rows(quick, step)
+            elif th == "stable":
+                r, extra = RR.stable_rows(quick, step, figures_dir=figdir)
+            else:
+                from .pc_figures import pc_figure_data
+
+                pc_data = pc_figure_data(quick=quick, seed=0)
+                r, extra = RR.abcd_rows(quick, step, pc_data=pc_data)
+            rows.extend(r)
+        except Exception as exc:
+            rows.append(_error_row(f"{th} rows", exc))
+        try:
+            if th == "fischer" and extra:
+                figures = [_fischer_figure(figdir / "fischer_fig2_fig4.png", extra)]
+            elif th == "abcd" and extra:
+                from .pc_figures import PC_FIGURE_NAMES, _fig_cosine, _fig_s_theta
+
+                figures = [_fig_s_theta(figdir / PC_FIGURE_NAMES[0], extra["pc_data"]),
+                           _fig_cosine(figdir / PC_FIGURE_NAMES[1], extra["pc_data"])]
+        except Exception as exc:
+            rows.append(_error_row(f"figures ({th})", exc))
+        # LaTeX documents
+        if tex_error is not None:
+            rows.append(_error_row("LaTeX export (derive.latex.export_latex)", tex_error))
+        for stem in info["latex"]:
+            tex = tex_paths.get(stem)
+            if tex is None:
+                continue
+            doc = {"name": stem, "tex": f"latex/{tex.name}", "pdf": None, "pages": None, "error": None}
+            if engine is None:
+                doc["error"] = ("pdflatex not found: PDF not built" if build_pdf else "PDF not requested")
+            else:
+                try:
+                    pdf = compile_pdf(tex)
+                    doc.update(pdf=f"latex/{pdf.name}", pages=pdf_page_count(pdf))
+                except LatexError as exc:
+                    doc["error"] = str(exc)
+                rows.append(row(f"LaTeX document {tex.name} compiles (pdflatex)", "-",
+                                f"{doc['pages']} pages" if doc["pdf"] else "no PDF",
+                                ref_(doc["error"] or "ok", "pdflatex, run until labels settle"),
+                                passed=doc["pdf"] is not None and (doc["pages"] or 0) >= 1,
+                                check="the exported document compiles to a PDF with at least one page"))
+            docs.append(doc)
+        step()
+        bar.close()
+        report_theories[th] = {
+            "title": info["title"], "paper": info["paper"], "rows": rows,
+            "figures": [{"path": f"figures/{p.name}", "name": p.name} for p in figures],
+            "latex": docs, "seconds": round(time.time() - t0, 1), "counts": _counts(rows),
+        }
+    cross = []
+    n_cross = (1 if set(theories) & {"stable", "fischer"} else 0) + (2 if set(theories) & {"pdlt", "lognormal"} else 0)
+    if n_cross:
+        with tqdm(total=n_cross, desc="cross-theory", disable=quiet, file=sys.stderr) as bar:
+            try:
+                cross = RR.cross_rows(quick, lambda: bar.update(1), theories)
+            except Exception as exc:
+                cross = [_error_row("cross-theory checks", exc)]
+    all_rows = [r for t in report_theories.values() for r in t["rows"]] + cross
+    counts = _counts(all_rows)
+    return {
+        "generator": GENERATOR,
+        "created": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "resprop reproduce " + (" ".join(theories) if set(theories) != set(THEORIES) else "all")
+                   + (" --quick" if quick else ""),
+        "quick": quick,
+        "theories_run": theories,
+        "generated": {"checked": check_generated, "fresh": check_generated and not stale and stale_error is None,
+                      "stale_files": stale, "error": stale_error},
+        "pdflatex": engine,
+        "theories": report_theories,
+        "cross_theory": {"title": "Cross-theory checks", "rows": cross, "counts": _counts(cross)},
+        "summary": {**counts, "failed": counts["fails"], "seconds": round(time.time() - t_start, 1), "quick": quick},
     }
-    tmp = out / "report.json.tmp"
-    tmp.write_text(json.dumps(report, indent=1, default=float))
-    tmp.replace(out / "report.json")
-    (out / "index.html").write_text(_html(report))
+
+
+def reproduce(out, theory="all", quick: bool = True, quiet: bool = False, *, check_generated: bool = True,
+              build_pdf: bool = True) -> dict:
+    """Run the reproduction of ``theory`` ("all", one name or a list) and write ``out``/report.json + index.html.
+
+    The whole report is built in a temporary directory next to ``out`` and replaces ``out`` at the end; on an
+    exception or Ctrl-C the temporary directory is removed and ``out`` is left as it was.
+    """
+    theories = resolve_theories(theory)
+    out = Path(out).absolute()
+    _check_replaceable(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_stale_temps(out)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
+    try:
+        umask = os.umask(0o022)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; the report is an ordinary directory
+        report = _build(tmp, theories, bool(quick), bool(quiet), check_generated, build_pdf)
+        text = json.dumps(report, indent=1, allow_nan=True)
+        (tmp / "report.json").write_text(text)
+        (tmp / "index.html").write_text(render_html(json.loads(text)))
+        _swap_in(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
     return report
+
+
+# --------------------------------------------------------------------------- HTML (from the report dict only)
+def fmt(v) -> str:
+    """Display form of a report value: floats to 6 significant digits, lists and dicts inline."""
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return "0" if v == 0 else f"{v:.6g}"
+    if isinstance(v, list):
+        if len(v) > 8:
+            return "[" + ", ".join(fmt(x) for x in v[:3]) + f", ..., {fmt(v[-1])}] ({len(v)} values)"
+        return "[" + ", ".join(fmt(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "; ".join(f"{k}: {fmt(x)}" for k, x in v.items())
+    return str(v)
+
+
+def _sim_cell(sim) -> str:
+    if sim is None:
+        return "-"
+    extra = {k: v for k, v in sim.items() if k not in ("mean", "se", "value", "method")}
+    if "se" in sim:
+        se = format(sim["se"], ".2g")
+        main = f"{html.escape(fmt(sim['mean']))} &plusmn; {html.escape(se)}"
+    else:
+        main = html.escape(fmt(sim.get("value")))
+    more = "; ".join(f"{k}: {fmt(v)}" for k, v in extra.items())
+    return (f"{main}<div class='method'>{html.escape(sim.get('method', ''))}"
+            + (f"<br>{html.escape(more)}" if more else "") + "</div>")
+
+
+_CLASS = {"agrees": "ok", "documented disagreement": "doc", "FAILS": "fail"}
+
+_STYLE = """
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5em auto;max-width:1500px;padding:0 1em;
+color:#222;line-height:1.35}
+h1{margin-bottom:.2em}h2{margin-top:2em;border-bottom:2px solid #ddd;padding-bottom:.2em}
+table{border-collapse:collapse;width:100%;margin:.8em 0}
+th,td{border:1px solid #ccc;padding:4px 6px;vertical-align:top;font-size:13px;text-align:left}
+th{background:#f3f3f3}td.num{font-family:ui-monospace,monospace;font-size:12px;white-space:nowrap}
+td.num{white-space:normal;word-break:break-word;max-width:26em}
+.method{color:#666;font-family:system-ui,sans-serif;font-size:11px;white-space:normal}
+td.ok{background:#e7f6e7}td.doc{background:#fff4d6}td.fail{background:#fbdcdc;font-weight:bold}
+.check{color:#555;font-size:12px}.note{font-size:12px}
+.summary span{display:inline-block;margin-right:1.2em}
+figure{display:inline-block;margin:.6em;vertical-align:top;max-width:100%}
+figure img{max-width:100%;height:auto;border:1px solid #ddd}figcaption{font-size:12px;color:#555}
+nav a{margin-right:1em}#image-check{font-size:12px;color:#555}
+"""
+
+_SCRIPT = """
+window.addEventListener('load', function () {
+  var bad = [];
+  var imgs = document.querySelectorAll('img');
+  for (var i = 0; i < imgs.length; i++) {
+    if (!(imgs[i].complete && imgs[i].naturalWidth > 0)) { bad.push(imgs[i].getAttribute('src')); }
+  }
+  document.body.setAttribute('data-images-checked', String(imgs.length));
+  document.body.setAttribute('data-images-failed', bad.join(' '));
+  document.body.setAttribute('data-images-ok', bad.length === 0 ? 'true' : 'false');
+  var el = document.getElementById('image-check');
+  if (el) {
+    el.textContent = bad.length === 0 ? ('all ' + imgs.length + ' figures loaded')
+                                      : ('figures that failed to load: ' + bad.join(', '));
+  }
+});
+"""
+
+
+def _table(rows: list[dict]) -> str:
+    out = ["<table><thead><tr><th>quantity</th><th>paper (value or claim)</th><th>resprop theory</th>"
+           "<th>Monte Carlo &plusmn; SE, or independent check</th><th>verdict</th><th>check; note</th></tr></thead>"
+           "<tbody>"]
+    for r in rows:
+        note = (f"<div class='check'>{html.escape(r['check'])}</div>" if r["check"] else "") + \
+               (f"<div class='note'>{html.escape(r['note'])}</div>" if r["note"] else "")
+        out.append(f"<tr class='row-{_CLASS[r['verdict']]}'><td>{html.escape(r['quantity'])}</td>"
+                   f"<td class='num'>{html.escape(fmt(r['paper']))}</td>"
+                   f"<td class='num'>{html.escape(fmt(r['theory']))}</td>"
+                   f"<td class='num'>{_sim_cell(r['simulation'])}</td>"
+                   f"<td class='verdict {_CLASS[r['verdict']]}'>{html.escape(r['verdict'])}</td><td>{note}</td></tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _counts_line(c: dict) -> str:
+    return (f"<span>{c['rows']} rows</span><span>{c['agrees']} agree</span>"
+            f"<span>{c['documented_disagreements']} documented disagreements</span>"
+            f"<span>{c['fails']} FAIL</span>")
+
+
+def render_html(report: dict) -> str:
+    s = report["summary"]
+    gen = report["generated"]
+    fresh = ("not checked" if not gen["checked"] else "fresh" if gen["fresh"] else
+             "STALE: " + ", ".join(gen["stale_files"]) + (f" ({gen['error']})" if gen["error"] else ""))
+    parts = ["<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+             "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+             "<title>resprop reproduction report</title>",
+             f"<style>{_STYLE}</style></head><body data-images-ok='pending'>",
+             "<h1>resprop: reproduction report</h1>",
+             f"<p class='summary'>{_counts_line(s)}<span>{html.escape(fmt(s['seconds']))} s</span>"
+             f"<span>{'quick' if s['quick'] else 'full'} mode</span></p>",
+             f"<p>Command: <code>{html.escape(report['command'])}</code>; created {html.escape(report['created'])}; "
+             f"generated/: {html.escape(fresh)}. "
+             "Every number on this page is in <a href='report.json'>report.json</a>. "
+             "Verdicts: <b>agrees</b> (the check holds), <b>documented disagreement</b> (resprop and the paper differ "
+             "as the README documents, and the check confirms resprop's side), <b>FAILS</b> (the check does not "
+             "hold). Monte Carlo tolerances: 4 standard errors plus the stated systematic allowance.</p>",
+             "<p id='image-check'>checking figures...</p>",
+             "<nav>" + "".join(f"<a href='#{t}'>{t}</a>" for t in report["theories"])
+             + "<a href='#cross-theory'>cross-theory</a></nav>"]
+    for name, th in report["theories"].items():
+        parts.append(f"<section id='{html.escape(name)}'><h2>{html.escape(name)}: {html.escape(th['title'])}</h2>")
+        parts.append(f"<p>{html.escape(th['paper'])}. <span class='summary'>{_counts_line(th['counts'])}"
+                     f"<span>{html.escape(fmt(th['seconds']))} s</span></span></p>")
+        if th["latex"]:
+            docs = []
+            for d in th["latex"]:
+                item = f"<a href='{html.escape(d['tex'])}'>{html.escape(d['tex'])}</a>"
+                if d["pdf"]:
+                    item += f" (<a href='{html.escape(d['pdf'])}'>PDF</a>, {html.escape(fmt(d['pages']))} pages)"
+                elif d["error"]:
+                    item += f" ({html.escape(d['error'])})"
+                docs.append(item)
+            parts.append("<p>LaTeX: " + "; ".join(docs) + "</p>")
+        parts.append(_table(th["rows"]))
+        if th["figures"]:
+            parts.append("<div class='figures'>")
+            for f in th["figures"]:
+                parts.append(f"<figure><a href='{html.escape(f['path'])}'><img src='{html.escape(f['path'])}' "
+                             f"alt='{html.escape(f['name'])}'></a><figcaption>{html.escape(f['name'])}</figcaption>"
+                             "</figure>")
+            parts.append("</div>")
+        parts.append("</section>")
+    cr = report["cross_theory"]
+    parts.append(f"<section id='cross-theory'><h2>{html.escape(cr['title'])}</h2>")
+    if cr["rows"]:
+        parts.append(f"<p class='summary'>{_counts_line(cr['counts'])}</p>" + _table(cr["rows"]))
+    else:
+        parts.append("<p>No cross-theory check involves the theories of this run.</p>")
+    parts.append(f"</section><script>{_SCRIPT}</script></body></html>")
+    return "\n".join(parts)

@@ -71,11 +71,23 @@ def check_gamma(gamma) -> np.ndarray:
     return g
 
 
+def _unit_slopes(ac: ActivationClass) -> tuple[float, float]:
+    """(a_+, a_-) / max(|a_+|, |a_-|): nu and gamma* are homogeneous of degree 0 in the slopes, and the unit
+    scale keeps a_-^4 in float64 range for any finite leaky slope."""
+    m = max(abs(ac.a_plus), abs(ac.a_minus))
+    return ac.a_plus / m, ac.a_minus / m
+
+
 def critical_C_W(gamma, activation: str) -> np.ndarray:
     """C_W(gamma): B.20 (scale-invariant) or B.21 (K* = 0); C_b = 0 in both."""
     g, ac = check_gamma(gamma), activation_class(activation)
     if ac.kind == "scale_invariant":
-        return pr.critical_C_W_scale_invariant(g, ac.a_plus, ac.a_minus)
+        with np.errstate(all="ignore"):
+            out = pr.critical_C_W_scale_invariant(g, np.float64(ac.a_plus), np.float64(ac.a_minus))
+        if np.any(~np.isfinite(out) | ((out == 0) & (g < 1))):
+            raise ParameterError("activation", f"the critical C_W = 2(1 - gamma^2)/(a_+^2 + a_-^2) of {ac.name} is "
+                                               "outside the float64 range; use a leaky slope of moderate size")
+        return out
     return pr.critical_C_W_k0(g, ac.sigma1)
 
 
@@ -83,7 +95,7 @@ def nu(gamma, activation: str) -> np.ndarray:
     """nu(gamma) of B.29 or B.35."""
     g, ac = check_gamma(gamma), activation_class(activation)
     if ac.kind == "scale_invariant":
-        return pr.nu_scale_invariant(g, ac.a_plus, ac.a_minus)
+        return pr.nu_scale_invariant(g, *_unit_slopes(ac))
     return pr.nu_k0(g)
 
 
@@ -99,11 +111,13 @@ def gamma_star(r, activation: str, n_out: int = 1) -> np.ndarray:
     n_out = V.integer("n_out", n_out, minimum=1)
     ac = activation_class(activation)
     r0 = r_star(0.0, activation, n_out)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):
         if ac.kind == "scale_invariant":
-            g = pr.gamma_star_scale_invariant(r, n_out, ac.a_plus, ac.a_minus)
+            g = pr.gamma_star_scale_invariant(r, n_out, *_unit_slopes(ac))
         else:
             g = pr.gamma_star_k0(r, n_out)
+    # 1 - gamma*^2 ~ 3/((20 + 3 n_L) r): gamma* rounds to 1 in float64 long before the formula overflows
+    g = np.where(r >= 1e20, 1.0, np.minimum(g, 1.0))
     return np.where(r <= r0, 0.0, g)
 
 

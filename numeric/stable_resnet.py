@@ -30,6 +30,9 @@ __all__ = ["NAMED_SCALINGS", "Scaling", "parse_scaling", "scaling_is_stable", "l
 
 NAMED_SCALINGS = {"unscaled": "1", "uniform": "1/sqrt(L)", "decreasing": "1/(sqrt(l)*log(l + 1))"}
 _l, _L = sp.symbols("l L", positive=True, integer=True)
+MAX_DEPTH = 10**6  # as V.depths
+#: names of the inputs that decide whether Q_L and Theta_L are representable (named when they are not)
+_RANGE_NAMES = "Q0, sigma_w2, sigma_b2, scaling"
 
 
 @dataclass(frozen=True)
@@ -38,24 +41,41 @@ class Scaling:
     expr: sp.Expr | None  # lambda_{l,L} as a SymPy expression, or None for an explicit array
     values: tuple[float, ...] | None = None
 
-    def squared(self, L: int) -> np.ndarray:
+    def lambdas(self, L: int) -> np.ndarray:
+        """lambda_{l,L} for l = 1..L (not yet checked for positivity)."""
         if self.values is not None:
             if len(self.values) != L:
                 raise ParameterError("scaling", f"an explicit sequence must have length depth = {L}, "
                                                 f"got {len(self.values)}")
-            return np.asarray(self.values, float) ** 2
-        fn = sp.lambdify((_l, _L), self.expr**2, "numpy")
+            return np.asarray(self.values, float)
         l = np.arange(1, L + 1, dtype=float)
-        return np.broadcast_to(np.asarray(fn(l, float(L)), float), (L,)).copy()
+        try:
+            fn = sp.lambdify((_l, _L), self.expr, "numpy")
+            with np.errstate(all="ignore"):
+                values = np.asarray(fn(l, float(L)))
+        except Exception:  # noqa: BLE001  (an expression NumPy cannot evaluate)
+            raise ParameterError("scaling", f"cannot evaluate {self.name!r} numerically for l = 1..{L}") from None
+        if not np.isrealobj(values):
+            raise ParameterError("scaling", f"lambda_(l,L) must be real, {self.name!r} is complex")
+        return np.broadcast_to(values.astype(float), (L,)).copy()
+
+    def squared(self, L: int) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            return self.lambdas(L) ** 2
 
 
 @lru_cache(maxsize=64)
 def _parse_expr(text: str) -> sp.Expr:
+    bad = ParameterError("scaling", f"must be unscaled, uniform, decreasing or a SymPy expression in l and L, "
+                                    f"got {text!r}")
+    if "__" in text:  # sympify evaluates its input: no dunder access from a user string
+        raise bad
     try:
         expr = sp.sympify(text, locals={"l": _l, "L": _L})
-    except (sp.SympifyError, SyntaxError, TypeError):
-        raise ParameterError("scaling", f"must be unscaled, uniform, decreasing or a SymPy expression in l and L, "
-                                        f"got {text!r}") from None
+    except Exception:  # noqa: BLE001  (SympifyError, SyntaxError, TokenError, AttributeError, ...)
+        raise bad from None
+    if not isinstance(expr, sp.Expr) or expr.has(sp.zoo, sp.oo, -sp.oo, sp.nan):
+        raise bad
     extra = expr.free_symbols - {_l, _L}
     if extra:
         raise ParameterError("scaling", f"expression may use only l and L, found {sorted(map(str, extra))}")
@@ -98,16 +118,18 @@ def scaling_is_stable(scaling) -> dict:
 
 def lambda_squared(scaling, depth: int, require_stable: bool = False) -> np.ndarray:
     """lambda_{l,L}^2 for l = 1..L; with require_stable, a non-square-summable scaling is an error."""
-    depth = V.integer("depth", depth, minimum=1)
+    depth = V.integer("depth", depth, minimum=1, maximum=MAX_DEPTH)
     s = parse_scaling(scaling)
     if require_stable:
         verdict = scaling_is_stable(s)
         if verdict["stable"] is False:
             raise ParameterError("scaling", f"{s.name!r} is not a Stable ResNet scaling (Definition 1): "
                                             f"{verdict['reason']}")
-    lam2 = s.squared(depth)
-    if not np.all(np.isfinite(lam2)) or np.any(lam2 <= 0):
-        raise ParameterError("scaling", f"lambda_(l,L) must be finite and > 0 for l = 1..{depth}")
+    lam = s.lambdas(depth)
+    with np.errstate(over="ignore", under="ignore"):
+        lam2 = lam**2
+    if not np.all(np.isfinite(lam2)) or np.any(lam <= 0) or np.any(lam2 == 0):
+        raise ParameterError("scaling", f"lambda_(l,L) must be > 0 with a finite, nonzero square for l = 1..{depth}")
     return lam2
 
 
@@ -191,8 +213,12 @@ def kernels(Q0, depth: int, scaling="uniform", sigma_w2: float = 2.0, sigma_b2: 
     log_Q_diag_layers, log_ntk_diag_layers and correlation_layers (L+1, P, P).
     """
     Q0 = V.kernel_matrix("Q0", Q0)
-    sigma_w2 = float(V.positive("sigma_w2", sigma_w2))
-    sigma_b2 = float(V.nonnegative("sigma_b2", sigma_b2))
+    if Q0.ndim != 2:
+        raise ParameterError("Q0", f"must be a single (P, P) matrix, got shape {Q0.shape}")
+    if np.min(np.diagonal(Q0)) < np.finfo(float).tiny:
+        raise ParameterError("Q0", f"variances must be normal float64 numbers (>= {np.finfo(float).tiny:.3g})")
+    sigma_w2 = V.scalar("sigma_w2", sigma_w2, V.positive)
+    sigma_b2 = V.scalar("sigma_b2", sigma_b2, V.nonnegative)
     lam2 = lambda_squared(scaling, depth, require_stable)
     r0 = float(np.max(np.diagonal(Q0)))
     i, j = np.triu_indices(Q0.shape[0], 1)
@@ -206,10 +232,11 @@ def kernels(Q0, depth: int, scaling="uniform", sigma_w2: float = 2.0, sigma_b2: 
 
     if keep_layers:
         record(state)
-    for l2 in lam2:
-        state = _step(state, float(l2), sigma_w2, sigma_b2)
-        if keep_layers:
-            record(state)
+    with np.errstate(all="ignore"):  # overflow is reported below
+        for l2 in lam2:
+            state = _step(state, float(l2), sigma_w2, sigma_b2)
+            if keep_layers:
+                record(state)
     out = {
         "log_scale": state.log_scale, "Q_normalised": state.Qn(), "ntk_normalised": state.Tn(),
         "correlation": state.correlation(), "ntk_correlation": state.ntk_correlation(),
@@ -222,6 +249,8 @@ def kernels(Q0, depth: int, scaling="uniform", sigma_w2: float = 2.0, sigma_b2: 
         out["log_ntk_diag_layers"] = np.array([r[1] for r in layers])
         out["correlation_layers"] = np.array([r[2] for r in layers])
         out["ntk_correlation_layers"] = np.array([r[3] for r in layers])
+    for key, value in out.items():
+        V.finite_result(_RANGE_NAMES, value, key)
     return out
 
 
@@ -229,14 +258,21 @@ def two_input_kernels(depths, scaling="uniform", angle: float = 1.0, sigma_w2: f
                       d_in: int = 2) -> dict:
     """Two unit inputs at ``angle`` (radians, in [0, pi]): log Q_L(x, x), C_L(x, x'), log Theta_L(x, x) per depth."""
     depths = V.depths("depth", depths)
-    a = float(V.real("angle", angle))
+    if depths.ndim > 1:
+        raise ParameterError("depth", f"must be a scalar or a 1-D sequence of depths, got shape {depths.shape}")
+    depths = np.atleast_1d(depths)
+    a = V.scalar("angle", angle)
     if not 0 <= a <= np.pi:
         raise ParameterError("angle", f"must lie in [0, pi], got {a}")
-    d_in = V.integer("d_in", d_in, minimum=2)
-    X = np.zeros((2, d_in))
-    X[0, 0] = 1.0
-    X[1, 0], X[1, 1] = np.cos(a), np.sin(a)
-    Q0 = input_kernel_matrix(X, sigma_w2, sigma_b2)
+    d_in = V.integer("d_in", d_in, minimum=2, maximum=2**53)
+    sigma_w2 = V.scalar("sigma_w2", sigma_w2, V.positive)
+    sigma_b2 = V.scalar("sigma_b2", sigma_b2, V.nonnegative)
+    # Q_0 of the unit inputs (1, 0, ...) and (cos a, sin a, 0, ...), from their Gram matrix
+    gram = np.array([[1.0, np.cos(a)], [np.cos(a), 1.0]])
+    with np.errstate(under="ignore"):
+        Q0 = gs.input_kernel(sigma_b2, sigma_w2, gram, float(d_in))
+    if np.min(np.diagonal(Q0)) < np.finfo(float).tiny:
+        raise ParameterError("sigma_w2, sigma_b2, d_in", "Q_0 = sigma_b^2 + sigma_w^2/d_in underflows float64")
     out = {"depth": [], "log_Q_diag": [], "correlation": [], "log_ntk_diag": [], "ntk_correlation": []}
     for L in depths:
         k = kernels(Q0, int(L), scaling, sigma_w2, sigma_b2)

@@ -15,10 +15,14 @@ class ParameterError(ValueError):
 
 
 def _array(name: str, value) -> np.ndarray:
+    if value is None or np.iscomplexobj(value):
+        raise ParameterError(name, f"must be a real number (or an array of them), got {value!r}")
     try:
         arr = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ParameterError(name, f"must be numeric, got {value!r}") from None
+    if arr.size == 0:
+        raise ParameterError(name, f"must not be empty, got shape {arr.shape}")
     if np.isnan(arr).any():
         raise ParameterError(name, "must not be NaN")
     if np.isinf(arr).any():
@@ -55,17 +59,77 @@ def depths(name: str, value, maximum: int = 10**6) -> np.ndarray:
     return arr.astype(int)
 
 
-def integer(name: str, value, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not float(value).is_integer() or int(value) < minimum:
-        raise ParameterError(name, f"must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+def integer(name: str, value, minimum: int = 1, maximum: int | None = None) -> int:
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        out, bad = int(value), int(value) < minimum
+    else:
+        out, bad = None, value is None or isinstance(value, (bool, np.bool_)) or np.iscomplexobj(value)
+        if not bad:
+            try:
+                number = float(value)
+                bad = np.ndim(value) != 0 or not number.is_integer() or number < minimum
+                out = int(number)
+            except (TypeError, ValueError, OverflowError):
+                bad = True
+    if bad:
+        raise ParameterError(name, f"must be an integer >= {minimum}, got {_brief(value)}")
+    if maximum is not None and out > maximum:
+        raise ParameterError(name, f"must be an integer <= {maximum}, got {_brief(value)}")
+    return out
+
+
+def _brief(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def scalar(name: str, value, check=None) -> float:
+    """A single real number (check: one of positive, nonnegative, real; default real)."""
+    arr = (check or real)(name, value)
+    if arr.ndim != 0:
+        raise ParameterError(name, f"must be a scalar, got shape {arr.shape}")
+    return float(arr)
+
+
+def flag(name: str, value) -> bool:
+    """True or False (not a truthy number such as NaN)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ParameterError(name, f"must be True or False, got {_brief(value)}")
+    return bool(value)
+
+
+def finite_result(names: str, value, what: str) -> None:
+    """Raise when a computed result is not finite: the inputs ``names`` lie outside the float64-representable
+    range of the result ``what`` (overflow, or inf - inf / 0 * inf), so there is no correct answer to return."""
+    arr = np.asarray(value, dtype=float)
+    if not np.all(np.isfinite(arr)):
+        raise ParameterError(names, f"{what} is not finite in float64 for these values (overflow); "
+                                    "use values of moderate size")
+
+
+#: range of alpha_l^2 + lam_l^2 (the Li-Nica-Roy formulas square it; the simulation sums n squares of it)
+GROWTH_RANGE = (1e-150, 1e150)
+
+
+def skip_and_branch(alpha, lam) -> None:
+    """alpha_l^2 + lam_l^2, the per-layer growth of a Li-Nica-Roy ResNet, must be > 0 and of moderate size."""
+    alpha, lam = np.asarray(alpha, float), np.asarray(lam, float)
+    with np.errstate(over="ignore", under="ignore"):
+        s2 = np.square(alpha) + np.square(lam)
+    if np.any((alpha == 0) & (lam == 0)):
+        raise ParameterError("alpha, lam", "alpha = lam = 0 makes the network identically zero; "
+                                           "need alpha^2 + lam^2 > 0")
+    lo, hi = GROWTH_RANGE
+    if not np.all((s2 >= lo) & (s2 <= hi)):
+        raise ParameterError("alpha, lam", f"alpha^2 + lam^2 must lie in [{lo:g}, {hi:g}] (the formulas square it), "
+                                           f"got {_show(s2[~((s2 >= lo) & (s2 <= hi))])}")
 
 
 def kernel_matrix(name: str, value, atol: float = 1e-12) -> np.ndarray:
     """A symmetric positive semi-definite matrix (or a batch of them, shape (..., P, P))."""
     arr = _array(name, value)
-    if arr.ndim < 2 or arr.shape[-1] != arr.shape[-2]:
-        raise ParameterError(name, f"must be a square P x P matrix, got shape {arr.shape}")
+    if arr.ndim < 2 or arr.shape[-1] != arr.shape[-2] or arr.size == 0:
+        raise ParameterError(name, f"must be a non-empty square P x P matrix, got shape {arr.shape}")
     scale = max(1.0, float(np.abs(arr).max()))
     if not np.allclose(arr, np.swapaxes(arr, -1, -2), rtol=0, atol=atol * scale):
         raise ParameterError(name, "must be symmetric")
@@ -85,7 +149,7 @@ def covariance_pair(name: str, k_diag, k_off) -> None:
 
 def choice(name: str, value: str, allowed: Iterable[str]) -> str:
     allowed = tuple(allowed)
-    if value not in allowed:
+    if not isinstance(value, str) or value not in allowed:
         raise ParameterError(name, f"unknown value {value!r}; allowed: {', '.join(allowed)}")
     return value
 

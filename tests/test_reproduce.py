@@ -1,0 +1,121 @@
+"""`resprop reproduce`: Ctrl-C leaves the previous complete report or none (never a half-written one), no stray
+temporary directories, and a directory that is not a report is never replaced."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from numeric.cli import main
+from numeric.reproduce import GENERATOR, fmt, resolve_theories
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _strays(out: Path) -> list[str]:
+    return sorted(p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}."))
+
+
+def _temp_dirs(out: Path) -> list[Path]:
+    return [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.tmp-")]
+
+
+def _interrupt(out: Path, theory: str = "all", inside: str | None = None) -> int:
+    """Start `reproduce`, wait until its temporary directory exists (and holds ``inside``, a glob, when given),
+    then 2 s more, and send SIGINT."""
+    proc = subprocess.Popen([sys.executable, "-m", "numeric.cli", "reproduce", theory, "--out", str(out), "--quick",
+                             "--quiet"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        t0 = time.time()
+        while not any(inside is None or list(t.glob(inside)) for t in _temp_dirs(out)):
+            assert proc.poll() is None, proc.communicate()
+            assert time.time() - t0 < 180, "reproduce never reached the point to interrupt"
+            time.sleep(0.1)
+        time.sleep(2.0)
+        assert proc.poll() is None, "the run finished before it could be interrupted"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "interrupted" in err, err[-2000:]
+    return proc.returncode
+
+
+def test_ctrl_c_without_previous_report_leaves_none(tmp_path):
+    out = tmp_path / "report"
+    assert _interrupt(out) == 130
+    assert not (out / "report.json").exists()
+    assert not out.exists()
+    assert _strays(out) == []
+
+
+@pytest.mark.parametrize("inside", [None, "latex/*.tex"], ids=["early", "while-writing"])
+def test_ctrl_c_keeps_the_previous_complete_report(tmp_path, inside):
+    """'while-writing': interrupted after the LaTeX export, while PDFs, figures and rows are being produced."""
+    out = tmp_path / "report"
+    out.mkdir()
+    previous = {"generator": GENERATOR, "summary": {"rows": 1, "fails": 0}, "theories": {}}
+    (out / "report.json").write_text(json.dumps(previous))
+    (out / "index.html").write_text("<!doctype html><title>previous</title>")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert _interrupt(out, inside=inside) == 130
+    after = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert after == before  # byte for byte the previous complete report
+    assert json.loads((out / "report.json").read_text()) == previous
+    assert _strays(out) == []
+
+
+def test_refuses_to_replace_a_directory_that_is_not_a_report(tmp_path, capsys):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    assert main(["reproduce", "fischer", "--out", str(out), "--quick", "--quiet"]) == 2
+    assert "not a resprop report" in capsys.readouterr().err
+    assert (out / "notes.txt").read_text() == "keep me"
+    assert _strays(out) == []
+
+
+def test_stale_temporary_directories_of_dead_runs_are_swept(tmp_path):
+    from numeric.reproduce import _sweep_stale_temps
+
+    out = tmp_path / "report"
+    dead = tmp_path / ".report.tmp-999999999-abc"  # no such pid
+    mine = tmp_path / f".report.tmp-{os.getpid()}-abc"
+    other = tmp_path / ".unrelated.tmp-999999999-abc"
+    for p in (dead, mine, other):
+        p.mkdir()
+    _sweep_stale_temps(out)
+    assert not dead.exists() and mine.exists() and other.exists()
+
+
+def test_theory_names_and_formatting():
+    assert resolve_theories("all") == ["fischer", "lognormal", "pdlt", "stable", "abcd"]
+    assert resolve_theories(["abcd", "fischer"]) == ["fischer", "abcd"]
+    with pytest.raises(ValueError, match="^theory:"):
+        resolve_theories("hayou")
+    assert fmt(0.1234567891) == "0.123457" and fmt([1, 2.5]) == "[1, 2.5]" and fmt(None) == "-"
+    assert fmt(list(range(10))).endswith("(10 values)")
+
+
+def test_stale_generated_tree_is_a_failed_row_and_exit_1(tmp_path, monkeypatch, capsys):
+    import derive.codegen as codegen
+
+    monkeypatch.setattr(codegen, "stale_files", lambda: {"pdlt_residual.py": "--- diff", "log_gaussian.py": "x"})
+    out = tmp_path / "report"
+    assert main(["reproduce", "pdlt", "--out", str(out), "--quick", "--quiet"]) == 1
+    assert "FAILS [pdlt] generated/ is fresh" in capsys.readouterr().err
+    report = json.loads((out / "report.json").read_text())
+    first = report["theories"]["pdlt"]["rows"][0]
+    assert first["verdict"] == "FAILS" and first["details"]["stale_files"] == ["pdlt_residual.py"]
+    assert report["generated"]["fresh"] is False and report["summary"]["fails"] == 1
+    # everything else still ran: the other rows, the figures, the documents and the cross-theory checks
+    assert all(r["verdict"] != "FAILS" for r in report["theories"]["pdlt"]["rows"][1:])
+    assert report["theories"]["pdlt"]["figures"] and report["cross_theory"]["rows"]
+    assert "generated/: STALE: log_gaussian.py, pdlt_residual.py" in (out / "index.html").read_text()
+    assert _strays(out) == []
