@@ -5,7 +5,7 @@ bench_nngp_response.py), depth L in {50, 200}, rho = 0.1, sigma_w2 = 1.25, sigma
 
 resprop: ``numeric.residual_ntk.nngp_ntk(K0, L, ...)`` with ``ntk=False`` (NNGP alone) and ``ntk=True``
 (NNGP + NTK), float64, the fused strip path (upper triangle only, two threads).  Timed in this process with
-_common.timeit (one warm-up call, best of 3).
+_common.timeit (one warm-up call, best of 5).
 
 Peer: neural-tangents 0.6.5 (JAX 0.4.30, CPU) in its own virtual environment benchmarks/.venv-peers
 (create it with ``bash benchmarks/setup_peers.sh``), driven through benchmarks/peer_nt_worker.py: a
@@ -13,7 +13,7 @@ read-in Dense then ``stax.repeat`` of the residual block
 ``serial(FanOut(2), parallel(serial(phi, Dense(W_std = rho sqrt(sigma_w2), b_std = rho sqrt(sigma_b2))),
 Identity()), FanInSum())``, jitted ``kernel_fn(X, None, get)`` with get = 'nngp' and ('nngp', 'ntk').
 One worker process runs every network in float32 (JAX's default), another with JAX_ENABLE_X64=1.  For
-each, the first call (trace + XLA compile + run) and the best of 3 (float32) or 2 (float64) warm calls.
+each, the first call (trace + XLA compile + run) and the best of 5 (float32) or 2 (float64) warm calls.
 The process CPU time of every timed call (all threads) is recorded too: resprop runs two threads, NT's
 erf kernel one, so on a machine where other processes hold a core the CPU times compare the work.
 
@@ -50,8 +50,8 @@ VENV_PY = HERE / ".venv-peers" / "bin" / "python"
 WORKER = HERE / "peer_nt_worker.py"
 ACTIVATIONS, SIZES, DEPTHS = ("erf", "relu"), (500, 1000), (50, 200)
 D_IN, K_DIAG, RHO, SW2, SB2 = 100, 0.05, 0.1, 1.25, 0.05
-REPEATS = 3
-NT_REPEATS = {"f32": (3, 1), "f64": (2, 0)}  # (best of, extra calls allowed for contended ones) per precision
+REPEATS = 5
+NT_REPEATS = {"f32": (5, 2), "f64": (2, 0)}  # (best of, extra calls allowed for contended ones) per precision
 FAIL_RTOL, TARGET_RTOL, TARGET_SPEEDUP = 1e-10, 1e-12, 3.0
 GETS = {"nngp": ("nngp",), "nngp+ntk": ("nngp", "ntk")}
 
@@ -100,7 +100,7 @@ def run() -> dict:
     configs = [(a, P, L) for a in ACTIVATIONS for P in SIZES for L in DEPTHS]
     print(f"\nresidual network NNGP / NNGP+NTK: rho={RHO}, sigma_w2={SW2}, sigma_b2={SB2}, K0_aa={K_DIAG}, "
           f"d_in={D_IN}; resprop float64 (warm-up 1, best of {REPEATS}); neural-tangents jit, first call and "
-          f"best of {REPEATS} warm\n")
+          f"best of {NT_REPEATS['f32'][0]} (float32) / {NT_REPEATS['f64'][0]} (float64) warm\n")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         xs = {}
