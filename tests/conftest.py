@@ -1,6 +1,16 @@
-"""Shared reference routes for tests: adaptive SciPy quadrature, independent of the generated kernels."""
+"""Shared test helpers: adaptive SciPy quadrature (a reference route independent of the generated kernels), and
+interrupting a command-line run mid-way."""
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
 import numpy as np
 from scipy import integrate
+
+ROOT = Path(__file__).resolve().parent.parent
 
 _INF = np.inf
 
@@ -25,3 +35,27 @@ def univariate_mean_quad(f, K, tol=1e-14):
     norm = 1 / np.sqrt(2 * np.pi * K)
     h = lambda u: f(u) * np.exp(-u * u / (2 * K)) * norm  # noqa: E731
     return sum(integrate.quad(h, a, b, epsabs=tol, epsrel=tol, limit=200)[0] for a, b in ((-_INF, 0), (0, _INF)))
+
+
+def interrupt_when(args: list[str], ready: Callable[[], bool], timeout: float, settle: float = 0.0,
+                   what: str = "the run") -> subprocess.CompletedProcess:
+    """Run ``python -m numeric.cli *args``, poll ``ready()`` until it holds (failing after ``timeout`` s or if the
+    process exits first), wait ``settle`` s more, send SIGINT (Ctrl-C) and return the finished process
+    (returncode, stdout, stderr as text).  The process is killed if it outlives the test."""
+    proc = subprocess.Popen([sys.executable, "-m", "numeric.cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        t0 = time.monotonic()
+        while not ready():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() - t0 < timeout, f"{what} never reached the point to interrupt"
+            time.sleep(0.01)
+        time.sleep(settle)
+        assert proc.poll() is None, f"{what} finished before it could be interrupted"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

@@ -2,18 +2,14 @@
 temporary directories, and a directory that is not a report is never replaced."""
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from conftest import interrupt_when
 from numeric.cli import main
 from numeric.reproduce import GENERATOR, fmt, resolve_theories
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _strays(out: Path) -> list[str]:
@@ -27,24 +23,11 @@ def _temp_dirs(out: Path) -> list[Path]:
 def _interrupt(out: Path, theory: str = "all", inside: str | None = None) -> int:
     """Start `reproduce`, wait until its temporary directory exists (and holds ``inside``, a glob, when given),
     then 2 s more, and send SIGINT."""
-    proc = subprocess.Popen([sys.executable, "-m", "numeric.cli", "reproduce", theory, "--out", str(out), "--quick",
-                             "--quiet"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        t0 = time.time()
-        while not any(inside is None or list(t.glob(inside)) for t in _temp_dirs(out)):
-            assert proc.poll() is None, proc.communicate()
-            assert time.time() - t0 < 180, "reproduce never reached the point to interrupt"
-            time.sleep(0.1)
-        time.sleep(2.0)
-        assert proc.poll() is None, "the run finished before it could be interrupted"
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert "interrupted" in err, err[-2000:]
-    return proc.returncode
+    done = interrupt_when(["reproduce", theory, "--out", str(out), "--quick", "--quiet"],
+                          lambda: any(inside is None or list(t.glob(inside)) for t in _temp_dirs(out)),
+                          timeout=180, settle=2.0, what="reproduce")
+    assert "interrupted" in done.stderr, done.stderr[-2000:]
+    return done.returncode
 
 
 def test_ctrl_c_without_previous_report_leaves_none(tmp_path):

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from conftest import interrupt_when
 from numeric import field_theory as F
 from numeric.sweep import cli_sweep, dumps_toml, load_spec, normalize_spec, run_sweep
 from numeric.validation import ParameterError
@@ -156,23 +157,10 @@ def test_ctrl_c_on_the_cli_keeps_parts_and_resumes(tmp_path):
     spec_file.write_text(dumps_toml(RESUME))
     out = tmp_path / "ctrlc.nc"
     parts = tmp_path / "ctrlc.nc.parts"
-    cmd = [sys.executable, "-m", "numeric.cli", "sweep", str(spec_file), "--workers", "2", "--out", str(out)]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while len(list(parts.glob("chunk-*.npz"))) < 2:
-            assert proc.poll() is None, proc.stderr.read()[-2000:]
-            assert time.monotonic() < deadline, "no parts written"
-            time.sleep(0.01)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    if proc.returncode == 0:  # the sweep finished before the signal arrived: nothing to check but the output
-        pytest.skip("sweep finished before SIGINT was delivered")
-    assert proc.returncode == 130, err[-2000:]
+    done = interrupt_when(["sweep", str(spec_file), "--workers", "2", "--out", str(out)],
+                          lambda: len(list(parts.glob("chunk-*.npz"))) >= 2, timeout=120, what="sweep")
+    err = done.stderr
+    assert done.returncode == 130, err[-2000:]
     assert "Traceback" not in err and "resume" in err
     assert not out.exists() and not list(tmp_path.glob(".ctrlc.nc.tmp-*"))
     kept = sorted(parts.glob("chunk-*.npz"))
