@@ -2,6 +2,7 @@
 
     python benchmarks/run_all.py                 # all benchmarks
     python benchmarks/run_all.py nngp simulator  # only those whose name contains one of the words
+    python benchmarks/run_all.py --markdown      # also write the peer tables into BENCHMARKS.md (peer_tables.py)
 
 Each script's table is shown as it runs; the JSON holds the machine info,
 a timestamp and each script's full result record.
@@ -26,6 +27,8 @@ SCRIPTS = ["bench_nngp_response.py", "bench_rho_star.py", "bench_simulator.py", 
 
 
 def main(argv: list[str]) -> int:
+    markdown = "--markdown" in argv
+    argv = [a for a in argv if a != "--markdown"]
     chosen = [s for s in SCRIPTS if not argv or any(w in s for w in argv)]
     if not chosen:
         print(f"no benchmark matches {argv}; available: {SCRIPTS}")
@@ -54,6 +57,9 @@ def main(argv: list[str]) -> int:
     dest.write_text(json.dumps(report, indent=2) + "\n")
     print(f"\nwrote {dest.relative_to(HERE.parent)} (total {report['total_wall_s']:.0f} s)")
     _summary(report)
+    if markdown:
+        from peer_tables import BENCHMARKS_MD, update_markdown
+        print(f"updated {update_markdown(report) or 'nothing'} in {BENCHMARKS_MD.name}")
     return 1 if report["failed"] else 0
 
 

@@ -1,0 +1,97 @@
+"""Render the peer benchmark records (bench_peers_nt.py, bench_peers_torch.py) as Markdown tables and write them
+into BENCHMARKS.md between marker comments, so the numbers there are the ones measured, not copied by hand.
+
+    python benchmarks/run_all.py peers --markdown   # run both peers, then update BENCHMARKS.md
+    python benchmarks/peer_tables.py results/latest.json   # update BENCHMARKS.md from an earlier run
+
+Each table replaces the text between ``<!-- generated: NAME -->`` and ``<!-- end generated: NAME -->`` in
+BENCHMARKS.md (NAME = peers_nt or peers_torch); the prose around them is written by hand.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BENCHMARKS_MD = HERE.parent / "BENCHMARKS.md"
+TARGET = "P1000_L200"
+
+
+def _s(t: float) -> str:
+    return f"{t:.2g} s" if t < 0.1 else f"{t:.3g} s"
+
+
+def _provenance(rec: dict, machine: dict) -> str:
+    dirty = " + uncommitted changes" if machine.get("resprop_sources_dirty") else ""
+    return (f"_Measured {rec.get('timestamp', '')} on {machine.get('processor', '?')}, "
+            f"{machine.get('cpu_count', '?')} cores, resprop {machine.get('resprop_commit', '?')}{dirty}; "
+            f"script wall time {rec['script_wall_s']:.0f} s._").replace("Measured  on", "Measured on")
+
+
+def peers_nt_table(rec: dict, machine: dict) -> str:
+    """Markdown table of bench_peers_nt.py: times, speed-ups and agreement per configuration; P = 1000, L = 200
+    (the issue-5 target) in bold."""
+    head = ("| config | resprop f64 | NT f32 warm | NT f32 first call | NT f64 warm | NT f64 first call "
+            "| NT f32 / resprop | NT f64 / resprop | max rel. diff vs NT f64 (off-diag.) | (diag.) |\n"
+            "|---|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    for key, o in rec["results"].items():
+        act, P, L, get = key.split("_")
+        bold = (lambda x: f"**{x}**") if f"{P}_{L}" == TARGET else (lambda x: x)
+        rows.append("| " + " | ".join([
+            bold(f"{act} P={P[1:]} L={L[1:]} {get.upper()}"), bold(_s(o["resprop"]["best_s"])),
+            _s(o["nt_f32"]["best_s"]), _s(o["nt_f32"]["first_call_s"]), _s(o["nt_f64"]["best_s"]),
+            _s(o["nt_f64"]["first_call_s"]), bold(f"{o['ratio_nt_f32_over_resprop']:.1f}×"),
+            f"{o['ratio_nt_f64_over_resprop']:.1f}×", bold(f"{o['max_rel_err_vs_nt_f64_offdiag']:.1e}"),
+            f"{o['max_rel_err_vs_nt_f64_diag']:.1e}"]) + " |")
+    targets = "; ".join(f"{k}: {t['speedup_vs_nt_f32']:.1f}× ({'met' if t['speed_met'] else 'NOT met'}), "
+                        f"{t['max_rel_err_vs_nt_f64']:.1e} ({'met' if t['agree_met'] else 'NOT met'})"
+                        for k, t in rec["targets"].items())
+    return "\n".join([_provenance(rec, machine), "", head, *rows, "",
+                      f"Targets at P = 1000, L = 200 (≥ 3× NT float32 warm, ≤ 1e-12 vs NT float64): {targets}."])
+
+
+def peers_torch_table(rec: dict, machine: dict) -> str:
+    """Markdown table of bench_peers_torch.py."""
+    p, t, r = rec["params"], rec["torch"], rec["resprop_reduced"]
+    head = ("| implementation | best time | per sample | layer·neuron·samples / s | E[G] | Var[G] |\n"
+            "|---|---|---|---|---|---|")
+    rows = [f"| {name} | {_s(o['best_s'])} | {1e3 * o['best_s'] / p['samples']:.3g} ms | "
+            f"{o['throughput_layer_neuron_samples_per_s']:.2e} | {o['mean_G']:.3f} ± {o['mean_G_se']:.3f} | "
+            f"{o['var_G']:.2f} ± {o['var_G_se']:.2f} |"
+            for name, o in ((f"PyTorch {t['version']} dense `bmm`, {t['threads']} threads", t),
+                            ("resprop reduced path (NumPy)", r))]
+    verdict = (f"n = {p['n']}, d = {p['d']}, {p['samples']} samples each. Reduced / dense torch: "
+               f"**{rec['ratio_reduced_over_torch']:.0f}×** (target ≥ 50×: {'met' if rec['target_met'] else 'NOT met'}); "
+               f"E[G] z = {rec['mean_G_z']:+.2f}, Var[G] z = {rec['var_G_z']:+.2f}.")
+    return "\n".join([_provenance(rec, machine), "", head, *rows, "", verdict])
+
+
+RENDERERS = {"peers_nt": peers_nt_table, "peers_torch": peers_torch_table}
+
+
+def update_markdown(report: dict, path: Path = BENCHMARKS_MD) -> list[str]:
+    """Replace each marked region of ``path`` whose benchmark is in ``report`` (a run_all.py record); returns
+    the names updated.  A benchmark that was skipped (no peers venv) leaves its region as it was."""
+    text = path.read_text()
+    done = []
+    for name, render in RENDERERS.items():
+        rec = report["benchmarks"].get(name)
+        if rec is None or "skipped" in rec:
+            continue
+        rec = {"timestamp": report.get("timestamp", ""), **rec}
+        pattern = re.compile(rf"(<!-- generated: {name} -->\n)(?:.*?\n)?(<!-- end generated: {name} -->)", re.S)
+        if not pattern.search(text):
+            raise SystemExit(f"{path}: no '<!-- generated: {name} -->' ... '<!-- end generated: {name} -->' region")
+        table = render(rec, report["machine"])
+        text = pattern.sub(lambda m: m.group(1) + table + "\n" + m.group(2), text)
+        done.append(name)
+    path.write_text(text)
+    return done
+
+
+if __name__ == "__main__":
+    src = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "results" / "latest.json"
+    print("updated", update_markdown(json.loads(src.read_text())) or "nothing", "in", BENCHMARKS_MD)
