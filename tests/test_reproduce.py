@@ -92,7 +92,9 @@ def test_stale_generated_tree_is_a_failed_row_and_exit_1(tmp_path, monkeypatch, 
     monkeypatch.setattr(codegen, "stale_files", lambda: {"pdlt_residual.py": "--- diff", "log_gaussian.py": "x"})
     out = tmp_path / "report"
     assert main(["reproduce", "pdlt", "--out", str(out), "--quick", "--quiet"]) == 1
-    assert "FAILS [pdlt] generated/ is fresh" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "FAILS [pdlt] generated/ is fresh" in err
+    assert "%|" not in err  # --quiet: no progress bars
     report = json.loads((out / "report.json").read_text())
     first = report["theories"]["pdlt"]["rows"][0]
     assert first["verdict"] == "FAILS" and first["details"]["stale_files"] == ["pdlt_residual.py"]
@@ -102,3 +104,13 @@ def test_stale_generated_tree_is_a_failed_row_and_exit_1(tmp_path, monkeypatch, 
     assert report["theories"]["pdlt"]["figures"] and report["cross_theory"]["rows"]
     assert "generated/: STALE: log_gaussian.py, pdlt_residual.py" in (out / "index.html").read_text()
     assert _strays(out) == []
+
+
+def test_progress_bars_on_stderr_without_quiet(tmp_path, capsys):
+    """Without --quiet the long steps show tqdm bars on stderr (stdout carries only the summary line)."""
+    out = tmp_path / "report"
+    assert main(["reproduce", "pdlt", "--out", str(out), "--quick"]) == 0
+    captured = capsys.readouterr()
+    for step in ("generated/ freshness", "pdlt", "cross-theory"):
+        assert any(step in line and "%|" in line for line in captured.err.replace("\r", "\n").splitlines()), step
+    assert "%|" not in captured.out and "report.json" in captured.out
