@@ -28,6 +28,7 @@ from numeric import field_theory as F
 from numeric import log_gaussian as LG
 from numeric import monte_carlo as MC
 from numeric import residual_mlp as RM
+from numeric import residual_ntk as RN
 from numeric import stable_resnet as SR
 from numeric.cli import main
 
@@ -337,6 +338,20 @@ def test_nngp_fuzz(kw):
     if out is not None:
         assert np.allclose(out["K"], out["K"].T)
         assert np.all(np.diag(out["K"]) >= np.diag(np.asarray(kw["K0"])) - 1e-12)  # K only grows
+
+
+@FUZZ
+@given(call_args(K0=(psd_matrices(), BAD_MATRICES), depth=whole(1, 40), rho=real(0, 2), sigma_w2=real(0.1, 3),
+                 sigma_b2=real(0, 0.5), activation=(st.sampled_from(["erf", "relu"]), ACTIVATIONS[1]),
+                 ntk=(st.booleans(), st.just(True)),
+                 method=(st.sampled_from(["fused", "generated"]), st.sampled_from(["fast", None, 3]))))
+def test_nngp_ntk_fuzz(kw):
+    out = check_call(RN.nngp_ntk, **kw)
+    if out is not None:
+        K0 = np.asarray(kw["K0"])
+        assert np.allclose(out["K"], out["K"].T) and np.all(np.diag(out["K"]) >= np.diag(K0) - 1e-12)
+        if kw["ntk"]:  # Theta^(L) = K^(L) + (non-negative gradient terms) on the diagonal
+            assert np.all(np.diag(out["Theta"]) >= np.diag(out["K"]) - 1e-12 * np.abs(np.diag(out["K"])))
 
 
 @FUZZ
