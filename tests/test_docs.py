@@ -69,6 +69,18 @@ def test_quickstart_cli_lines_run(line, capsys):
         assert "nan" not in json.dumps(data).lower()
 
 
+def test_sweeps_page_python_runs(tmp_path, monkeypatch):
+    """docs/sweeps.md: its Python block runs (in a scratch directory: it writes a NetCDF file)."""
+    monkeypatch.chdir(tmp_path)
+    code = blocks(DOCS / "sweeps.md", "python")
+    assert code
+    namespace: dict = {"__name__": "docs_sweeps"}
+    for i, body in enumerate(code):
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(body, f"sweeps.md[python block {i}]", "exec"), namespace)
+    assert (tmp_path / "docs_rho_star.nc").exists()
+
+
 def test_index_links_resolve():
     text = (DOCS / "index.md").read_text()
     targets = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
