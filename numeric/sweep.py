@@ -2,7 +2,7 @@
 
 Spec (TOML, read with :mod:`tomllib`, or the same structure as a dict)::
 
-    kind = "rho_star"                 # or "log_gaussian"
+    kind = "rho_star"                 # or "log_gaussian", "residual_mlp"
     [grid]                            # one axis per key, in this order; values: a non-empty list
     depth = [10, 50, 100]
     sigma_w2 = [1.0, 1.25]
@@ -22,6 +22,11 @@ Parameters of each kind (a parameter goes in [grid] or [fixed], not both; see :d
   :mod:`numeric.mc_estimators` and the theory of :func:`numeric.log_gaussian.theory`: n, d, alpha,
   lam, samples (required); balanced (default false), method (default reduced), hypo_constant
   (optional: C_{alpha,lambda} for the theory mean; default: the point's own Monte Carlo C_hat).
+* ``residual_mlp`` -- :func:`numeric.monte_carlo.simulate_residual_mlp` (PDLT App. B, eq. B.3) with
+  :func:`numeric.mc_estimators.four_point_vertex` at the last layer, next to
+  :func:`numeric.residual_mlp.vertex_trajectory` (B.12, B.26) and nu(gamma) L/n: n, depth, gamma,
+  samples (required); activation (relu | linear | leaky_relu:<s> | tanh | erf, default relu), K1
+  (default 1), C_b (default 0), C_W (default: the critical C_W(gamma)).
 
 Determinism.  Grid points are numbered by their row-major (C order) flat index over the [grid]
 axes in spec order; point i draws its randomness from ``SeedSequence(seed, spawn_key=(i,))`` and is
@@ -56,11 +61,11 @@ import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from . import validation as V
+from .sweep_kinds import KINDS, _int_check, _output_names
 from .validation import ParameterError
 
 __all__ = ["KINDS", "run_sweep", "cli_sweep", "load_spec", "normalize_spec", "dumps_toml", "grid_points"]
@@ -71,224 +76,6 @@ OUTPUT_SUFFIXES = (".nc", ".zarr")
 SPEC_KEYS = ("kind", "grid", "fixed", "run")
 RUN_KEYS = ("seed", "chunk")
 _MANIFEST_INTERVAL = 2.0  # seconds between manifest rewrites while chunks complete
-
-
-# --------------------------------------------------------------------------- parameter checks
-def _is_real(v) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
-
-
-def _int_check(minimum: int) -> Callable[[str, Any], int]:
-    def check(name, v):
-        if not _is_real(v) or not float(v).is_integer() or not math.isfinite(float(v)) or int(v) < minimum:
-            raise ParameterError(name, f"must be an integer >= {minimum}, got {v!r}")
-        return int(v)
-    check.kind = "int"
-    return check
-
-
-def _float_check(validator, allowed: str) -> Callable[[str, Any], float]:
-    def check(name, v):
-        if not _is_real(v):
-            raise ParameterError(name, f"must be a real number in {allowed}, got {v!r}")
-        return float(validator(name, float(v)))
-    check.kind = "float"
-    return check
-
-
-def _bool_check(name, v):
-    if not isinstance(v, (bool, np.bool_)):
-        raise ParameterError(name, f"must be true or false, got {v!r}")
-    return bool(v)
-
-
-_bool_check.kind = "bool"
-
-
-def _choice_check(allowed: tuple[str, ...]):
-    def check(name, v):
-        if not isinstance(v, str):
-            raise ParameterError(name, f"unknown value {v!r}; allowed: {', '.join(allowed)}")
-        return V.choice(name, v, allowed)
-    check.kind = "str"
-    return check
-
-
-def _activation_check(name, v):
-    from .expectations import kernels
-
-    if not isinstance(v, str):
-        raise ParameterError(name, f"must be an activation name (erf, relu, tanh, gelu, linear) or a SymPy "
-                                   f"expression in x, got {v!r}")
-    try:
-        kernels(v)
-    except ParameterError as exc:
-        raise ParameterError(name, str(exc).split(": ", 1)[-1]) from None
-    return v
-
-
-_activation_check.kind = "str"
-
-
-@dataclass(frozen=True)
-class Param:
-    check: Callable[[str, Any], Any]
-    required: bool = True
-    default: Any = None
-    units: str = "1"
-    description: str = ""
-
-
-@dataclass(frozen=True)
-class Output:
-    units: str
-    description: str
-    equation: str
-    dtype: str = "float64"
-
-
-@dataclass(frozen=True)
-class Kind:
-    params: dict[str, Param]
-    outputs: dict[str, Output]
-    compute: Callable[[dict, int, int], dict[str, Any]]
-    cross_check: Callable[[dict, dict[str, str]], None]
-
-
-# --------------------------------------------------------------------------- kind: rho_star
-def _rho_star_point(p: dict, flat_index: int, root_seed: int) -> dict[str, Any]:
-    from .field_theory import rho_star
-
-    r = rho_star(p["depth"], p["k0"], p["sigma_w2"], p["sigma_b2"], k0_offdiag=p.get("k0_offdiag"),
-                 sigma_w2_out=p.get("sigma_w2_out"), sigma_b2_out=p.get("sigma_b2_out"),
-                 activation=p["activation"])
-    out = {"rho_star": float(r["rho_star"][0]), "chi_out_max": float(r["rho_star_chi_out"][0]),
-           "rho_star_grid_index": int(r["rho_star_grid_index"][0])}
-    if p.get("k0_offdiag") is not None:
-        out.update(rho_star_offdiag=float(r["rho_star_offdiag"][0]),
-                   chi_out_max_offdiag=float(r["rho_star_offdiag_chi_out"][0]),
-                   rho_star_offdiag_grid_index=int(r["rho_star_offdiag_grid_index"][0]))
-    return out
-
-
-def _rho_star_cross(p: dict, where: dict[str, str]) -> None:
-    if p.get("k0_offdiag") is not None and abs(p["k0_offdiag"]) > p["k0"] * (1 + 1e-12):
-        raise ParameterError(where["k0_offdiag"], f"must satisfy |k0_offdiag| <= k0 (PSD 2x2 kernel), got "
-                                                  f"k0_offdiag = {p['k0_offdiag']:g} with k0 = {p['k0']:g}")
-
-
-_GRID_NOTE = "log grid geomspace(1e-3, 3, 241) bracketing the maximum; interior iff 0 < index < 240"
-
-RHO_STAR = Kind(
-    params={
-        "depth": Param(_int_check(1), units="1", description="network depth L (number of residual blocks)"),
-        "k0": Param(_float_check(V.positive, "(0, inf)"), description="input kernel K^(0) (diagonal element)"),
-        "sigma_w2": Param(_float_check(V.positive, "(0, inf)"), description="residual-branch weight variance"),
-        "sigma_b2": Param(_float_check(V.nonnegative, "[0, inf)"), description="residual-branch bias variance"),
-        "k0_offdiag": Param(_float_check(V.real, "[-k0, k0]"), required=False,
-                            description="off-diagonal input kernel element K^(0)_ab"),
-        "sigma_w2_out": Param(_float_check(V.positive, "(0, inf)"), required=False,
-                              description="readout weight variance (default sigma_w2)"),
-        "sigma_b2_out": Param(_float_check(V.nonnegative, "[0, inf)"), required=False,
-                              description="readout bias variance (default sigma_b2)"),
-        "activation": Param(_activation_check, required=False, default="erf", description="activation function"),
-    },
-    outputs={
-        "rho_star": Output("1", "rho* = argmax_rho chi_out, diagonal element",
-                           "Fischer, Dahmen & Helias (2025) eq. (48), Figs. 4-5"),
-        "chi_out_max": Output("1", "chi_out at rho* (diagonal element)", "Fischer et al. (2025) eq. (48)"),
-        "rho_star_grid_index": Output("1", "index of the grid maximum; " + _GRID_NOTE, "-", "int64"),
-        "rho_star_offdiag": Output("1", "rho* = argmax_rho chi_out, off-diagonal element",
-                                   "Fischer et al. (2025) eq. (48), C15-C17"),
-        "chi_out_max_offdiag": Output("1", "chi_out at rho* (off-diagonal element)", "Fischer et al. (2025) eq. (48)"),
-        "rho_star_offdiag_grid_index": Output("1", "index of the grid maximum (off-diagonal); " + _GRID_NOTE,
-                                              "-", "int64"),
-    },
-    compute=_rho_star_point,
-    cross_check=_rho_star_cross,
-)
-
-
-def _rho_star_outputs(params_present: set[str]) -> tuple[str, ...]:
-    base = ("rho_star", "chi_out_max", "rho_star_grid_index")
-    if "k0_offdiag" in params_present:
-        base += ("rho_star_offdiag", "chi_out_max_offdiag", "rho_star_offdiag_grid_index")
-    return base
-
-
-# --------------------------------------------------------------------------- kind: log_gaussian
-_MC_KEYS = ("mean_G", "mean_G_se", "var_G", "var_G_se", "C_hat", "C_hat_se")
-
-
-def _log_gaussian_point(p: dict, flat_index: int, root_seed: int) -> dict[str, Any]:
-    from . import log_gaussian as lg
-    from . import monte_carlo as mc
-
-    ss = np.random.SeedSequence(root_seed, spawn_key=(flat_index,))
-    s = mc.simulate_log_gaussian(n=p["n"], d=p["d"], alpha=p["alpha"], lam=p["lam"], balanced=p["balanced"],
-                                 samples=p["samples"], seed=ss, method=p["method"])
-    dead = int(np.count_nonzero(~np.isfinite(s.G)))
-    if dead:  # a network died (alpha = 0, all ReLUs off): the estimators are undefined
-        est = dict.fromkeys(_MC_KEYS, math.nan)
-    else:
-        g, h = mc.g_moments(s), mc.hypoactivation(s)
-        est = {**{k: g[k] for k in _MC_KEYS[:4]}, "C_hat": h["C_hat"], "C_hat_se": h["C_hat_se"]}
-    hypo = p.get("hypo_constant")
-    if hypo is None and not p["balanced"] and math.isfinite(est["C_hat"]):
-        hypo = est["C_hat"]
-    th = lg.theory(p["n"], p["d"], p["alpha"], p["lam"], balanced=p["balanced"], hypo_constant=hypo)
-    nan = lambda v: math.nan if v is None else float(v)  # noqa: E731
-    return {**{k: float(v) for k, v in est.items()}, "theory_mean_G": nan(th["mean_G"]),
-            "theory_var_G": nan(th["var_G"]), "theory_beta": nan(th["beta"]),
-            "theory_I_total": nan(th.get("I_total")), "dead": dead}
-
-
-def _log_gaussian_cross(p: dict, where: dict[str, str]) -> None:
-    if p["alpha"] == 0 and p["lam"] == 0:
-        raise ParameterError(where["alpha"], "alpha = lam = 0 makes the network identically zero; "
-                                             "need alpha^2 + lam^2 > 0")
-
-
-LOG_GAUSSIAN = Kind(
-    params={
-        "n": Param(_int_check(2), description="hidden width n"),
-        "d": Param(_int_check(1), description="number of residual layers d"),
-        "alpha": Param(_float_check(V.real, "(-inf, inf)"), description="skip coefficient alpha"),
-        "lam": Param(_float_check(V.nonnegative, "[0, inf)"), description="residual-branch coefficient lambda"),
-        "samples": Param(_int_check(2), description="independent network initialisations per grid point"),
-        "balanced": Param(_bool_check, required=False, default=False,
-                          description="balanced ResNet (random activation signs, section 2.1)"),
-        "method": Param(_choice_check(("reduced", "dense")), required=False, default="reduced",
-                        description="exact reduction W phi = ||phi|| g (reduced) or explicit weights (dense)"),
-        "hypo_constant": Param(_float_check(V.real, "(-inf, inf)"), required=False,
-                               description="C_{alpha,lambda} for the theory mean (default: Monte Carlo C_hat)"),
-    },
-    outputs={
-        "mean_G": Output("1", "Monte Carlo E[G], G = ln(||z^d||^2/n) - sum_l ln(alpha^2 + lam^2)",
-                         "Li, Nica & Roy (2021) Thm. 1 eq. (7) / Thm. 4 eq. (9)"),
-        "mean_G_se": Output("1", "standard error of mean_G (std(ddof=1)/sqrt(samples))", "-"),
-        "var_G": Output("1", "Monte Carlo Var[G] (ddof=1)", "Li, Nica & Roy (2021) Thm. 1 eq. (7) / Thm. 4 eq. (9)"),
-        "var_G_se": Output("1", "jackknife standard error of var_G (50 batches)", "-"),
-        "C_hat": Output("1", "hypoactivation constant estimate h_total n / d", "Li, Nica & Roy (2021) Prop. 2"),
-        "C_hat_se": Output("1", "standard error of C_hat", "-"),
-        "theory_mean_G": Output("1", "theory E[G] (vanilla: with hypo_constant, default the point's C_hat)",
-                                "Li, Nica & Roy (2021) eq. (7) with Prop. 2 / eq. (9)"),
-        "theory_var_G": Output("1", "theory Var[G]", "Li, Nica & Roy (2021) eq. (7) / eq. (9)"),
-        "theory_beta": Output("1", "beta of Theorem 1", "Li, Nica & Roy (2021) Thm. 1"),
-        "theory_I_total": Output("1", "interlayer covariance total I_total", "Li, Nica & Roy (2021) eq. (8)"),
-        "dead": Output("1", "samples whose network died (z = 0; estimators NaN when > 0)", "-", "int64"),
-    },
-    compute=_log_gaussian_point,
-    cross_check=_log_gaussian_cross,
-)
-
-KINDS: dict[str, Kind] = {"rho_star": RHO_STAR, "log_gaussian": LOG_GAUSSIAN}
-
-
-def _output_names(kind: str, present: set[str]) -> tuple[str, ...]:
-    if kind == "rho_star":
-        return _rho_star_outputs(present)
-    return tuple(KINDS[kind].outputs)
 
 
 # --------------------------------------------------------------------------- spec
