@@ -31,7 +31,7 @@ import sympy as sp
 
 from .activations import x as _x
 from .gaussian import erf_mean_phi_sq
-from .results import Derivation, Input, Result, Source
+from .results import Derivation, Input
 
 PAPER = "fischer2025"
 
@@ -414,11 +414,7 @@ def derive_field_theory() -> Derivation:
         mean_phi_sq_phi_sq: Input(mean_phi_sq_phi_sq, "[0, inf)", "<phi(h_a)^2 phi(h_b)^2>"),
     }
 
-    def inputs(expr: sp.Expr, order: list[sp.Symbol]) -> tuple[Input, ...]:
-        return tuple(hyper[s] for s in order if s in expr.free_symbols)
-
-    def add(name, expr, order, eq, desc, lhs, kind="expression", note=""):
-        d.add(Result(name, expr, inputs(expr, order), Source(PAPER, eq, note), desc, lhs, kind))
+    add = d.adder(hyper)
 
     add("input_kernel", u["input"], [sigma_w2_in, sigma_b2_in, d_in, overlap], "B10",
         "K^(0)_ab = sigma_w,in^2 / d_in x_a.x_b + sigma_b,in^2", sp.Symbol("K_{0}"))

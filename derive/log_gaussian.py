@@ -27,7 +27,7 @@ from functools import lru_cache
 
 import sympy as sp
 
-from .results import Derivation, Input, Result, Source
+from .results import Derivation, Input
 
 PAPER = "li_nica_roy2021"
 
@@ -243,9 +243,7 @@ def derive_log_gaussian() -> Derivation:
         odd_part: Input(odd_part, "real", "J2(theta) - J2(pi - theta)"),
     }
 
-    def add(name, expr, order, eq, desc, lhs, note=""):
-        inputs = tuple(dom[s] for s in order if s in expr.free_symbols)
-        dv.add(Result(name, expr, inputs, Source(PAPER, eq, note), desc, sp.Symbol(lhs)))
+    add = dv.adder(dom)
 
     J = j2bar_closed_form()
     D = j2bar_odd_part_closed_form()

@@ -60,7 +60,7 @@ from functools import lru_cache
 
 import sympy as sp
 
-from .results import Derivation, Input, Result, Source
+from .results import Derivation, Input
 
 PAPER = "innocenti2025"
 
@@ -307,9 +307,7 @@ def derive_predictive_coding() -> Derivation:
         theta: Input(theta, "[0, pi]", "angle between grad L and grad s"),
     }
 
-    def add(name, expr, order, eq, desc, lhs, note=""):
-        inputs = tuple(dom[v] for v in order if v in expr.free_symbols)
-        dv.add(Result(name, expr, inputs, Source(PAPER, eq, note), desc, sp.Symbol(lhs)))
+    add = dv.adder(dom)
 
     if lagrange_residual() != 0:
         raise ArithmeticError("Lagrange minimum differs from r^2 / (2 sum b^2)")

@@ -23,7 +23,7 @@ from functools import lru_cache
 import sympy as sp
 
 from . import activations
-from .results import Derivation, Input, Result, Source
+from .results import Derivation, Input
 
 PAPER = "pdlt_appB"
 
@@ -361,9 +361,7 @@ def derive_residual_mlp() -> Derivation:
         G_zz: Input(G_zz, "(0, inf)", "measured input correlator (B.42)"),
     }
 
-    def add(name, expr, order, eq, desc, lhs, kind="expression", note=""):
-        inputs = tuple(dom[s] for s in order if s in expr.free_symbols)
-        dv.add(Result(name, expr, inputs, Source(PAPER, eq, note), desc, sp.Symbol(lhs), kind))
+    add = dv.adder(dom)
 
     crit_si = criticality_scale_invariant()
     crit_k0 = criticality_k0()

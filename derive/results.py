@@ -9,7 +9,7 @@ labelled equation, and tests check it against mpmath and simulation.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import sympy as sp
 
@@ -85,6 +85,16 @@ class Derivation:
             raise ValueError(f"duplicate result name {result.name!r} in {self.theory}")
         self.results.append(result)
         return result
+
+    def adder(self, domains: Mapping[sp.Symbol, Input]):
+        """``add(name, expr, order, eq, desc, lhs, kind="expression", note="")``: add a Result of this theory's
+        paper at equation ``eq``, whose inputs are the domains of the symbols of ``order`` that occur in ``expr``
+        (in that order); ``lhs`` is a symbol or its name."""
+        def add(name, expr, order, eq, desc, lhs, kind="expression", note=""):
+            inputs = tuple(domains[s] for s in order if s in expr.free_symbols)
+            lhs = sp.Symbol(lhs) if isinstance(lhs, str) else lhs
+            return self.add(Result(name, expr, inputs, Source(self.paper, eq, note), desc, lhs, kind))
+        return add
 
     def __getitem__(self, name: str) -> Result:
         for r in self.results:

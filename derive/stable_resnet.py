@@ -21,7 +21,7 @@ from functools import lru_cache
 import sympy as sp
 
 from . import gaussian
-from .results import Derivation, Input, Result, Source
+from .results import Derivation, Input
 
 PAPER = "hayou2021"
 
@@ -172,9 +172,7 @@ def derive_stable_resnet() -> Derivation:
         root_qq: Input(root_qq, "(0, inf)", "sqrt(Q_aa Q_bb)"),
     }
 
-    def add(name, expr, order, eq, desc, lhs, kind="expression", note=""):
-        inputs = tuple(dom[s] for s in order if s in expr.free_symbols)
-        dv.add(Result(name, expr, inputs, Source(PAPER, eq, note), desc, sp.Symbol(lhs), kind))
+    add = dv.adder(dom)
 
     f = f_from_arccos()
     add("f_relu", f, [C], "4", "f(C) = (sqrt(1 - C^2) - C arccos C)/pi", "f")
