@@ -201,6 +201,22 @@ def print_machine(info: dict[str, Any]) -> None:
             print("WARNING: other processes are using the CPU; timings (threaded ones especially) are inflated")
 
 
+#: the Python of the peer benchmarks' own virtual environment (created by setup_peers.sh)
+PEERS_PYTHON = Path(__file__).resolve().parent / ".venv-peers" / "bin" / "python"
+
+
+def start_peer_benchmark(name: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Print the machine record; return it and, when the peers venv is missing, the benchmark's "skipped"
+    record (else None)."""
+    info = machine_info()
+    print_machine(info)
+    if PEERS_PYTHON.exists():
+        return info, None
+    msg = f"peers venv {PEERS_PYTHON.parent.parent} missing: run `bash benchmarks/setup_peers.sh` first"
+    print("SKIPPED: " + msg)
+    return info, {"benchmark": name, "machine": info, "skipped": msg}
+
+
 def print_table(headers: list[str], rows: list[list[Any]]) -> None:
     cells = [[_fmt(c) for c in r] for r in rows]
     widths = [max(len(h), *(len(r[k]) for r in cells)) for k, h in enumerate(headers)]

@@ -46,7 +46,6 @@ from numeric import field_theory as ft
 from numeric import residual_ntk as R
 
 HERE = Path(__file__).resolve().parent
-VENV_PY = HERE / ".venv-peers" / "bin" / "python"
 WORKER = HERE / "peer_nt_worker.py"
 ACTIVATIONS, SIZES, DEPTHS = ("erf", "relu"), (500, 1000), (50, 200)
 D_IN, K_DIAG, RHO, SW2, SB2 = 100, 0.05, 0.1, 1.25, 0.05
@@ -64,7 +63,7 @@ def make_x(P: int, seed: int = 0) -> np.ndarray:
 
 
 def run_worker(job: dict) -> dict:
-    proc = subprocess.run([str(VENV_PY), str(WORKER)], input=json.dumps(job), capture_output=True, text=True,
+    proc = subprocess.run([str(C.PEERS_PYTHON), str(WORKER)], input=json.dumps(job), capture_output=True, text=True,
                           timeout=1800)
     if proc.returncode != 0:
         raise SystemExit(f"neural-tangents worker failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -91,12 +90,9 @@ def rel_errs(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, di
 
 
 def run() -> dict:
-    info = C.machine_info()
-    C.print_machine(info)
-    if not VENV_PY.exists():
-        msg = f"peers venv {VENV_PY.parent.parent} missing: run `bash benchmarks/setup_peers.sh` first"
-        print("SKIPPED: " + msg)
-        return {"benchmark": "peers_nt", "machine": info, "skipped": msg}
+    info, skipped = C.start_peer_benchmark("peers_nt")
+    if skipped:
+        return skipped
     configs = [(a, P, L) for a in ACTIVATIONS for P in SIZES for L in DEPTHS]
     print(f"\nresidual network NNGP / NNGP+NTK: rho={RHO}, sigma_w2={SW2}, sigma_b2={SB2}, K0_aa={K_DIAG}, "
           f"d_in={D_IN}; resprop float64 (warm-up 1, best of {REPEATS}); neural-tangents jit, first call and "

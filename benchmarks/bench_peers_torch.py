@@ -25,7 +25,6 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-VENV_PY = HERE / ".venv-peers" / "bin" / "python"
 N = D = 100
 ALPHA = LAM = 1 / math.sqrt(2)
 SAMPLES, CHUNK, SEED = 400, 200, 1
@@ -75,15 +74,12 @@ def run() -> dict:
     from numeric.mc_estimators import mean_se, variance_se
     from numeric.monte_carlo import simulate_log_gaussian
 
-    info = C.machine_info()
-    C.print_machine(info)
-    if not VENV_PY.exists():
-        msg = f"peers venv {VENV_PY.parent.parent} missing: run `bash benchmarks/setup_peers.sh` first"
-        print("SKIPPED: " + msg)
-        return {"benchmark": "peers_torch", "machine": info, "skipped": msg}
+    info, skipped = C.start_peer_benchmark("peers_torch")
+    if skipped:
+        return skipped
     print(f"\nLi-Nica-Roy vanilla ResNet, n = d = {N}, alpha = lam = 1/sqrt(2), {SAMPLES} samples each\n")
     job = {"n": N, "d": D, "samples": SAMPLES, "seed": SEED, "chunk": CHUNK, "repeats": TORCH_REPEATS}
-    proc = subprocess.run([str(VENV_PY), str(Path(__file__).resolve()), "--worker"], input=json.dumps(job),
+    proc = subprocess.run([str(C.PEERS_PYTHON), str(Path(__file__).resolve()), "--worker"], input=json.dumps(job),
                           capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
         raise SystemExit(f"torch worker failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")

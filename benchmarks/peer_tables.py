@@ -25,9 +25,9 @@ def _s(t: float) -> str:
 
 def _provenance(rec: dict, machine: dict) -> str:
     dirty = " + uncommitted changes" if machine.get("resprop_sources_dirty") else ""
-    return (f"_Measured {rec.get('timestamp', '')} on {machine.get('processor', '?')}, "
-            f"{machine.get('cpu_count', '?')} cores, resprop {machine.get('resprop_commit', '?')}{dirty}; "
-            f"script wall time {rec['script_wall_s']:.0f} s._").replace("Measured  on", "Measured on")
+    when = f" {rec['timestamp']}" if rec.get("timestamp") else ""
+    return (f"_Measured{when} on {machine.get('processor', '?')}, {machine.get('cpu_count', '?')} cores, "
+            f"resprop {machine.get('resprop_commit', '?')}{dirty}; script wall time {rec['script_wall_s']:.0f} s._")
 
 
 def peers_nt_table(rec: dict, machine: dict) -> str:
