@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -278,6 +279,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="resprop", description=__doc__)
+    parser.add_argument("--debug", action="store_true",
+                        help="print the full traceback of an error (default: one line)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = sub.add_parser("derive", help="regenerate generated/ from the derivations")
     p.add_argument("--check", action="store_true", help="exit 1 if generated/ is stale (no writes)")
@@ -369,14 +372,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _os_error_message(exc: OSError) -> str:
+    """An OS error on a path as one line that names the path: 'cannot write PATH: Permission denied'."""
+    reason = exc.strerror or type(exc).__name__
+    paths = [p for p in (exc.filename, exc.filename2) if p is not None]
+    where = " -> ".join(str(p) for p in paths)
+    return f"{where}: {reason}" if where else _one_line(str(exc)) or reason
+
+
 def main(argv=None) -> int:
+    """Run one subcommand.  Exit codes: 0 done; 1 a check failed or an unexpected error (one line; the traceback
+    only with --debug); 2 bad input, a bad path or an OS error on a path (one line naming it); 130 interrupted."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv  # accepted anywhere on the line, not only before the subcommand
+    args = parser.parse_args([a for a in argv if a != "--debug"])
+    args.debug = debug
     try:
         return args.func(args)
-    except ValueError as exc:  # ParameterError and friends: a clear message, exit 2
-        print(f"resprop: error: {exc}", file=sys.stderr)
+    except ValueError as exc:  # ParameterError, OutputPathError and friends: a clear message, exit 2
+        if args.debug:
+            traceback.print_exc()
+        print(f"resprop: error: {_one_line(exc)}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a path that is a file, lies under a file, is unwritable, missing, ...
+        if args.debug:
+            traceback.print_exc()
+        print(f"resprop: error: {_os_error_message(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("resprop: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug: say what and where in one line; the traceback only under --debug
+        if args.debug:
+            traceback.print_exc()
+        print(f"resprop: internal error: {type(exc).__name__}: {_one_line(exc)} "
+              f"(rerun with --debug for the traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
