@@ -46,8 +46,12 @@ def cmd_derive(args) -> int:
 
 
 def cmd_latex(args) -> int:
+    """Export (and with --pdf compile) into a temporary sibling of --out that replaces it when complete
+    (numeric.output: never over anything but resprop's own previous export)."""
     from derive.latex import export_latex
+    from numeric.output import Publication
 
+    pub = Publication(args.out, "dir", "resprop latex")  # checks the path before any work
     if args.pdf:
         from numeric.latex_pdf import find_engine
 
@@ -56,22 +60,28 @@ def cmd_latex(args) -> int:
 
             print(f"resprop: error: --pdf needs pdflatex, which is not on PATH ({INSTALL_HINT})", file=sys.stderr)
             return 1
-    paths = export_latex(Path(args.out))
-    for path in paths:
-        print(f"wrote {path}")
-    if args.pdf:
-        from numeric.latex_pdf import LatexError, compile_pdf
+    failed = 0
+    try:
+        with pub:
+            paths = export_latex(pub.path)
+            written = list(paths)
+            if args.pdf:
+                from numeric.latex_pdf import LatexError, compile_pdf
 
-        failed = 0
-        for path in paths:
-            try:
-                print(f"wrote {compile_pdf(path)}")
-            except LatexError as exc:
-                failed += 1
-                print(f"resprop: error: {exc}", file=sys.stderr)
-        if failed:
-            return 1
-    return 0
+                for path in paths:
+                    try:
+                        written.append(compile_pdf(path))
+                    except LatexError as exc:
+                        failed += 1
+                        print(f"resprop: error: {exc}", file=sys.stderr)
+            written = [pub.final(p) for p in written]
+            pub.commit()
+    except KeyboardInterrupt as exc:
+        print(f"resprop: interrupted; {args.out} left as it was", file=sys.stderr)
+        return 128 + getattr(exc, "signum", 2)
+    for path in written:
+        print(f"wrote {path}")
+    return 1 if failed else 0
 
 
 def cmd_rho_star(args) -> int:
@@ -107,9 +117,9 @@ def cmd_reproduce(args) -> int:
     out = Path(args.out)
     try:
         report = reproduce(out, args.theory, quick=args.quick, quiet=args.quiet)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (numeric.output.Interrupted)
         print(f"resprop: interrupted; {out} left as it was", file=sys.stderr)
-        return 130
+        return 128 + getattr(exc, "signum", 2)
     s = report["summary"]
     print(f"wrote {out / 'report.json'} and {out / 'index.html'}: {s['rows']} rows, {s['agrees']} agree, "
           f"{s['documented_disagreements']} documented disagreements, {s['fails']} FAIL ({s['seconds']} s)")
@@ -238,20 +248,29 @@ def cmd_figures(args) -> int:
     unknown = sorted(set(chosen) - set(FIGURE_SETS))
     if unknown:
         raise ParameterError("only", f"unknown figure set(s) {unknown}; allowed: {', '.join(FIGURE_SETS)}")
-    out = Path(args.out)
-    paths = []
-    if "lnr_pdlt" in chosen:
-        from numeric.figures import make_figures
+    from numeric.output import Publication
 
-        paths += make_figures(out, quick=args.quick, seed=args.seed, progress=not args.quiet)
-    if "stable" in chosen:
-        from numeric.stable_experiments import make_stable_figures
+    try:
+        with Publication(args.out, "dir", "resprop figures") as pub:  # path checked before any work
+            out = pub.path
+            paths = []
+            if "lnr_pdlt" in chosen:
+                from numeric.figures import make_figures
 
-        paths += make_stable_figures(out, quick=args.quick, seed=args.seed)
-    if "pc" in chosen:
-        from numeric.pc_figures import make_pc_figures
+                paths += make_figures(out, quick=args.quick, seed=args.seed, progress=not args.quiet)
+            if "stable" in chosen:
+                from numeric.stable_experiments import make_stable_figures
 
-        paths += make_pc_figures(out, quick=args.quick, seed=args.seed)
+                paths += make_stable_figures(out, quick=args.quick, seed=args.seed)
+            if "pc" in chosen:
+                from numeric.pc_figures import make_pc_figures
+
+                paths += make_pc_figures(out, quick=args.quick, seed=args.seed)
+            paths = [pub.final(p) for p in paths]
+            pub.commit()
+    except KeyboardInterrupt as exc:
+        print(f"resprop: interrupted; {args.out} left as it was", file=sys.stderr)
+        return 128 + getattr(exc, "signum", 2)
     for path in paths:
         print(f"wrote {path}")
     return 0

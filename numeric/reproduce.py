@@ -11,29 +11,25 @@
 
 then the cross-theory checks.  An exception inside a theory becomes a FAILS row; it does not stop the run.
 
-Everything is written into a temporary directory next to DIR, which replaces DIR only at the end (with
-SIGINT/SIGTERM blocked during the swap), so an interrupted run leaves the previous complete report or none.
+Everything is written into a temporary directory next to DIR, which replaces DIR only at the end
+(:class:`numeric.output.Publication`: DIR is replaced only when empty or exactly a previous report as recorded in
+its ``.resprop-manifest.json``; SIGINT/SIGTERM leave the previous complete report or none and no temporary).
 index.html is generated from the same dict that is written to report.json.
 """
 from __future__ import annotations
 
 import html
 import json
-import os
-import re
-import shutil
-import signal
 import sys
-import tempfile
 import time
 import traceback
-from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
 from tqdm import tqdm
 
 from . import reproduce_rows as RR
+from .output import OutputPathError, Publication, sweep_stale_temps
 from .reproduce_rows import fischer_rows, row  # noqa: F401  (re-exported)
 
 __all__ = ["reproduce", "THEORIES", "CHOICES", "render_html", "ReportDirError"]
@@ -83,70 +79,9 @@ INFO = {
 _SPECIFIC = {f for info in INFO.values() for f in info["generated"]}
 
 
-class ReportDirError(ValueError):
-    """DIR exists but is not a resprop report: refuse to replace it."""
-
-
-# --------------------------------------------------------------------------- atomic output
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _sweep_stale_temps(out: Path) -> None:
-    """Remove temp/old directories of earlier runs for the same DIR whose process no longer exists."""
-    pat = re.compile(rf"^\.{re.escape(out.name)}\.(tmp|old)-(\d+)-")
-    for p in out.parent.glob(f".{out.name}.*-*"):
-        m = pat.match(p.name)
-        if m and p.is_dir() and not _pid_alive(int(m.group(2))):
-            shutil.rmtree(p, ignore_errors=True)
-
-
-def _check_replaceable(out: Path) -> None:
-    if not out.exists():
-        return
-    if not out.is_dir():
-        raise ReportDirError(f"out: {out} exists and is not a directory")
-    if not any(out.iterdir()):
-        return
-    rep = out / "report.json"
-    try:
-        ok = json.loads(rep.read_text()).get("generator") == GENERATOR
-    except (OSError, ValueError, AttributeError):
-        ok = False
-    if not ok:
-        raise ReportDirError(f"out: {out} exists and is not a resprop report directory (no report.json written by "
-                             f"'{GENERATOR}'); refusing to replace it; choose a new or empty directory")
-
-
-@contextmanager
-def _signals_blocked():
-    sigs = {signal.SIGINT, signal.SIGTERM}
-    can = hasattr(signal, "pthread_sigmask")
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs) if can else None
-    try:
-        yield
-    finally:
-        if can:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-def _swap_in(tmp: Path, out: Path) -> None:
-    """Replace ``out`` by ``tmp`` with signals blocked: afterwards ``out`` is the new complete report."""
-    with _signals_blocked():
-        old = None
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-{os.getpid()}-", dir=out.parent))
-            os.rmdir(old)
-            os.rename(out, old)
-        os.rename(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+#: refused output directory (kept as a name for callers of earlier versions)
+ReportDirError = OutputPathError
+_sweep_stale_temps = sweep_stale_temps
 
 
 # --------------------------------------------------------------------------- pieces of a theory
@@ -385,27 +320,19 @@ def reproduce(out, theory="all", quick: bool = True, quiet: bool = False, *, che
               build_pdf: bool = True) -> dict:
     """Run the reproduction of ``theory`` ("all", one name or a list) and write ``out``/report.json + index.html.
 
-    The whole report is built in a temporary directory next to ``out`` and replaces ``out`` at the end; on an
-    exception or Ctrl-C the temporary directory is removed and ``out`` is left as it was.
+    The whole report is built in a temporary directory next to ``out`` and replaces ``out`` at the end
+    (:class:`numeric.output.Publication`); on an exception, Ctrl-C or SIGTERM the temporary directory is removed
+    and ``out`` is left as it was.  ``out`` that holds anything but a previous report (checked against its
+    manifest) raises :class:`numeric.output.OutputPathError` before any work.
     """
     theories = resolve_theories(theory)
-    out = Path(out).absolute()
-    _check_replaceable(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    _sweep_stale_temps(out)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
-    try:
-        umask = os.umask(0o022)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; the report is an ordinary directory
+    with Publication(out, "dir", GENERATOR) as pub:
+        tmp = pub.path
         report = _build(tmp, theories, bool(quick), bool(quiet), check_generated, build_pdf)
         text = json.dumps(report, indent=1, allow_nan=True)
         (tmp / "report.json").write_text(text)
         (tmp / "index.html").write_text(render_html(json.loads(text)))
-        _swap_in(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        pub.commit()
     return report
 
 
