@@ -57,16 +57,16 @@ def parse_assignments(assignments: Iterable[str]) -> dict[str, Fraction]:
     if isinstance(assignments, str):
         assignments = assignments.split()
     if assignments is None or not isinstance(assignments, Iterable):
-        raise ParameterError("assignment", f"must be a list of key=value strings (e.g. ['a1=0', 'd=1/2']), "
+        raise ParameterError("assignments (--check)", f"must be a list of key=value strings (e.g. ['a1=0', 'd=1/2']), "
                                            f"got {assignments!r}")
     out: dict[str, Fraction] = {}
     given_as: dict[str, str] = {}
     for item in assignments:
         if not isinstance(item, str) or "=" not in item:
-            raise ParameterError("assignment", f"must look like key=value (e.g. a1=0, d=1/2), got {item!r}")
+            raise ParameterError("assignments (--check)", f"must look like key=value (e.g. a1=0, d=1/2), got {item!r}")
         key, text = (s.strip() for s in item.split("=", 1))
         if key not in ALIASES:
-            raise ParameterError(key or "assignment", f"unknown exponent {key!r}; allowed: "
+            raise ParameterError(key or "assignments (--check)", f"unknown exponent {key!r}; allowed: "
                                  f"{', '.join(REQUIRED + OPTIONAL)} (aliases: a_1, b_1, a_l, aL, b_l, bL)")
         canon = ALIASES[key]
         value = _rational(canon, text)
@@ -211,15 +211,15 @@ def _widths(widths) -> np.ndarray:
     try:
         arr = np.asarray(widths, dtype=float)
     except (TypeError, ValueError):
-        raise ParameterError("N", f"must be numeric widths >= 1, got {widths!r}") from None
+        raise ParameterError("widths (N)", f"must be numeric widths >= 1, got {widths!r}") from None
     if arr.size == 0:
-        raise ParameterError("N", "needs at least one width")
+        raise ParameterError("widths (N)", "needs at least one width")
     if not np.isfinite(arr).all():
-        raise ParameterError("N", "must be finite widths >= 1")
+        raise ParameterError("widths (N)", "must be finite widths >= 1")
     if (arr < 1).any():
-        raise ParameterError("N", f"must be >= 1 (allowed range [1, inf)), got {arr[arr < 1].tolist()[:4]}")
+        raise ParameterError("widths (N)", f"must be >= 1 (allowed range [1, inf)), got {arr[arr < 1].tolist()[:4]}")
     if (arr > MAX_WIDTH).any():
-        raise ParameterError("N", f"must be <= {MAX_WIDTH:g} (the rates use N^2), got {arr[arr > MAX_WIDTH].tolist()[:4]}")
+        raise ParameterError("widths (N)", f"must be <= {MAX_WIDTH:g} (the rates use N^2), got {arr[arr > MAX_WIDTH].tolist()[:4]}")
     return arr.reshape(-1)
 
 
@@ -231,7 +231,7 @@ def rates(widths: Sequence[float], depth: int = 3, gamma0: float = 1.0) -> dict:
     import generated.abcd as G
 
     N = _widths(widths)
-    L = np.float64(integer("L", depth, minimum=2, maximum=2**53))
+    L = np.float64(integer("depth (L)", depth, minimum=2, maximum=2**53))
     g0 = float(positive("gamma0", gamma0))
     with np.errstate(over="ignore"):
         r = G.pc_r_scale(N, L, np.float64(g0))

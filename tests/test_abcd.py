@@ -291,7 +291,7 @@ def test_check_format_and_cli(capsys):
     (["a1=0", "a1=1", "b1=0", "a=1/2", "b=0", "c=0", "d=1/2"], "a1"),  # inconsistent duplicates
     (["a1=0", "b1=0", "a=1/2", "b=0", "c=0", "d=1/2", "alpha=1/2", "nu=0"], "nu"),
     (["a1=0", "b1=0", "a=1/2", "b=0", "c=0", "d=1/2", "nu=1"], "nu"),  # nu without alpha
-    (["a1", "b1=0"], "assignment"),
+    (["a1", "b1=0"], "assignments (--check)"),
 ])
 def test_bad_assignments(assignments, parameter):
     with pytest.raises(ParameterError) as exc:
@@ -303,8 +303,8 @@ def test_bad_numeric_inputs():
     for widths in ([0.5, 10], [], ["x"], [float("inf")]):
         with pytest.raises(ParameterError) as exc:
             M.rates(widths)
-        assert exc.value.parameter == "N"
-    with pytest.raises(ParameterError, match="L"):
+        assert exc.value.parameter == "widths (N)"
+    with pytest.raises(ParameterError, match="depth"):
         M.rates([10, 100], depth=1)
     with pytest.raises(ParameterError, match="gamma0"):
         M.rates([10, 100], gamma0=-1)
