@@ -1,0 +1,615 @@
+"""The adversarial case table of issue 11: bad and edge-case input for every CLI subcommand and the public Python API.
+
+One :class:`Case` per input.  ``expect`` says what a correct program does with it:
+
+* ``"error"``: a clean error that names ``param`` (CLI: exit 2 and one ``resprop: error:`` line; Python: a
+  ``ValueError`` subclass whose message names it);
+* ``"ok"``: a result, which ``check`` compares with an independent reference (SymPy at 30 digits, scipy.stats,
+  the exact limit of a formula, the same call in float64, or a structural identity);
+* ``"either"``: a clean error naming ``param`` *or* a result that passes ``check`` (huge values, where refusing
+  and answering are both honest).
+
+:func:`classify` runs one case and names its outcome: ``clean error``, ``correct``, ``silent wrong``,
+``false error`` (a valid input refused, or an error that does not name the parameter), ``traceback`` or
+``hang``.  tests/test_adversarial.py asserts every case ends in ``clean error`` or ``correct``;
+tests/adversarial_census.py counts the outcomes (the before/after table of the closing note).
+
+The table is built from parameter *kinds* (each with its allowed range), so every option of every subcommand
+meets the same variants: NaN, inf, -inf, negative, zero, one ulp outside the range, huge, non-numeric, empty,
+(Python) integer arrays and float32.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+OUTCOMES = ("clean error", "correct", "silent wrong", "false error", "traceback", "hang")
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    expect: str  # "error" | "ok" | "either"
+    param: tuple[str, ...] = ()  # names an error must mention (any one of them)
+    argv: tuple[str, ...] | None = None  # CLI case
+    call: Callable[[], Any] | None = None  # Python API case
+    check: Callable[[Any], bool] | None = None  # reference check of a result (CLI: the parsed stdout JSON)
+    setup: Callable[[Path], Any] | None = None  # builds files in a scratch dir; returns argv/patch info
+    after: Callable[[Path], bool] | None = None  # post-condition on the scratch dir (nothing lost)
+    timeout: float = 120.0
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+
+# ---------------------------------------------------------------------------------------------------------- kinds
+ULP_BELOW_ZERO = "-5e-324"
+
+
+def _float_variants(kind: str) -> list[tuple[str, str, str]]:
+    """(label, text, expect) for a float option of this kind (CLI text)."""
+    bad = [("nan", "nan", "error"), ("inf", "inf", "error"), ("-inf", "-inf", "error"),
+           ("non-numeric", "abc", "error"), ("empty", "", "error")]
+    if kind == "pos":  # (0, inf)
+        return bad + [("negative", "-1", "error"), ("zero", "0", "error"), ("ulp-out", ULP_BELOW_ZERO, "error"),
+                      ("ulp-in", "5e-324", "either"), ("huge", "1e300", "either")]
+    if kind == "nonneg":  # [0, inf)
+        return bad + [("negative", "-1", "error"), ("zero", "0", "ok"), ("ulp-out", ULP_BELOW_ZERO, "error"),
+                      ("huge", "1e300", "either")]
+    if kind == "unit_open":  # [0, 1)
+        return bad + [("negative", "-1", "error"), ("zero", "0", "ok"), ("ulp-out", "1.0", "error"),
+                      ("ulp-in", repr(np.nextafter(1.0, 0.0)), "either"), ("huge", "1e300", "error")]
+    if kind == "angle":  # [0, pi]
+        return bad + [("negative", "-1", "error"), ("zero", "0", "ok"), ("ulp-below", ULP_BELOW_ZERO, "error"),
+                      ("ulp-out", repr(float(np.nextafter(math.pi, 4.0))), "error"),
+                      ("upper-edge", repr(math.pi), "ok"), ("huge", "1e300", "error")]
+    if kind == "real":
+        return bad + [("negative", "-1", "either"), ("zero", "0", "either"), ("huge", "1e300", "either")]
+    raise KeyError(kind)
+
+
+def _int_variants(minimum: int) -> list[tuple[str, str, str]]:
+    return [("negative", "-1", "error"), ("below-min", str(minimum - 1), "error"), ("fraction", "2.5", "error"),
+            ("non-numeric", "abc", "error"), ("empty", "", "error"), ("nan", "nan", "error"),
+            ("huge", str(10**12), "either"), ("overflow", str(10**30), "error")]
+
+
+def _finite_json(obj) -> bool:
+    """Every number in a JSON document is finite (None allowed: an honest 'no value')."""
+    if isinstance(obj, dict):
+        return all(_finite_json(v) for v in obj.values())
+    if isinstance(obj, list):
+        return all(_finite_json(v) for v in obj)
+    if isinstance(obj, float):
+        return math.isfinite(obj)
+    return True
+
+
+# (subcommand argv without the option under test, {option: kind or ("int", min)}, base option values)
+CLI_NUMERIC = {
+    "rho-star": (["rho-star", "--json"],
+                 {"--depth": ("int", 1), "--k0": "pos", "--sigma-w2": "pos", "--sigma-b2": "nonneg",
+                  "--sigma-w2-out": "pos"},
+                 {"--depth": "10", "--k0": "0.05", "--sigma-w2": "1.25", "--sigma-b2": "0.05"}),
+    "response": (["response", "--json"],
+                 {"--rho": "nonneg", "--depth": ("int", 1), "--k0": "pos", "--sigma-w2": "pos",
+                  "--sigma-b2": "nonneg", "--sigma-w2-out": "pos"},
+                 {"--rho": "0.3", "--depth": "10", "--k0": "0.05", "--sigma-w2": "1.25", "--sigma-b2": "0.05"}),
+    "log-gaussian": (["log-gaussian", "--balanced", "--json"],
+                     {"--n": ("int", 2), "--d": ("int", 1), "--alpha": "real", "--lam": "nonneg"},
+                     {"--n": "10", "--d": "5", "--alpha": "0.7", "--lam": "0.7"}),
+    "nu": (["nu", "--json"], {"--gamma": "unit_open", "--n-out": ("int", 1)},
+           {"--gamma": "0.5", "--activation": "relu"}),
+    "stable-kernel": (["stable-kernel", "--json"],
+                      {"--depth": ("int", 1), "--angle": "angle", "--sigma-w2": "pos", "--sigma-b2": "nonneg",
+                       "--d-in": ("int", 1)},
+                      {"--depth": "10"}),
+    "abcd": (["abcd", "--json"], {"--depth": ("int", 2), "--gamma0": "pos"}, {"--widths": "10"}),
+}
+
+#: options that accept real numbers but where 'huge' cannot be answered (documented upper limits)
+HUGE_MUST_REFUSE = {("rho-star", "--depth"), ("response", "--depth"), ("stable-kernel", "--depth")}
+
+
+def _argv(base: list[str], values: dict[str, str]) -> tuple[str, ...]:
+    out = list(base)
+    for k, v in values.items():
+        out += [k, v] if not v.startswith("-") else [f"{k}={v}"]
+    return tuple(out)
+
+
+def cli_numeric_cases() -> list[Case]:
+    cases = []
+    for sub, (base, options, defaults) in CLI_NUMERIC.items():
+        for opt, kind in options.items():
+            variants = _int_variants(kind[1]) if isinstance(kind, tuple) else _float_variants(kind)
+            for label, text, expect in variants:
+                if label in ("huge", "overflow"):  # layer-by-layer recursions refuse; closed forms answer
+                    expect = "error" if (sub, opt) in HUGE_MUST_REFUSE else "either"
+                values = dict(defaults)
+                values[opt] = text
+                name = opt.lstrip("-")
+                cases.append(Case(f"cli:{sub}:{name}={label}", expect, (name,), argv=_argv(base, values),
+                                  check=_finite_json, timeout=60.0))
+    # options that are strings or lists
+    cases += [
+        Case("cli:rho-star:activation=unknown", "error", ("activation",),
+             argv=_argv(["rho-star", "--json"], {"--depth": "10", "--k0": "0.05", "--sigma-w2": "1.25",
+                                                 "--sigma-b2": "0.05", "--activation": "nosuch(x"})),
+        Case("cli:rho-star:k0-offdiag>k0", "error", ("k0_offdiag", "k0-offdiag"),
+             argv=_argv(["rho-star", "--json"], {"--depth": "10", "--k0": "0.05", "--k0-offdiag": "0.06",
+                                                 "--sigma-w2": "1.25", "--sigma-b2": "0.05"})),
+        Case("cli:rho-star:k0-offdiag=nan", "error", ("k0_offdiag", "k0-offdiag"),
+             argv=_argv(["rho-star", "--json"], {"--depth": "10", "--k0": "0.05", "--k0-offdiag": "nan",
+                                                 "--sigma-w2": "1.25", "--sigma-b2": "0.05"})),
+        Case("cli:nu:activation=unknown", "error", ("activation",),
+             argv=("nu", "--gamma", "0.5", "--activation", "softmax", "--json")),
+        Case("cli:nu:activation=leaky-nan", "error", ("activation", "slope"),
+             argv=("nu", "--gamma", "0.5", "--activation", "leaky_relu:nan", "--json")),
+        Case("cli:stable-kernel:scaling=unknown", "error", ("scaling",),
+             argv=("stable-kernel", "--depth", "10", "--scaling", "nosuch(", "--json")),
+        Case("cli:stable-kernel:scaling=1/sqrt(l)", "either", ("scaling",),
+             argv=("stable-kernel", "--depth", "10", "--scaling", "1/sqrt(l)", "--json"), check=_finite_json),
+        Case("cli:j2bar:theta=nan", "error", ("theta",), argv=("j2bar", "nan", "--json")),
+        Case("cli:j2bar:theta=ulp-out", "error", ("theta",),
+             argv=("j2bar", repr(float(np.nextafter(math.pi, 4.0))), "--digits", "10", "--json")),
+        Case("cli:j2bar:theta=-0.1", "error", ("theta",), argv=("j2bar", "--", "-0.1")),
+        Case("cli:j2bar:theta=abc", "error", ("theta",), argv=("j2bar", "abc")),
+        Case("cli:j2bar:digits=0", "error", ("digits",), argv=("j2bar", "0.3", "--digits", "0")),
+        Case("cli:j2bar:digits=101", "error", ("digits",), argv=("j2bar", "0.3", "--digits", "101")),
+        Case("cli:j2bar:theta=0", "ok", (), argv=("j2bar", "0", "--digits", "10", "--json"),
+             check=lambda out: out["closed_form"] == out["quadrature"]),
+        Case("cli:abcd:widths=0", "error", ("widths",), argv=("abcd", "--widths", "0", "--json")),
+        Case("cli:abcd:widths=nan", "error", ("widths",), argv=("abcd", "--widths", "nan", "--json")),
+        Case("cli:abcd:check=garbage", "error", ("check",), argv=("abcd", "--check", "a1", "--json")),
+        Case("cli:abcd:check=unknown-key", "error", ("check", "zz"), argv=("abcd", "--check", "zz=1", "--json")),
+        Case("cli:figures:only=unknown", "error", ("only",),
+             argv=("figures", "--out", "{tmp}/figs", "--only", "nosuch")),
+        Case("cli:log-gaussian:samples=1", "error", ("samples",),
+             argv=("log-gaussian", "--n", "10", "--d", "5", "--alpha", "0.7", "--lam", "0.7", "--simulate",
+                   "--samples", "1", "--json")),
+        Case("cli:log-gaussian:seed=-1", "error", ("seed",),
+             argv=("log-gaussian", "--n", "10", "--d", "5", "--alpha", "0.7", "--lam", "0.7", "--simulate",
+                   "--samples", "50", "--seed", "-1", "--json")),
+        Case("cli:log-gaussian:alpha=lam=0", "error", ("alpha", "lam"),
+             argv=("log-gaussian", "--n", "10", "--d", "5", "--alpha", "0", "--lam", "0", "--balanced", "--json")),
+        # the bias-dominated regime of the README: chi_out has no interior maximum, so rho* is null
+        Case("cli:rho-star:bias-dominated", "ok", (),
+             argv=("rho-star", "--depth", "10", "--k0", "0.05", "--sigma-w2", "0.8", "--sigma-b2", "0.2", "--json"),
+             check=lambda out: out["rho_star"] == [None]),
+        Case("cli:rho-star:relu-no-interior", "ok", (),
+             argv=("rho-star", "--depth", "10", "--k0", "0.05", "--sigma-w2", "1.25", "--sigma-b2", "0.05",
+                   "--activation", "linear", "--json"),
+             check=lambda out: out["rho_star"] == [None]),
+        Case("cli:rho-star:identical-inputs", "ok", (),
+             argv=("rho-star", "--depth", "10", "--k0", "0.05", "--k0-offdiag", "0.05", "--sigma-w2", "1.25",
+                   "--sigma-b2", "0.05", "--json"),
+             check=lambda out: _finite_json(out) and out["rho_star_offdiag"] in ([None], out["rho_star"])),
+    ]
+    return cases
+
+
+# ------------------------------------------------------------------------------------------------------ paths
+def _foreign_dir(tmp: Path, name: str) -> Path:
+    d = tmp / name
+    d.mkdir()
+    (d / "results.csv").write_text("x\n")
+    return d
+
+
+def _foreign_kept(name: str) -> Callable[[Path], bool]:
+    return lambda tmp: (tmp / name / "results.csv").read_text() == "x\n"
+
+
+def _report_with_user_file(tmp: Path, name: str) -> Path:
+    d = tmp / name
+    d.mkdir()
+    (d / "report.json").write_text("{}")
+    (d / "my_notes.txt").write_text("x\n")
+    return d
+
+
+TINY_SWEEP = """kind = "residual_mlp"
+[grid]
+n = [8]
+gamma = [0.5]
+activation = ["relu"]
+depth = [2]
+[fixed]
+samples = 64
+[run]
+seed = 1
+chunk = 1
+"""
+
+
+def unwritable_dir() -> str:
+    """A directory in which nobody, root included, may create anything (for root, a path under /sys)."""
+    if os.geteuid() == 0:
+        return "/sys/resprop-adversarial"
+    d = Path(tempfile.mkdtemp(prefix="resprop-ro-"))
+    d.chmod(0o500)
+    return str(d / "sub")
+
+
+#: (subcommand, argv with {out} and {tmp}, default output name)
+PATH_COMMANDS = {
+    "latex": ("latex", "--out", "{out}"),
+    "figures": ("figures", "--out", "{out}", "--only", "pc", "--quick", "--quiet"),
+    "reproduce": ("reproduce", "abcd", "--quick", "--quiet", "--out", "{out}"),
+    "sweep.nc": ("sweep", "{tmp}/tiny.toml", "--workers", "1", "--quiet", "--out", "{out}"),
+    "sweep.zarr": ("sweep", "{tmp}/tiny.toml", "--workers", "1", "--quiet", "--out", "{out}"),
+}
+
+
+def path_cases() -> list[Case]:
+    cases = []
+    for sub, argv in PATH_COMMANDS.items():
+        ext = {"sweep.nc": ".nc", "sweep.zarr": ".zarr"}.get(sub, "")
+        name = "target" + ext
+
+        def file_target(tmp, name=name):
+            (tmp / name).write_text("user data\n")
+            return name
+
+        def under_file(tmp, name=name):
+            (tmp / "afile").write_text("user data\n")
+            return f"afile/{name}"
+
+        def foreign(tmp, name=name):
+            _foreign_dir(tmp, name)
+            return name
+
+        cases += [
+            Case(f"path:{sub}:out-is-a-file", "error", ("target", "out"), argv=argv, setup=file_target,
+                 after=lambda tmp, name=name: (tmp / name).read_text() == "user data\n", timeout=300),
+            Case(f"path:{sub}:out-under-a-file", "error", ("afile", "out"), argv=argv, setup=under_file,
+                 after=lambda tmp: (tmp / "afile").read_text() == "user data\n", timeout=300),
+            Case(f"path:{sub}:out-unwritable", "error", ("resprop-adversarial", "resprop-ro", "out"), argv=argv,
+                 setup=lambda tmp, name=name: f"{unwritable_dir()}/{name}", timeout=300),
+            Case(f"path:{sub}:out-holds-foreign-files", "error", ("target", "out"), argv=argv, setup=foreign,
+                 after=_foreign_kept(name), timeout=300),
+        ]
+    cases.append(Case("path:reproduce:report-json-plus-user-file", "error", ("target", "out"),
+                      argv=PATH_COMMANDS["reproduce"],
+                      setup=lambda tmp: (_report_with_user_file(tmp, "target"), "target")[1],
+                      after=lambda tmp: (tmp / "target" / "my_notes.txt").read_text() == "x\n", timeout=300))
+    return cases
+
+
+def sweep_spec_cases() -> list[Case]:
+    """Bad sweep specs: refused before any worker starts, with no OUT.parts/ left behind."""
+    bad = {
+        "n=0": ("n = [8]", "n = [0]", "n"),
+        "n=-1": ("n = [8]", "n = [-1]", "n"),
+        "n=string": ("n = [8]", 'n = ["abc"]', "n"),
+        "gamma=nan": ("gamma = [0.5]", "gamma = [nan]", "gamma"),
+        "gamma=inf": ("gamma = [0.5]", "gamma = [inf]", "gamma"),
+        "gamma=1.5": ("gamma = [0.5]", "gamma = [1.5]", "gamma"),
+        "gamma=empty": ("gamma = [0.5]", "gamma = []", "gamma"),
+        "activation=unknown": ('activation = ["relu"]', 'activation = ["nosuch"]', "activation"),
+        "depth=0": ("depth = [2]", "depth = [0]", "depth"),
+        "samples=0": ("samples = 64", "samples = 0", "samples"),
+        "kind=unknown": ('kind = "residual_mlp"', 'kind = "nosuch"', "kind"),
+        "seed=-1": ("seed = 1", "seed = -1", "seed"),
+    }
+    cases = []
+    for label, (old, new, param) in bad.items():
+        spec = TINY_SWEEP.replace(old, new)
+        assert spec != TINY_SWEEP, label
+
+        def setup(tmp, spec=spec):
+            (tmp / "bad.toml").write_text(spec)
+            return "out.nc"
+
+        cases.append(Case(f"sweep-spec:{label}", "error", (param,),
+                          argv=("sweep", "{tmp}/bad.toml", "--workers", "1", "--quiet", "--out", "{out}"),
+                          setup=setup, after=lambda tmp: not (tmp / "out.nc.parts").exists()
+                          and not (tmp / "out.nc").exists(), timeout=120))
+    cases.append(Case("sweep-spec:not-toml", "error", ("spec", "bad.toml"),
+                      argv=("sweep", "{tmp}/bad.toml", "--quiet", "--out", "{out}"),
+                      setup=lambda tmp: ((tmp / "bad.toml").write_text("kind = \n[[["), "out.nc")[1]))
+    cases.append(Case("sweep-spec:missing", "error", ("nosuch.toml", "spec"),
+                      argv=("sweep", "{tmp}/nosuch.toml", "--quiet", "--out", "{out}"),
+                      setup=lambda tmp: "out.nc"))
+    return cases
+
+
+# -------------------------------------------------------------------------------------------------- Python API
+def _api(path: str, *args, **kwargs) -> Callable[[], Any]:
+    def call():
+        import importlib
+
+        module, name = path.rsplit(".", 1)
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+    call.__qualname__ = path
+    return call
+
+
+def _sympy_value(theory: str, result: str, **values) -> float:
+    """The derived expression evaluated by SymPy at 30 digits: independent of codegen and of float64."""
+    import sympy as sp
+
+    from derive.registry import derivation
+
+    r = derivation(theory)[result]
+    subs = {i.symbol: sp.nsimplify(v) if isinstance(v, float) else sp.Integer(v) for i, v in
+            ((i, values[i.name]) for i in r.inputs)}
+    return float(sp.N(r.expr.subs(subs), 30))
+
+
+def _close(ref: float, rtol: float = 1e-10) -> Callable[[Any], bool]:
+    return lambda out: np.all(np.isfinite(np.asarray(out, float))) and np.allclose(np.asarray(out, float), ref,
+                                                                                 rtol=rtol, atol=0)
+
+
+def _finite(out) -> bool:
+    if isinstance(out, dict):
+        return all(_finite(v) for v in out.values() if v is not None and not isinstance(v, str))
+    try:
+        arr = np.asarray(out, float)
+    except (TypeError, ValueError):
+        return True
+    return bool(np.all(np.isfinite(arr)))
+
+
+def _relu_collinear(out) -> bool:
+    """x and 2x stay collinear through a bias-free ReLU network: K_ab = sqrt(K_aa K_bb) at every layer."""
+    K = np.asarray(out["K_out"], float)
+    return _finite(out) and math.isclose(K[0, 1], math.sqrt(K[0, 0] * K[1, 1]), rel_tol=1e-12)
+
+
+def _log_chi2_reference(n_out: int) -> Callable[[Any], bool]:
+    from scipy import stats
+
+    y = math.log(n_out)
+    ref = math.exp(stats.chi2.logpdf(math.exp(y), n_out) + y)  # density of ln X at y, X ~ chi^2(n_out)
+    return _close(ref, 1e-9)
+
+
+def _rho_star_none(out) -> bool:
+    return list(np.atleast_1d(np.asarray(out["rho_star"], dtype=object))) == [None]
+
+
+def api_cases() -> list[Case]:
+    X2 = [[1.0, 2.0], [2.0, 4.0]]  # inputs x and 2x
+    cases = [
+        Case("api:relu_arccos1(rho=+1)", "ok", call=_api("generated.gaussian.relu_arccos1", 1.0, 4.0, 2.0),
+             check=_close(1.0, 1e-14)),  # E[relu(u) relu(2u)] = 2 E[relu(u)^2] = 1
+        Case("api:relu_arccos1(rho=-1)", "ok", call=_api("generated.gaussian.relu_arccos1", 1.0, 4.0, -2.0),
+             check=lambda out: abs(float(out)) < 1e-15),
+        Case("api:relu_arccos0(rho=+1)", "ok", call=_api("generated.gaussian.relu_arccos0", 1.0, 4.0, 2.0),
+             check=_close(0.5, 1e-14)),
+        Case("api:relu_arccos2(rho=+1)-continuous", "ok",
+             call=lambda: [float(_api("generated.gaussian.relu_arccos2", 1.0, 1.0, r)()) for r in
+                           (1.0, float(np.nextafter(1.0, 0.0)))],
+             check=lambda out: np.all(np.isfinite(out)) and math.isclose(out[0], out[1], rel_tol=1e-6)),
+        Case("api:relu_arccos1(rho=1+ulp)", "ok",
+             call=_api("generated.gaussian.relu_arccos1", 1.0, 1.0, float(np.nextafter(1.0, 2.0))),
+             check=_close(0.5, 1e-12)),
+        Case("api:nngp-relu(x,2x)", "ok",
+             call=_api("numeric.field_theory.nngp", X2, depth=5, rho=0.5, sigma_w2=1.0, sigma_b2=0.0,
+                       activation="relu"), check=_relu_collinear),
+        Case("api:linearised_kernel(int64 depth)", "ok",
+             call=_api("generated.fischer.linearised_kernel", np.array([10**6], np.int64), 0.01, 1.25, 0.05, 1.0,
+                       0.05),
+             check=lambda out: _close(_sympy_value("fischer", "linearised_kernel", L=10**6, rho=0.01,
+                                                   sigma_w2=1.25, sigma_b2=0.05, dphi0_sq=1.0, K0=0.05))(out)),
+        Case("api:nu_scale_invariant(int slopes)", "ok",
+             call=_api("generated.pdlt_residual.nu_scale_invariant", 0.5, np.array([1]), np.array([60000])),
+             check=lambda out: _close(_sympy_value("pdlt_residual", "nu_scale_invariant", gamma=0.5, a_plus=1,
+                                                   a_minus=60000))(out)),
+        Case("api:beta(alpha=lam=1e5)", "ok",
+             call=_api("generated.log_gaussian.beta", 100, 100, 10**5, 10**5),
+             check=lambda out: _close(_sympy_value("log_gaussian", "beta", n=100, d=100, alpha=10**5,
+                                                   lam=10**5), 1e-9)(out)),
+        Case("api:unscaled_diagonal(L=2000)", "either", ("q0", "sigma_w2", "sigma_b2", "L", "depth"),
+             call=_api("generated.stable_resnet.unscaled_diagonal", 1.0, 2.0, 0.0, 2000),
+             check=lambda out: False),  # 2^2000 is not a float64: a clean error is the only honest answer
+        Case("api:unscaled_diagonal(int L=1000)", "ok",
+             call=_api("generated.stable_resnet.unscaled_diagonal", 1.0, 2.0, 0.0, 1000),
+             check=_close(2.0**1000, 1e-12)),  # (1 + sigma_w^2/2)^L q0 with sigma_b = 0
+        Case("api:log_chi2_density(n_out=344)", "ok",
+             call=_api("generated.log_gaussian.log_chi2_density", math.log(344), 344),
+             check=_log_chi2_reference(344)),
+        Case("api:log_chi2_density(n_out=10000)", "ok",
+             call=_api("generated.log_gaussian.log_chi2_density", math.log(10000), 10000),
+             check=_log_chi2_reference(10000)),
+        Case("api:output_corr_sq(1000)", "ok", call=_api("generated.log_gaussian.output_corr_sq", 1000.0),
+             check=lambda out: _close(_sympy_value("log_gaussian", "output_corr_sq", var_G=1000.0), 1e-9)(out)),
+        Case("api:cos_theta_k(0,0,1)", "error", ("alpha", "lam"),
+             call=_api("numeric.log_gaussian.cos_theta_k", 0.0, 0.0, 1)),
+        Case("api:interlayer_total(n=0)", "error", ("n",),
+             call=_api("numeric.log_gaussian.interlayer_total", 0, 10, 0.7, 0.7)),
+        Case("api:ode_limit(t=nan)", "error", ("t_eval",), timeout=30,
+             call=_api("numeric.stable_resnet.ode_limit", [[1.0, 0.5], [0.5, 1.0]], [float("nan")])),
+        Case("api:ode_limit(t=-1)", "error", ("t_eval",), timeout=30,
+             call=_api("numeric.stable_resnet.ode_limit", [[1.0, 0.5], [0.5, 1.0]], [-1.0])),
+        Case("api:rho_star(bias-dominated)", "ok",
+             call=_api("numeric.field_theory.rho_star", [10], 0.05, 0.8, 0.2), check=_rho_star_none),
+        Case("api:kernel_fluctuations(depth=2000)", "either", ("depth",), timeout=120,
+             call=_api("numeric.fluctuations.kernel_fluctuations", 0.05, 2000, 100, 0.1, 1.25, 0.05),
+             check=lambda out: _finite(out["var_K"])),
+    ]
+    # one substitution per parameter, for functions with a cheap valid call
+    table = [
+        ("numeric.field_theory.response", dict(k0=0.05, depth=10, rho=0.3, sigma_w2=1.25, sigma_b2=0.05),
+         dict(k0="pos", depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
+        ("numeric.field_theory.nngp", dict(K0=[[1.0, 0.5], [0.5, 1.0]], depth=5, rho=0.3, sigma_w2=1.25,
+                                           sigma_b2=0.05),
+         dict(depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
+        ("numeric.field_theory.rho_star", dict(depths=[10], k0=0.05, sigma_w2=1.25, sigma_b2=0.05),
+         dict(k0="pos", sigma_w2="pos", sigma_b2="nonneg")),
+        ("numeric.fluctuations.kernel_fluctuations", dict(k0=0.05, depth=10, width=100, rho=0.3, sigma_w2=1.25,
+                                                          sigma_b2=0.05),
+         dict(k0="pos", depth=("int", 1), width=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
+        ("numeric.stable_resnet.two_input_kernels", dict(depths=[10], scaling="uniform", angle=1.0, sigma_w2=2.0, sigma_b2=0.0),
+         dict(angle="angle", sigma_w2="pos", sigma_b2="nonneg")),
+        ("numeric.log_gaussian.theory", dict(n=100, d=10, alpha=0.7, lam=0.7, balanced=True),
+         dict(n=("int", 2), d=("int", 1), lam="nonneg")),
+        ("numeric.log_gaussian.interlayer_total", dict(n=100, d=10, alpha=0.7, lam=0.7),
+         dict(n=("int", 2), d=("int", 1), lam="nonneg")),
+        ("numeric.residual_mlp.nu", dict(gamma=0.5, activation="relu"), dict(gamma="unit_open")),
+        ("numeric.residual_mlp.r_star", dict(gamma=0.5, activation="relu", n_out=1),
+         dict(gamma="unit_open", n_out=("int", 1))),
+        ("numeric.residual_mlp.vertex_trajectory", dict(activation="tanh", gamma=0.5, depth=4),
+         dict(gamma="unit_open", depth=("int", 1))),
+        ("numeric.residual_ntk.nngp_ntk", dict(K0=[[1.0, 0.5], [0.5, 1.0]], depth=5, rho=0.3, sigma_w2=1.25,
+                                               sigma_b2=0.05),
+         dict(depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
+        ("numeric.monte_carlo.simulate_log_gaussian", dict(n=8, d=2, alpha=0.7, lam=0.7, samples=50, seed=0),
+         dict(n=("int", 2), d=("int", 1), samples=("int", 2), lam="nonneg")),
+        ("numeric.monte_carlo.simulate_residual_mlp", dict(n=8, depth=2, gamma=0.5, C_W=0.75, samples=50, seed=0),
+         dict(n=("int", 1), depth=("int", 1), samples=("int", 2), gamma="unit_open", C_W="pos")),
+    ]
+    for path, base, params in table:
+        short = path.split(".", 1)[1]
+        for name, kind in params.items():
+            variants: list[tuple[str, Any, str]] = [("non-numeric", "abc", "error"), ("empty", [], "error"),
+                                                    ("none", None, "error")]
+            if isinstance(kind, tuple):
+                lo = kind[1]
+                variants += [("below-min", lo - 1, "error"), ("fraction", 2.5, "error"), ("nan", float("nan"), "error"),
+                             ("bool", True, "error"), ("numpy-int", np.int64(base[name]), "same"),
+                             ("float-integral", float(base[name]), "either"),
+                             ("huge", 10**30, "error")]
+            else:
+                v = base[name]
+                variants += [("nan", math.nan, "error"), ("inf", math.inf, "error"), ("-inf", -math.inf, "error"),
+                             ("negative", -1.0, "either" if kind == "real" else "error"),
+                             ("float32", np.float32(v), "same32"), ("int-array", np.array([1]) if kind != "unit_open"
+                                                                    else np.array([0]), "either")]
+                if kind == "pos":
+                    variants += [("zero", 0.0, "error"), ("ulp-out", -5e-324, "error"), ("huge", 1e300, "either")]
+                elif kind == "nonneg":
+                    variants += [("zero", 0.0, "either"), ("ulp-out", -5e-324, "error"), ("huge", 1e300, "either")]
+                elif kind == "unit_open":
+                    variants += [("ulp-out", 1.0, "error"), ("ulp-in", float(np.nextafter(1.0, 0.0)), "either"),
+                                 ("huge", 1e300, "error")]
+                elif kind == "angle":
+                    variants += [("ulp-out", float(np.nextafter(math.pi, 4.0)), "error"), ("huge", 1e300, "error"),
+                                 ("edge", math.pi, "either")]
+            for label, value, expect in variants:
+                kwargs = dict(base)
+                kwargs[name] = value
+                if expect in ("same", "same32"):
+                    ref_kwargs = dict(base)
+                    ref_kwargs[name] = (float(np.float32(base[name])) if expect == "same32" else base[name])
+                    check = _same_as(_api(path, **ref_kwargs))
+                    expect = "ok"
+                else:
+                    check = _finite
+                cases.append(Case(f"api:{short}:{name}={label}", expect, (name,), call=_api(path, **kwargs),
+                                  check=check, timeout=60))
+    return cases
+
+
+def _same_as(reference: Callable[[], Any]) -> Callable[[Any], bool]:
+    """The result equals the float64 call with the same value: integer and float32 input change nothing."""
+    def check(out) -> bool:
+        ref = reference()
+        return _equal(out, ref)
+    return check
+
+
+def _equal(a, b) -> bool:
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if hasattr(a, "__dataclass_fields__"):
+        return _equal(vars(a), vars(b))
+    try:
+        x, y = np.asarray(a, float), np.asarray(b, float)
+    except (TypeError, ValueError):
+        return a == b
+    return x.shape == y.shape and bool(np.allclose(x, y, rtol=1e-12, atol=0, equal_nan=False))
+
+
+def all_cases() -> list[Case]:
+    return cli_numeric_cases() + path_cases() + sweep_spec_cases() + api_cases()
+
+
+# ------------------------------------------------------------------------------------------------------ running
+def _names(message: str, params: tuple[str, ...]) -> bool:
+    norm = message.replace("-", "_").lower()
+    return not params or any(p.replace("-", "_").lower() in norm for p in params)
+
+
+def run_cli(case: Case, tmp: Path) -> tuple[str, str]:
+    """Run a CLI case in-process; returns (outcome, detail)."""
+    from numeric.cli import main
+
+    out_name = case.setup(tmp) if case.setup else "out"
+    if case.id.startswith("path:sweep") or case.id.startswith("sweep-spec"):
+        if not (tmp / "tiny.toml").exists():
+            (tmp / "tiny.toml").write_text(TINY_SWEEP)
+    out_path = out_name if str(out_name).startswith("/") else str(tmp / out_name)
+    argv = [a.replace("{out}", out_path).replace("{tmp}", str(tmp)) for a in case.argv]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                code = main(argv)
+            except SystemExit as exc:  # argparse
+                code = exc.code if isinstance(exc.code, int) else 2
+    except BaseException as exc:  # noqa: BLE001 - the point is to see what escapes
+        return "traceback", f"{type(exc).__name__}: {exc}"
+    err = stderr.getvalue()
+    if "Traceback (most recent call last)" in err:
+        return "traceback", err.strip().splitlines()[-1]
+    if case.after is not None and not case.after(tmp):
+        return "silent wrong", "user files changed or debris left behind"
+    if code == 0:
+        if case.expect == "error":
+            return "silent wrong", f"exit 0 for bad input: {stdout.getvalue()[:200]!r}"
+        try:
+            result = json.loads(stdout.getvalue()) if "--json" in argv else stdout.getvalue()
+        except json.JSONDecodeError:
+            return "silent wrong", f"unparseable output {stdout.getvalue()[:200]!r}"
+        ok = case.check(result) if case.check else True
+        return ("correct", "") if ok else ("silent wrong", f"check failed on {stdout.getvalue()[:300]!r}")
+    lines = [ln for ln in err.strip().splitlines() if ln.startswith("resprop: ")]
+    if code == 2 and lines and _names(lines[-1], case.param) and case.expect in ("error", "either"):
+        return "clean error", lines[-1]
+    return "false error", f"exit {code}: {err.strip()[-300:]!r}"
+
+
+def run_api(case: Case) -> tuple[str, str]:
+    try:
+        result = case.call()
+    except ValueError as exc:
+        if case.expect in ("error", "either") and _names(str(exc), case.param):
+            return "clean error", f"{type(exc).__name__}: {exc}"
+        return "false error", f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # noqa: BLE001
+        return "traceback", f"{type(exc).__name__}: {exc}"
+    if case.expect == "error":
+        return "silent wrong", f"returned {_brief(result)} for bad input"
+    try:
+        ok = case.check(result) if case.check else True
+    except Exception as exc:  # noqa: BLE001 - a result the check cannot read is a wrong result
+        return "silent wrong", f"check raised {type(exc).__name__}: {exc}"
+    return ("correct", "") if ok else ("silent wrong", f"returned {_brief(result)}")
+
+
+def _brief(value) -> str:
+    text = repr(value)
+    return text if len(text) < 200 else text[:197] + "..."
+
+
+def classify(case: Case) -> tuple[str, str]:
+    """Run one case (in this process) and name its outcome."""
+    if case.call is not None:
+        return run_api(case)
+    tmp = Path(tempfile.mkdtemp(prefix="resprop-adv-"))
+    try:
+        return run_cli(case, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
