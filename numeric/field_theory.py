@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -26,6 +26,34 @@ _PARALLEL_MIN = 20_000  # elements below which threading does not pay
 MAX_DEPTH = 10**6  # the largest depth accepted (as V.depths)
 #: the inputs that decide whether K^(l) and chi^(l) stay in float64 range (named when they do not)
 _RANGE_NAMES = "rho, sigma_w2, sigma_b2, k0, depth, activation"
+
+
+def _u(fn):
+    """The bare kernel of a generated function (``.unchecked``) for hot loops whose inputs were validated once
+    at the public boundary; the checked wrapper would re-validate (and reject off-diagonal K_ab <= 0) per layer."""
+    return getattr(fn, "unchecked", fn)
+
+
+_residual_kernel = _u(gen.residual_kernel)
+_residual_response = _u(gen.residual_response)
+_kernel_update = _u(gen.kernel_update)
+_kernel_response = _u(gen.kernel_response)
+_output_response = _u(gen.output_response)
+_readout_kernel = _u(gen.readout_kernel)
+
+
+def _bare(kern: ActivationKernels) -> ActivationKernels:
+    """``kern`` with the bare (unchecked) generated kernels where they exist."""
+    return replace(kern, **{n: _u(getattr(kern, n)) for n in ("mean_phi_phi", "mean_dphi_dphi", "mean_phi_sq",
+                                                              "price_diag", "mean_phi_sq_phi_sq")})
+
+
+def _layer_bar(total: int, desc: str, enabled: bool):
+    """A tqdm progress bar over layers on stderr (a no-op object when disabled)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="layer", unit_scale=True, leave=False, disable=not enabled,
+                mininterval=0.5, file=None)
 
 
 def _workers() -> int:
@@ -99,6 +127,7 @@ def propagate(d0: np.ndarray, o0: np.ndarray, pairs: tuple[np.ndarray, np.ndarra
 
 
 def _propagate(d0, o0, pairs, stop, hyper, kern, eta0, keep_layers) -> Trajectory:
+    kern = _bare(kern)
     i, j = pairs
     stop = np.asarray(stop)
     L_max = int(stop.max())
@@ -123,9 +152,9 @@ def _propagate(d0, o0, pairs, stop, hyper, kern, eta0, keep_layers) -> Trajector
     with ThreadPoolExecutor(n_chunks) as pool:
         for layer in range(0, L_max + 1):
             if layer > 0:
-                C_d = gen.residual_kernel(rho, sw, sb, kern.mean_phi_sq(d))
-                eta_d = gen.residual_response(rho, sw, kern.price_diag(d), chi_d)
-                d_new = gen.kernel_update(d, C_d)
+                C_d = _residual_kernel(rho, sw, sb, kern.mean_phi_sq(d))
+                eta_d = _residual_response(rho, sw, kern.price_diag(d), chi_d)
+                d_new = _kernel_update(d, C_d)
                 sqrt_d_new = np.sqrt(d_new)
                 o_new, chi_o_new = np.empty_like(o), np.empty_like(chi_o)
                 C_o, eta_o = (np.empty_like(o), np.empty_like(o)) if keep_layers else (None, None)
@@ -136,14 +165,14 @@ def _propagate(d0, o0, pairs, stop, hyper, kern, eta0, keep_layers) -> Trajector
                     a, b, oo = d[..., ci], d[..., cj], o[..., sl]
                     r = _elementwise(rho, sl)
                     w, bias = _elementwise(sw, sl), _elementwise(sb, sl)
-                    C = gen.residual_kernel(r, w, bias, kern.mean_phi_phi(a, b, oo))
-                    eta = gen.residual_response(r, w, kern.mean_dphi_dphi(a, b, oo), chi_o[..., sl])
+                    C = _residual_kernel(r, w, bias, kern.mean_phi_phi(a, b, oo))
+                    eta = _residual_response(r, w, kern.mean_dphi_dphi(a, b, oo), chi_o[..., sl])
                     # Round-off guard, not input clipping: |K_ab| <= sqrt(K_aa K_bb) holds exactly, but the
                     # correlation-one manifold is unstable (the off-diagonal slope exceeds the diagonal
                     # one), so last-ulp differences between K_ab and K_aa would otherwise grow with depth.
                     bound = sqrt_d_new[..., ci] * sqrt_d_new[..., cj]
-                    o_new[..., sl] = np.clip(gen.kernel_update(oo, C), -bound, bound)
-                    chi_o_new[..., sl] = gen.kernel_response(chi_o[..., sl], eta)
+                    o_new[..., sl] = np.clip(_kernel_update(oo, C), -bound, bound)
+                    chi_o_new[..., sl] = _kernel_response(chi_o[..., sl], eta)
                     if C_o is not None:
                         C_o[..., sl], eta_o[..., sl] = C, eta
 
@@ -152,7 +181,7 @@ def _propagate(d0, o0, pairs, stop, hyper, kern, eta0, keep_layers) -> Trajector
                 else:
                     list(pool.map(step, chunks))
                 d, o, chi_o = d_new, o_new, chi_o_new
-                chi_d = gen.kernel_response(chi_d, eta_d)
+                chi_d = _kernel_response(chi_d, eta_d)
                 if keep_layers:
                     for k, v in (("K_diag", d), ("K_off", o), ("C_diag", C_d), ("C_off", C_o),
                                  ("eta_diag", eta_d), ("eta_off", eta_o)):
@@ -166,10 +195,10 @@ def _propagate(d0, o0, pairs, stop, hyper, kern, eta0, keep_layers) -> Trajector
     go = _parallel(kern.mean_dphi_dphi, Kd[..., i], Kd[..., j], Ko)
     return Trajectory(
         K_diag=Kd, K_off=Ko, chi_diag=out["chi_d"], chi_off=out["chi_o"],
-        chi_out_diag=gen.output_response(swo, kern.price_diag(Kd), out["chi_d"]),
-        chi_out_off=gen.output_response(swo, go, out["chi_o"]),
-        K_out_diag=gen.readout_kernel(swo, sbo, kern.mean_phi_sq(Kd)),
-        K_out_off=gen.readout_kernel(swo, sbo, mo),
+        chi_out_diag=_output_response(swo, kern.price_diag(Kd), out["chi_d"]),
+        chi_out_off=_output_response(swo, go, out["chi_o"]),
+        K_out_diag=_readout_kernel(swo, sbo, kern.mean_phi_sq(Kd)),
+        K_out_off=_readout_kernel(swo, sbo, mo),
         layers=layers)
 
 
@@ -244,24 +273,30 @@ def _pair(k0, k0_offdiag):
 
 
 def response(k0, depth: int, rho, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w2_out=None, sigma_b2_out=None,
-             activation="erf", eta0: float = 1.0) -> dict[str, np.ndarray]:
+             activation="erf", eta0: float = 1.0, progress: bool = False) -> dict[str, np.ndarray]:
     """eta^(l), chi^(l), C^(l), K^(l) for l = 0..L and chi_out (45-48) for the diagonal element K^(0) = k0,
-    and for the off-diagonal element of [[k0, k0_offdiag], [k0_offdiag, k0]] when k0_offdiag is given."""
+    and for the off-diagonal element of [[k0, k0_offdiag], [k0_offdiag, k0]] when k0_offdiag is given.
+
+    One pass over the layers (O(depth) memory: 24 bytes per layer and element); ``progress`` shows a tqdm bar."""
     L = V.integer("depth", depth, 1, MAX_DEPTH)
     k0, k0o = _pair(k0, k0_offdiag)
     if k0.ndim or k0o.ndim:
         raise V.ParameterError("k0" if k0.ndim else "k0_offdiag", "must be a scalar here")
     hyper = Hyper.make(rho, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out)
     _scalars(hyper, "use chi_out_curves for batches")
-    tr = propagate(np.array([k0, k0], dtype=float), np.array([k0o], dtype=float), (np.array([0]), np.array([1])),
-                   np.array(L), hyper, kernels(activation), eta0, keep_layers=True)
-    lay = {k: np.array(v) for k, v in tr.layers.items()}
-    res = {"eta": lay["eta_diag"][:, 0], "chi": np.cumsum(lay["eta_diag"][:, 0]), "C": lay["C_diag"][:, 0],
-           "K": lay["K_diag"][:, 0], "chi_out": float(tr.chi_out_diag[0]), "K_out": float(tr.K_out_diag[0])}
-    if k0_offdiag is not None:
-        res.update({"eta_offdiag": lay["eta_off"][:, 0], "chi_offdiag": np.cumsum(lay["eta_off"][:, 0]),
-                    "C_offdiag": lay["C_off"][:, 0], "K_offdiag": lay["K_off"][:, 0],
-                    "chi_out_offdiag": float(tr.chi_out_off[0]), "K_out_offdiag": float(tr.K_out_off[0])})
+    eta0 = V.scalar("eta0", eta0, V.positive)
+    V.flag("progress", progress)
+    off = k0_offdiag is not None
+    tr = _pair_pass(hyper.rho, hyper.sigma_w2, hyper.sigma_b2, hyper.sigma_w2_out, hyper.sigma_b2_out, k0, k0o,
+                    np.array(L), kernels(activation), eta0, keep_layers=True, progress=progress, desc="response",
+                    offdiag=off)
+    lay = {k: v[:, 0] for k, v in tr["layers"].items()}
+    res = {"eta": lay["eta_diag"], "chi": np.cumsum(lay["eta_diag"]), "C": lay["C_diag"],
+           "K": lay["K_diag"], "chi_out": float(tr["chi_out_diag"]), "K_out": float(tr["K_out_diag"])}
+    if off:
+        res.update({"eta_offdiag": lay["eta_off"], "chi_offdiag": np.cumsum(lay["eta_off"]),
+                    "C_offdiag": lay["C_off"], "K_offdiag": lay["K_off"],
+                    "chi_out_offdiag": float(tr["chi_out_off"]), "K_out_offdiag": float(tr["K_out_off"])})
     for name, value in res.items():
         V.finite_result(_RANGE_NAMES, value, name)
     return res
@@ -305,58 +340,210 @@ def chi_out_curves(rho, depths, k0, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w
     return res
 
 
-def _golden_max(f, lo: np.ndarray, hi: np.ndarray, iters: int = 80) -> np.ndarray:
-    """Vectorised golden-section search for the maximiser of f on [lo, hi] (elementwise brackets)."""
-    g = (np.sqrt(5) - 1) / 2
-    a, b = lo.copy(), hi.copy()
-    c, d = b - g * (b - a), a + g * (b - a)
-    fc, fd = f(c), f(d)
-    for _ in range(iters):
-        left = fc > fd
-        b = np.where(left, d, b)
-        a = np.where(left, a, c)
-        c_new = b - g * (b - a)
-        d_new = a + g * (b - a)
-        c, d = np.where(left, c_new, d), np.where(left, c, d_new)
-        fnew = f(np.where(left, c, d))
-        fc, fd = np.where(left, fnew, fd), np.where(left, fc, fnew)
-    return (a + b) / 2
+# --------------------------------------------------------------------------- fast identical-diagonal pair pass
+def _pair_pass(rho, sw, sb, swo, sbo, k0, k0o, stop, kern: ActivationKernels, eta0: float = 1.0,
+               keep_layers: bool = False, progress: bool = False, desc: str = "layers",
+               offdiag: bool = True) -> dict[str, np.ndarray]:
+    """NNGP + response of the 2x2 kernel [[k0, k0o], [k0o, k0]] for a batch of elements, one pass over layers.
+
+    The same one-step updates as :func:`propagate` (B9-B10, 45, 47, 48) in the same order, specialised to two
+    inputs of equal variance: every argument broadcasts to one batch shape, which is flattened, and each layer
+    costs a fixed handful of NumPy calls whatever the batch size (rho grids, depths, targets ride along as one
+    array axis).  Results are captured at layer ``stop`` of each element.  With ``keep_layers`` the per-layer
+    arrays are preallocated (L+1, n) float64 blocks (O(depth) memory, 48 bytes per layer and element).
+    Without ``offdiag`` the off-diagonal element is not propagated (its results are absent).
+    """
+    kern = _bare(kern)
+    arrs = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (rho, sw, sb, swo, sbo, k0, k0o)),
+                               np.asarray(stop))
+    shape = arrs[0].shape
+    rho, sw, sb, swo, sbo, d, o, stop = (a.reshape(-1) for a in arrs)
+    stop = stop.astype(np.int64)
+    # identical inputs (K_ab = K_aa) stay identical at every layer, exactly; computing K_ab separately would let
+    # round-off grow like chi_ab (the correlation-one manifold is unstable) and make chi_out_ab noisy in rho
+    same = o == d
+    same_any = bool(same.any())
+    n = rho.size
+    L_max = int(stop.max())
+    chi_d = np.full(n, float(eta0))
+    chi_o = np.full(n, float(eta0))
+    cap = {k: np.zeros(n) for k in ("K_d", "K_o", "chi_d", "chi_o")}
+    stops = set(np.unique(stop).tolist())
+    lay = {}
+    kept = ("K_diag", "C_diag", "eta_diag") + (("K_off", "C_off", "eta_off") if offdiag else ())
+    if keep_layers:
+        lay = {k: np.empty((L_max + 1, n)) for k in kept}
+        lay["K_diag"][0], lay["C_diag"][0], lay["eta_diag"][0] = d, d, chi_d
+        if offdiag:
+            lay["K_off"][0], lay["C_off"][0], lay["eta_off"][0] = o, o, chi_o
+    mean_phi_sq, price_diag = kern.mean_phi_sq, kern.price_diag
+    mean_phi_phi, mean_dphi_dphi = kern.mean_phi_phi, kern.mean_dphi_dphi
+    tick = 4096
+    with np.errstate(all="ignore"), _layer_bar(L_max, desc, progress) as bar:
+        for layer in range(L_max + 1):
+            if layer > 0:
+                C_d = _residual_kernel(rho, sw, sb, mean_phi_sq(d))
+                eta_d = _residual_response(rho, sw, price_diag(d), chi_d)
+                if offdiag:
+                    C_o = _residual_kernel(rho, sw, sb, mean_phi_phi(d, d, o))
+                    eta_o = _residual_response(rho, sw, mean_dphi_dphi(d, d, o), chi_o)
+                d = _kernel_update(d, C_d)
+                chi_d = _kernel_response(chi_d, eta_d)
+                if offdiag:
+                    s = np.sqrt(d)
+                    bound = s * s  # as propagate: |K_ab| <= sqrt(K_aa K_bb), a round-off guard (see there)
+                    o = np.minimum(np.maximum(_kernel_update(o, C_o), -bound), bound)
+                    if same_any:
+                        o = np.where(same, d, o)
+                    chi_o = _kernel_response(chi_o, eta_o)
+                if keep_layers:
+                    lay["K_diag"][layer], lay["C_diag"][layer], lay["eta_diag"][layer] = d, C_d, eta_d
+                    if offdiag:
+                        lay["K_off"][layer], lay["C_off"][layer], lay["eta_off"][layer] = o, C_o, eta_o
+                if layer % tick == 0:
+                    bar.update(tick)
+            if layer in stops:
+                hit = stop == layer
+                for k, v in (("K_d", d), ("K_o", o), ("chi_d", chi_d), ("chi_o", chi_o)):
+                    cap[k] = np.where(hit, v, cap[k])
+        bar.update(L_max - bar.n)
+        Kd, Ko = cap["K_d"], cap["K_o"]
+        res = {"chi_out_diag": _output_response(swo, price_diag(Kd), cap["chi_d"]),
+               "K_out_diag": _readout_kernel(swo, sbo, mean_phi_sq(Kd)), "K_diag": Kd, "chi_diag": cap["chi_d"]}
+        if offdiag:
+            res.update(chi_out_off=_output_response(swo, mean_dphi_dphi(Kd, Kd, Ko), cap["chi_o"]),
+                       K_out_off=_readout_kernel(swo, sbo, mean_phi_phi(Kd, Kd, Ko)), K_off=Ko, chi_off=cap["chi_o"])
+    out = {k: v.reshape(shape) for k, v in res.items()}
+    out["layers"] = lay
+    return out
 
 
-def _refine_stationary(f, x: np.ndarray, rel_step: float = 1e-5, iters: int = 4) -> np.ndarray:
-    """Secant steps on the central-difference slope of f: the root of f' is well conditioned where the
-    maximum of f itself is flat (golden section alone stops at ~sqrt(eps) relative)."""
-    def slope(r):
-        h = rel_step * r
-        return (f(r + h) - f(r - h)) / (2 * h)
+# --------------------------------------------------------------------------- honest maximisation
+#: points of the log sub-grid laid over the bracket of the coarse grid maximum (one pass)
+_SUB_POINTS = 129
+#: relative step of the 5-point central differences of the Newton stage (O(h^4) slope)
+_FD_STEP = 1e-4
+#: a Newton step below this (relative) is the last one: quadratic convergence leaves ~step^2 (~1e-12)
+_NEWTON_TOL = 1e-6
+_NEWTON_PASSES = 8
 
-    x0, x1 = x * (1 - 1e-4), x.copy()
-    s0, s1 = slope(x0), slope(x1)
-    for _ in range(iters):
-        denom = s1 - s0
-        step = np.where(denom != 0, s1 * (x1 - x0) / np.where(denom != 0, denom, 1), 0.0)
-        x0, s0 = x1, s1
-        x1 = x1 - step
-        s1 = slope(x1)
-    return x1
+
+def _maximise(f, grid: np.ndarray, batch: tuple, label: str) -> dict[str, np.ndarray]:
+    """argmax of f over [grid[0], grid[-1]] for a batch of independent problems, honest about the edges.
+
+    ``f(r)`` maps rho of shape batch + (n,) to values of the same shape in ONE vectorised pass (the cost of a
+    pass is one sweep over the layers, nearly independent of n), so the search is organised in few passes:
+
+    1. the coarse grid (its maximum must be finite and positive, see :func:`_grid_argmax`);
+    2. a log sub-grid of _SUB_POINTS points over the bracket [g_(i-1), g_(i+1)] of the grid maximum, and the
+       vertex of the parabola (in log rho) through the sub-grid maximum and its neighbours;
+    3. safeguarded Newton steps on the 5-point central-difference slope inside the bracket (one pass each),
+       until a step is below _NEWTON_TOL relative: quadratic convergence then leaves an error ~step^2.  The
+       maximum is flat, so its value alone fixes the maximiser only to ~sqrt(eps); the slope's root is well
+       conditioned.  The value there is the stencil's Taylor polynomial at the final step (error ~step^3).
+
+    The supremum is at an edge (no interior maximum) only when all three agree: the coarse grid maximum is
+    an end point, the sub-grid next to that end point still peaks at the end point itself, and the slope
+    at the end point points out of the range.  Otherwise the maximum is interior (possibly within a fraction
+    of a grid step of the edge) and is refined.  Returns ``x`` (NaN where there is no interior maximum),
+    ``value`` (f at x, or the supremum f(edge)), ``interior`` (bool), ``supremum_at`` ("interior", "lower",
+    "upper"), ``bound`` (the edge, NaN where interior), ``grid_index`` and ``passes``.
+    """
+    N = grid.size
+    vals = f(np.broadcast_to(grid, batch + (N,)))
+    idx = _grid_argmax(vals, label)
+    lo_edge, hi_edge = idx == 0, idx == N - 1
+    a, b = grid[np.maximum(idx - 1, 0)], grid[np.minimum(idx + 1, N - 1)]
+    t = np.linspace(0.0, 1.0, _SUB_POINTS)
+    sub = a[..., None] * (b / a)[..., None] ** t  # log-spaced, end points exact
+    sub[..., 0], sub[..., -1] = a, b
+    v2 = np.where(np.isfinite(v2 := f(sub)), v2, -np.inf)
+    j = np.argmax(v2, axis=-1)
+    take = lambda arr, k: np.take_along_axis(arr, k[..., None], axis=-1)[..., 0]  # noqa: E731
+    jm, jp = np.maximum(j - 1, 0), np.minimum(j + 1, _SUB_POINTS - 1)
+    x, a, b = take(sub, j), take(sub, jm), take(sub, jp)
+    lo_edge &= j == 0
+    hi_edge &= j == _SUB_POINTS - 1
+    fm, f0, fp = take(v2, jm), take(v2, j), take(v2, jp)
+    with np.errstate(all="ignore"):  # parabola vertex in u = ln rho (equal spacing du on the sub-grid)
+        du = np.log(b / a) / 2
+        denom = fm - 2 * f0 + fp
+        vertex = x * np.exp(du * (fm - fp) / (2 * denom))
+    inner = (j > 0) & (j < _SUB_POINTS - 1) & (denom < 0) & np.isfinite(vertex) & (vertex > a) & (vertex < b)
+    x = np.where(inner, vertex, x)
+    value = f0
+    done = np.zeros(batch, dtype=bool)
+    passes, edge_checked = 2, False
+    k = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])
+    for _ in range(_NEWTON_PASSES):
+        h = _FD_STEP * x
+        st = f(x[..., None] + h[..., None] * k)
+        passes += 1
+        s2m, s1m, s0, s1p, s2p = (st[..., i] for i in range(5))
+        slope = (s2m - 8 * s1m + 8 * s1p - s2p) / (12 * h)
+        curv = (-s2m + 16 * s1m - 30 * s0 + 16 * s1p - s2p) / (12 * h**2)
+        if not edge_checked:  # x is the edge itself where a candidate: its slope must point outwards
+            lo_edge &= slope < 0
+            hi_edge &= slope > 0
+            edge_checked = True
+        live = ~done & ~lo_edge & ~hi_edge
+        # the maximiser lies where the slope points: shrink the bracket, then a Newton step safeguarded in it
+        a = np.where(live & (slope > 0), np.maximum(a, x), a)
+        b = np.where(live & (slope < 0), np.minimum(b, x), b)
+        with np.errstate(all="ignore"):
+            newton = x - slope / curv
+        ok = np.isfinite(newton) & (curv < 0) & (newton >= a) & (newton <= b)
+        new = np.where(ok, newton, np.where(slope > 0, (x + b) / 2, (x + a) / 2))
+        new = np.where(live & (slope != 0), new, x)
+        step = new - x
+        last = live & ok & (np.abs(step) <= _NEWTON_TOL * x)
+        value = np.where(live, np.where(last, s0 + slope * step + 0.5 * curv * step**2, s0), value)
+        x, done = new, done | last | (live & (slope == 0))
+        if np.all(done | lo_edge | hi_edge):
+            break
+    else:
+        bad = ~(done | lo_edge | hi_edge)
+        raise V.ParameterError(_RANGE_NAMES, f"the maximum of {label} could not be located to {_NEWTON_TOL:g} "
+                                             f"relative in {passes} passes ({int(bad.sum())} problem(s)); "
+                                             "chi_out is not smooth enough here (round-off or overflow)")
+    edge = lo_edge | hi_edge
+    value = np.where(lo_edge, vals[..., 0], np.where(hi_edge, vals[..., -1], value))
+    V.finite_result(_RANGE_NAMES, value, f"{label} at its maximum")
+    where = np.where(lo_edge, "lower", np.where(hi_edge, "upper", "interior"))
+    return {"x": np.where(edge, np.nan, x), "value": value, "interior": ~edge, "supremum_at": where,
+            "bound": np.where(lo_edge, grid[0], np.where(hi_edge, grid[-1], np.nan)), "grid_index": idx,
+            "passes": passes}
+
+
+def boundary_text(supremum_at: str, bound: float) -> str | None:
+    """'rho -> 0.001 (lower edge)' for a supremum at an edge of the searched range; None for an interior one."""
+    if supremum_at == "interior":
+        return None
+    return f"rho -> {bound:g} ({supremum_at} edge)"
 
 
 def rho_star(depths, k0, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w2_out=None, sigma_b2_out=None,
-             activation="erf", grid=None, iters: int = 25) -> dict[str, np.ndarray]:
+             activation="erf", grid=None, iters: int = 25, progress: bool = False) -> dict[str, np.ndarray]:
     """rho* = argmax_rho chi_out (Figs. 4-5) for a batch of depths and broadcastable hyperparameters.
 
-    A log grid brackets the maximum, golden-section search narrows it, and secant
-    steps on the slope locate the stationary point to ~1e-10 relative (the maximum
-    is flat, so the value alone fixes it only to ~sqrt(eps)).  sigma_w2, sigma_b2 and k0 may be arrays broadcasting against the
-    depth axis (shape (len(depths), ...)).  Returns arrays rho_star (and
-    rho_star_offdiag) with that broadcast shape, plus the grid maximum's index
-    so callers can check the maximum is interior.
+    Searched range: rho in [grid[0], grid[-1]] (default: a 241-point log grid on [0.001, 3]).  Where chi_out
+    has an interior maximum it is located to ~1e-10 relative (see :func:`_maximise`; about five passes over
+    the layers, each vectorised over all rho, depths and both elements).  Where it has none -- chi_out is
+    monotone towards an edge, e.g. bias-dominated variances, linear or ReLU activations, identical inputs in
+    the off-diagonal -- there is no rho*: ``rho_star`` is NaN there (an array cannot hold None; the CLI prints
+    null and "no interior maximum"), ``rho_star_interior`` is False, ``rho_star_supremum_at`` is "lower" or
+    "upper", ``rho_star_bound`` the edge that the supremum approaches and ``rho_star_boundary`` the text
+    "rho -> 0.001 (lower edge)".  ``rho_star_chi_out`` is chi_out at rho*, or its supremum (at the edge).
+    The same keys with ``rho_star_offdiag`` for the off-diagonal element.  ``iters`` is accepted for
+    compatibility (the refinement stops on its own tolerance).  sigma_w2, sigma_b2 and k0 may be arrays
+    broadcasting against the depth axis (shape (len(depths), ...)).  ``progress`` shows a tqdm bar per pass.
     """
-    L = np.atleast_1d(V.depths("depth", depths))
+    L = np.atleast_1d(V.depths("depth", depths, MAX_DEPTH))
     k0, k0o = _pair(k0, k0_offdiag)
     kern = kernels(activation)
     grid = np.geomspace(1e-3, 3.0, 241) if grid is None else _rho_grid(grid)
-    iters = V.integer("iters", iters, 0, 10_000)
+    V.integer("iters", iters, 0, 10_000)
+    V.flag("progress", progress)
     hyper0 = Hyper.make(1.0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out)
     batch = _batch_shape("depth, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out, k0, k0_offdiag", L.shape,
                          *(np.shape(getattr(hyper0, n)) for n in ("sigma_w2", "sigma_b2", "sigma_w2_out",
@@ -368,37 +555,31 @@ def rho_star(depths, k0, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w2_out=None,
         raise V.ParameterError("depth, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out, k0, k0_offdiag",
                                f"array hyperparameters must broadcast against shape (len(depths), ...) = "
                                f"{L.shape + (1,) * (len(batch) - L.ndim)} with depth on the first axis") from None
-    kd = np.broadcast_to(k0, batch)[..., None] * np.ones(2)
-    ko = np.broadcast_to(k0o, batch)[..., None]
-    pairs = (np.array([0]), np.array([1]))
+    targets = ("diag",) + (("off",) if k0_offdiag is not None else ())
+    T = len(targets)
+    ext = lambda a: np.reshape(np.broadcast_to(a, batch), batch + (1, 1))  # noqa: E731  batch -> (T, n) axes
+    counter = iter(range(1, 10**6))
 
-    def chi(rho_arr: np.ndarray, which: str) -> np.ndarray:
-        shape = rho_arr.shape
-        ext = lambda a: np.broadcast_to(np.asarray(a).reshape(np.shape(a) + (1,) * (len(shape) - len(batch))), shape) \
-            if np.ndim(a) else a  # noqa: E731
-        hy = Hyper(rho_arr, ext(hyper0.sigma_w2), ext(hyper0.sigma_b2), ext(hyper0.sigma_w2_out),
-                   ext(hyper0.sigma_b2_out))
-        st = np.broadcast_to(stop.reshape(stop.shape + (1,) * (len(shape) - len(batch))), shape)
-        kdx = np.broadcast_to(kd.reshape(batch + (1,) * (len(shape) - len(batch)) + (2,)), shape + (2,))
-        kox = np.broadcast_to(ko.reshape(batch + (1,) * (len(shape) - len(batch)) + (1,)), shape + (1,))
-        tr = propagate(kdx, kox, pairs, st, hy, kern)
-        return (tr.chi_out_diag if which == "diag" else tr.chi_out_off)[..., 0]
+    def chi(r: np.ndarray) -> np.ndarray:  # r: batch + (T, n); target t at its own rho
+        res = _pair_pass(r, ext(hyper0.sigma_w2), ext(hyper0.sigma_b2), ext(hyper0.sigma_w2_out),
+                         ext(hyper0.sigma_b2_out), ext(k0), ext(k0o), ext(stop), kern, progress=progress,
+                         desc=f"rho* pass {next(counter)}", offdiag=T == 2)
+        parts = [res["chi_out_diag" if t == "diag" else "chi_out_off"][..., k, :] for k, t in enumerate(targets)]
+        return np.stack(parts, axis=-2)
 
-    res: dict[str, np.ndarray] = {"depth": L}
-    for which in ("diag",) + (("off",) if k0_offdiag is not None else ()):
-        vals = chi(np.broadcast_to(grid, batch + grid.shape), which)
-        idx = _grid_argmax(vals, which)
-        lo = grid[np.maximum(idx - 1, 0)]
-        hi = grid[np.minimum(idx + 1, grid.size - 1)]
-        best = _golden_max(lambda r: chi(r, which), lo, hi, iters)
-        refined = _refine_stationary(lambda r: chi(r, which), best)
-        # keep the refinement only where it stayed inside the bracket (always, for an interior maximum)
-        best = np.where((refined > lo) & (refined < hi), refined, best)
+    label = "chi_out" if T == 1 else "chi_out (diagonal and off-diagonal)"
+    m = _maximise(chi, grid, batch + (T,), label)
+    res: dict[str, np.ndarray] = {"depth": L, "search_range": np.array([grid[0], grid[-1]]), "passes": m["passes"]}
+    for k, which in enumerate(targets):
         key = "rho_star" if which == "diag" else "rho_star_offdiag"
-        res[key] = best
-        res[key + "_grid_index"] = idx
-        res[key + "_chi_out"] = chi(best, which)
-        V.finite_result(_RANGE_NAMES, res[key + "_chi_out"], f"chi_out at {key}")
+        res[key] = m["x"][..., k]
+        res[key + "_grid_index"] = m["grid_index"][..., k]
+        res[key + "_chi_out"] = m["value"][..., k]
+        res[key + "_interior"] = m["interior"][..., k]
+        res[key + "_supremum_at"] = m["supremum_at"][..., k]
+        res[key + "_bound"] = m["bound"][..., k]
+        res[key + "_boundary"] = np.vectorize(boundary_text, otypes=[object])(m["supremum_at"][..., k],
+                                                                               m["bound"][..., k])
     return res
 
 
@@ -422,7 +603,7 @@ def _grid_argmax(vals: np.ndarray, which: str) -> np.ndarray:
     best = np.take_along_axis(vals, idx[..., None], axis=-1)[..., 0]
     lo = np.take_along_axis(finite, np.maximum(idx - 1, 0)[..., None], axis=-1)[..., 0]
     hi = np.take_along_axis(finite, np.minimum(idx + 1, vals.shape[-1] - 1)[..., None], axis=-1)[..., 0]
-    label = "chi_out" if which == "diag" else "chi_out (off-diagonal)"
+    label = {"diag": "chi_out", "off": "chi_out (off-diagonal)"}.get(which, which)
     if not (np.all(np.isfinite(best)) and np.all(lo) and np.all(hi)):
         raise V.ParameterError(_RANGE_NAMES, f"{label} overflows float64 on the rho grid next to its maximum, so "
                                              "rho* cannot be located; use smaller depth, sigma_w2 or k0")
@@ -433,18 +614,23 @@ def _grid_argmax(vals: np.ndarray, which: str) -> np.ndarray:
 
 
 def rho_star_pairs(K0, depth: int, sigma_w2, sigma_b2, sigma_w2_out=None, activation="erf", grid=None,
-                   iters: int = 50) -> np.ndarray:
+                   iters: int = 50, with_status: bool = False):
     """rho*_{ab} = argmax chi_out_{ab} for every element of a (P, P) input kernel (Fig. 6).
 
     Each element is its own 2x2 problem [[K_aa, K_ab], [K_ab, K_bb]] in the batch,
-    so every element is refined at its own rho.  Diagonal entries use the
-    diagonal response, off-diagonal ones the off-diagonal response.
+    so every element is refined at its own rho (see :func:`_maximise`).  Diagonal entries use the
+    diagonal response, off-diagonal ones the off-diagonal response.  Returns the (P, P) matrix; an element
+    whose chi_out has no interior maximum in [grid[0], grid[-1]] (default [0.001, 3]) is NaN there.  With
+    ``with_status`` a dict: ``rho_star`` (that matrix), ``interior`` (bool), ``supremum_at`` ("interior",
+    "lower", "upper") and ``chi_out`` (at rho*, or the supremum at the edge).  ``iters`` is accepted for
+    compatibility.
     """
     K0 = V.kernel_matrix("K0", K0)
     if K0.ndim != 2:
         raise V.ParameterError("K0", f"must be a single (P, P) matrix, got shape {K0.shape}")
     L = V.integer("depth", depth, 1, MAX_DEPTH)
-    iters = V.integer("iters", iters, 0, 10_000)
+    V.integer("iters", iters, 0, 10_000)
+    with_status = V.flag("with_status", with_status)
     P = K0.shape[0]
     ii, jj = np.triu_indices(P)  # including the diagonal
     kern = kernels(activation)
@@ -455,18 +641,21 @@ def rho_star_pairs(K0, depth: int, sigma_w2, sigma_b2, sigma_w2_out=None, activa
     is_diag = ii == jj
     pairs = (np.array([0]), np.array([1]))
 
-    def f(r: np.ndarray) -> np.ndarray:  # r (..., M): each element at its own rho
-        tr = propagate(kd, ko, pairs, np.array(L), Hyper(r, h0.sigma_w2, h0.sigma_b2, h0.sigma_w2_out,
-                                                          h0.sigma_b2_out), kern)
-        return np.where(is_diag, tr.chi_out_diag[..., 0], tr.chi_out_off[..., 0])
+    def f(r: np.ndarray) -> np.ndarray:  # r (M, n): each element at its own rho
+        rt = np.ascontiguousarray(np.swapaxes(r, 0, 1))  # (n, M), the element axis last as propagate expects
+        tr = propagate(kd, ko, pairs, np.array(L), Hyper(rt, h0.sigma_w2, h0.sigma_b2, h0.sigma_w2_out,
+                                                           h0.sigma_b2_out), kern)
+        return np.swapaxes(np.where(is_diag, tr.chi_out_diag[..., 0], tr.chi_out_off[..., 0]), 0, 1)
 
-    vals = f(np.broadcast_to(grid[:, None], (grid.size, ii.size)))
-    idx = _grid_argmax(vals.T, "diag")
-    best = _golden_max(f, grid[np.maximum(idx - 1, 0)], grid[np.minimum(idx + 1, grid.size - 1)], iters)
-    out = np.zeros((P, P))
-    out[ii, jj] = best
-    out[jj, ii] = best
-    return out
+    m = _maximise(f, grid, (ii.size,), "chi_out")
+    mats = {}
+    for key, val, fill in (("rho_star", m["x"], np.nan), ("interior", m["interior"], False),
+                           ("supremum_at", m["supremum_at"], ""), ("chi_out", m["value"], np.nan)):
+        out = np.full((P, P), fill, dtype=np.asarray(val).dtype)
+        out[ii, jj] = val
+        out[jj, ii] = val
+        mats[key] = out
+    return mats if with_status else mats["rho_star"]
 
 
 def linearised_rho_star(depths, k0, sigma_w2, sigma_b2, activation="erf", target_variance=0.5,
