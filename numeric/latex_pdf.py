@@ -79,8 +79,12 @@ def compile_pdf(tex: Path, *, engine: str = "pdflatex", max_runs: int = 3, timeo
         if not built.exists() or built.stat().st_size == 0:
             raise LatexError(f"{tex.name}: {engine} produced no PDF: {_tex_error(log, proc.stdout)}")
         staged = pdf.with_name(f".{pdf.name}.{os.getpid()}.tmp")
-        shutil.copyfile(built, staged)
-        os.replace(staged, pdf)
+        try:
+            shutil.copyfile(built, staged)
+            os.replace(staged, pdf)
+        finally:  # no half-copied PDF left next to the .tex (the CLI compiles inside numeric.output's temporary)
+            if staged.exists():
+                staged.unlink()
     return pdf
 
 

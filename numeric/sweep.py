@@ -37,8 +37,12 @@ Resume.  Each finished chunk is written as ``<out>.parts/chunk-NNNNNN.npz`` (tem
 os.replace; it carries the spec hash and its flat indices, so the part files are the authoritative
 record) next to a ``manifest.json`` (spec, spec hash, chunk count and the finished chunks, refreshed
 every few seconds and on exit).  A rerun loads the finished chunks,
-computes only the missing ones and, when all are present, writes ``out`` atomically (temp + rename)
-and removes the parts directory.  A parts directory of a different spec is an error (never mixed).
+computes only the missing ones and, when all are present, writes ``out`` atomically and removes its
+part files (:class:`numeric.output.Publication`: ``out`` is replaced only when it is resprop's own previous
+output per its manifest; a lock keeps a second run out; SIGINT/SIGTERM leave ``out`` as it was).  A parts
+directory of a different spec, or one holding files resprop did not write, is an error (never mixed, never
+deleted).  The whole spec is validated in the parent before any worker starts or the parts directory exists;
+a point that only its computation can refuse (e.g. float64 overflow) stops the run with one line naming it.
 
 Output.  An :class:`xarray.Dataset` with one dimension per grid axis (coordinates = grid values),
 the [fixed] values as scalar coordinates, one data variable per output (attrs: units, description,
@@ -54,7 +58,7 @@ import logging
 import math
 import numbers
 import os
-import shutil
+import re
 import subprocess
 import sys
 import time
@@ -65,6 +69,7 @@ from typing import Any
 
 import numpy as np
 
+from .output import OutputPathError, Publication
 from .sweep_kinds import KINDS, _int_check, _output_names
 from .validation import ParameterError
 
@@ -227,9 +232,19 @@ def dumps_toml(spec: dict) -> str:
 
 # --------------------------------------------------------------------------- the task
 def compute_chunk(kind: str, points: list[dict], indices: list[int], root_seed: int) -> dict[str, np.ndarray]:
-    """Compute the grid points of one chunk (run on a Dask worker); one call per point, never batched."""
+    """Compute the grid points of one chunk (run on a Dask worker); one call per point, never batched.
+
+    A point whose computation refuses its values (a :class:`ParameterError` that only the computation can
+    detect, e.g. chi_out overflowing float64) gives ``{"error": ...}`` instead of raising, so the worker logs no
+    traceback and the parent reports it as one line naming the grid point."""
     k = KINDS[kind]
-    rows = [k.compute(p, i, root_seed) for p, i in zip(points, indices)]
+    rows = []
+    for p, i in zip(points, indices):
+        try:
+            rows.append(k.compute(p, i, root_seed))
+        except ParameterError as exc:
+            return {"error": np.array(str(exc)), "error_index": np.array(i),
+                    "error_point": np.array(json.dumps(p, default=str))}
     names = rows[0].keys()
     return {"index": np.asarray(indices, dtype=np.int64),
             **{n: np.asarray([r[n] for r in rows], dtype=k.outputs[n].dtype) for n in names}}
@@ -284,12 +299,38 @@ def _write_manifest(parts: Path, spec: Spec, done: set[int]) -> None:
     _atomic_write_bytes(parts / "manifest.json", json.dumps(manifest, indent=1).encode())
 
 
+_PART_NAME = re.compile(r"^(chunk-\d{6}\.npz|manifest\.json|\.(chunk-\d{6}\.npz|manifest\.json)\.tmp-\d+)$")
+
+
+def _check_parts(parts: Path) -> None:
+    """``OUT.parts`` is absent or a directory holding only resprop's part files (never anything else)."""
+    if parts.is_symlink() or (parts.exists() and not parts.is_dir()):
+        raise OutputPathError(parts, "exists and is not a directory (resprop keeps the finished chunks of OUT "
+                                     "there); move it away or choose another out")
+    if parts.is_dir():
+        foreign = sorted(p.name for p in parts.iterdir() if not _PART_NAME.match(p.name) or not p.is_file())
+        if foreign:
+            raise OutputPathError(parts, f"holds files that resprop did not write ({', '.join(foreign[:3])}"
+                                         f"{' ...' if len(foreign) > 3 else ''}); refusing to use it; move them "
+                                         "away or choose another out")
+
+
+def _remove_parts(parts: Path) -> None:
+    """Remove the part files resprop wrote, then the directory if nothing else is in it."""
+    for p in parts.iterdir() if parts.is_dir() else ():
+        if _PART_NAME.match(p.name) and p.is_file():
+            p.unlink(missing_ok=True)
+    try:
+        parts.rmdir()
+    except OSError:
+        pass
+
+
 def _open_parts(parts: Path, spec: Spec) -> dict[int, dict[str, np.ndarray] | None]:
     """Create or check the parts directory; return the finished chunks."""
     manifest = parts / "manifest.json"
+    _check_parts(parts)
     if parts.exists():
-        if not parts.is_dir():
-            raise ParameterError("out", f"{parts} exists and is not a directory")
         try:
             old = json.loads(manifest.read_text())
         except (OSError, ValueError):
@@ -374,27 +415,12 @@ def assemble(spec: Spec, chunks: dict[int, dict[str, np.ndarray]]):
     return xr.Dataset(data_vars, coords=coords, attrs=attrs)
 
 
-def _write_output(ds, out: Path) -> None:
-    """Write ``out`` atomically: into a temp sibling, then rename over it."""
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    if tmp.is_dir():
-        shutil.rmtree(tmp)
-    elif tmp.exists():
-        tmp.unlink()
-    if out.suffix == ".nc":
-        ds.to_netcdf(tmp, engine="h5netcdf")
-        if out.is_dir():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-        return
-    ds.to_zarr(tmp, mode="w", zarr_format=2, consolidated=True)
-    if out.exists() or out.is_symlink():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        os.replace(out, old)
-        os.replace(tmp, out)
-        shutil.rmtree(old) if old.is_dir() else old.unlink()
+def _write_output(ds, path: Path) -> None:
+    """Write the dataset to ``path`` (the temporary of a :class:`numeric.output.Publication`)."""
+    if path.suffix == ".nc":
+        ds.to_netcdf(path, engine="h5netcdf")
     else:
-        os.replace(tmp, out)
+        ds.to_zarr(path, mode="w", zarr_format=2, consolidated=True)
 
 
 # --------------------------------------------------------------------------- driver
@@ -454,8 +480,25 @@ def run_sweep(spec, out, scheduler: str | None = None, workers: int | None = Non
         workers = _int_check(1)("workers", workers)
     else:
         workers = min(2, os.cpu_count() or 1)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    parts = _parts_dir(out)
+    pub = Publication(out, "dir" if out.suffix == ".zarr" else "file", "resprop sweep")  # path checks first
+    parts = _parts_dir(pub.out)
+    _check_parts(parts)
+    with pub:
+        ds = _run_locked(spec_, pub, parts, scheduler, workers, processes, progress, tqdm)
+        pub.commit()
+    _remove_parts(parts)
+    if progress:
+        print(f"sweep: wrote {out}", file=sys.stderr)
+    return ds
+
+
+def _point_label(spec: Spec, index: int) -> str:
+    point = next(grid_points(spec.grid, {}, [index]))
+    return f"grid point {index} (" + ", ".join(f"{k}={v!r}" for k, v in point.items()) + ")"
+
+
+def _run_locked(spec_: Spec, pub: Publication, parts: Path, scheduler, workers, processes, progress, tqdm):
+    """The sweep proper, holding ``pub``'s lock: parts, Dask, assembly and the output in ``pub.path``."""
     done = _open_parts(parts, spec_)
     todo = [c for c in range(spec_.n_chunks) if c not in done]
     if progress:
@@ -467,16 +510,13 @@ def run_sweep(spec, out, scheduler: str | None = None, workers: int | None = Non
     if todo:
         from distributed import as_completed
 
+        client = cluster = bar = None
+        futures = []
+        refused = False
         try:
             client, cluster = _client(scheduler, workers, processes)
-        except ParameterError:
-            if not done:  # nothing to resume: leave no empty parts directory behind
-                shutil.rmtree(parts, ignore_errors=True)
-            raise
-        bar = tqdm.tqdm(total=spec_.n_chunks, initial=len(done), unit="chunk", desc="sweep", file=sys.stderr,
-                        disable=not progress, dynamic_ncols=True)
-        futures = []
-        try:
+            bar = tqdm.tqdm(total=spec_.n_chunks, initial=len(done), unit="chunk", desc="sweep", file=sys.stderr,
+                            disable=not progress, dynamic_ncols=True)
             for c in todo:
                 idx = list(range(c * spec_.chunk, min((c + 1) * spec_.chunk, spec_.size)))
                 points = list(grid_points(spec_.grid, spec_.fixed, idx))
@@ -488,6 +528,9 @@ def run_sweep(spec, out, scheduler: str | None = None, workers: int | None = Non
                 c = chunk_of[fut.key]
                 result = fut.result()
                 fut.release()
+                if "error" in result:  # refused by the computation itself: one line naming the point
+                    refused = True  # the same spec can never complete, so its parts are of no use
+                    raise ParameterError(_point_label(spec_, int(result["error_index"])), str(result["error"]))
                 _write_part(parts, c, result, spec_.sha256)
                 done[c] = None  # reloaded from its part file below, like the resumed ones
                 log.info("chunk %d computed", c)
@@ -496,15 +539,20 @@ def run_sweep(spec, out, scheduler: str | None = None, workers: int | None = Non
                     _write_manifest(parts, spec_, set(done))
                     last_manifest = time.monotonic()
         finally:
-            try:
-                _write_manifest(parts, spec_, set(done))
-            except OSError:  # never mask the original error
-                pass
-            bar.close()
+            if done and not refused:
+                try:
+                    _write_manifest(parts, spec_, set(done))
+                except OSError:  # never mask the original error
+                    pass
+            else:  # nothing to resume: leave no parts directory behind
+                _remove_parts(parts)
+            if bar is not None:
+                bar.close()
             for f in futures:
                 if not f.done():
                     f.cancel()
-            client.close()
+            if client is not None:
+                client.close()
             if cluster is not None:
                 cluster.close()
 
@@ -513,22 +561,21 @@ def run_sweep(spec, out, scheduler: str | None = None, workers: int | None = Non
     if missing:  # pragma: no cover  (a part vanished under us)
         raise RuntimeError(f"chunks {missing[:5]} missing from {parts} after the run; rerun to recompute them")
     ds = assemble(spec_, chunks)
-    _write_output(ds, out)
-    shutil.rmtree(parts, ignore_errors=True)
-    if progress:
-        print(f"sweep: wrote {out}", file=sys.stderr)
+    _write_output(ds, pub.path)
     return ds
 
 
 def cli_sweep(spec, out, scheduler: str | None = None, workers: int | None = None, quiet: bool = False) -> int:
-    """``resprop sweep``: run, print the output path and the data variables; 130 on Ctrl-C (resumable)."""
+    """``resprop sweep``: run, print the output path and the data variables; 130 on Ctrl-C, 143 on SIGTERM
+    (resumable; ``out`` is left as it was)."""
     try:
         ds = run_sweep(spec, out, scheduler=scheduler, workers=workers, progress=not quiet)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as numeric.output.Interrupted
         parts = _parts_dir(Path(out))
-        print(f"resprop: interrupted; finished chunks are kept in {parts} -- rerun the same command to resume",
-              file=sys.stderr)
-        return 130
+        kept = (f"finished chunks are kept in {parts} -- rerun the same command to resume" if parts.is_dir()
+                else "no chunk had finished")
+        print(f"resprop: interrupted; {out} left as it was; {kept}", file=sys.stderr)
+        return 128 + getattr(exc, "signum", 2)
     dims = ", ".join(f"{k}={v}" for k, v in ds.sizes.items())
     print(f"wrote {out}: {ds.attrs['kind']} ({dims}); variables: {', '.join(ds.data_vars)}")
     return 0

@@ -16,15 +16,22 @@ import numpy as np
 from . import validation as V
 from .validation import ParameterError
 
+#: the largest depth / number of layers each kind accepts (as the functions it calls)
+MAX_DEPTH = 10**6    # numeric.field_theory.MAX_DEPTH
+MAX_LAYERS = 10**7   # numeric.monte_carlo.MAX_LAYERS
+
 # --------------------------------------------------------------------------- parameter checks
 def _is_real(v) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
 
 
-def _int_check(minimum: int) -> Callable[[str, Any], int]:
+def _int_check(minimum: int, maximum: int | None = None) -> Callable[[str, Any], int]:
+    allowed = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+
     def check(name, v):
-        if not _is_real(v) or not float(v).is_integer() or not math.isfinite(float(v)) or int(v) < minimum:
-            raise ParameterError(name, f"must be an integer >= {minimum}, got {v!r}")
+        if (not _is_real(v) or not math.isfinite(float(v)) or not float(v).is_integer() or int(v) < minimum
+                or (maximum is not None and int(v) > maximum)):
+            raise ParameterError(name, f"must be an integer {allowed}, got {v!r}")
         return int(v)
     check.kind = "int"
     return check
@@ -131,7 +138,8 @@ _GRID_NOTE = "log grid geomspace(1e-3, 3, 241) bracketing the maximum; interior 
 
 RHO_STAR = Kind(
     params={
-        "depth": Param(_int_check(1), units="1", description="network depth L (number of residual blocks)"),
+        "depth": Param(_int_check(1, MAX_DEPTH), units="1",
+                       description="network depth L (number of residual blocks)"),
         "k0": Param(_float_check(V.positive, "(0, inf)"), description="input kernel K^(0) (diagonal element)"),
         "sigma_w2": Param(_float_check(V.positive, "(0, inf)"), description="residual-branch weight variance"),
         "sigma_b2": Param(_float_check(V.nonnegative, "[0, inf)"), description="residual-branch bias variance"),
@@ -193,16 +201,38 @@ def _log_gaussian_point(p: dict, flat_index: int, root_seed: int) -> dict[str, A
             "theory_I_total": nan(th.get("I_total")), "dead": dead}
 
 
+def _memory_check(p: dict, where: dict[str, str], outputs: dict[str, int], work_arrays: int) -> None:
+    """numeric.monte_carlo's memory bound for this point, with the error under the spec key."""
+    from . import monte_carlo as mc
+
+    method = p.get("method", "reduced")
+    size = min(p["samples"], mc._auto_chunk(p["n"], method))
+    try:
+        mc._check_memory(outputs, size, p["n"], method, work_arrays)
+    except ParameterError as exc:
+        key = exc.parameter.split(",")[0].strip()
+        raise ParameterError(where.get(key, key), str(exc).split(": ", 1)[-1]) from None
+
+
 def _log_gaussian_cross(p: dict, where: dict[str, str]) -> None:
     if p["alpha"] == 0 and p["lam"] == 0:
         raise ParameterError(where["alpha"], "alpha = lam = 0 makes the network identically zero; "
                                              "need alpha^2 + lam^2 > 0")
+    lo, hi = V.GROWTH_RANGE
+    s2 = p["alpha"] ** 2 + p["lam"] ** 2
+    if not lo <= s2 <= hi:
+        raise ParameterError(f"{where['alpha']}, {where['lam']}", f"alpha^2 + lam^2 must lie in [{lo:g}, {hi:g}] "
+                             f"(the formulas square it), got {s2:g}")
+    if p["alpha"] != 0 and abs(p["alpha"]) < 1e-150 * math.hypot(p["alpha"], p["lam"]):
+        raise ParameterError(where["alpha"], "a nonzero alpha must be >= 1e-150 sqrt(alpha^2 + lam^2) in absolute "
+                                             "value (smaller ones underflow float64); use alpha = 0 instead")
+    _memory_check(p, where, {"samples": p["samples"], "samples, d": 2 * p["samples"] * p["d"]}, 5)
 
 
 LOG_GAUSSIAN = Kind(
     params={
         "n": Param(_int_check(2), description="hidden width n"),
-        "d": Param(_int_check(1), description="number of residual layers d"),
+        "d": Param(_int_check(1, MAX_LAYERS), description="number of residual layers d"),
         "alpha": Param(_float_check(V.real, "(-inf, inf)"), description="skip coefficient alpha"),
         "lam": Param(_float_check(V.nonnegative, "[0, inf)"), description="residual-branch coefficient lambda"),
         "samples": Param(_int_check(2), description="independent network initialisations per grid point"),
@@ -278,7 +308,7 @@ def _residual_mlp_point(p: dict, flat_index: int, root_seed: int) -> dict[str, A
 RESIDUAL_MLP = Kind(
     params={
         "n": Param(_int_check(2), description="hidden width n"),
-        "depth": Param(_int_check(1), description="number of layers L (z^(1) ~ N(0, K1) is layer 1)"),
+        "depth": Param(_int_check(1, MAX_LAYERS), description="number of layers L (z^(1) ~ N(0, K1) is layer 1)"),
         "gamma": Param(_residual_gamma_check, description="residual (identity) coefficient gamma in [0, 1)"),
         "activation": Param(_residual_activation_check, required=False, default="relu",
                             description="activation class: relu, linear, leaky_relu:<slope>, tanh or erf"),
@@ -305,7 +335,7 @@ RESIDUAL_MLP = Kind(
         "C_W": Output("1", "weight variance used (critical unless given)", "Roberts, Yaida & Hanin (B.20)-(B.21)"),
     },
     compute=_residual_mlp_point,
-    cross_check=lambda p, where: None,
+    cross_check=lambda p, where: _memory_check(p, where, {"samples, depth": 3 * p["samples"] * p["depth"]}, 6),
 )
 
 KINDS: dict[str, Kind] = {"rho_star": RHO_STAR, "log_gaussian": LOG_GAUSSIAN, "residual_mlp": RESIDUAL_MLP}
