@@ -87,12 +87,30 @@ def cmd_latex(args) -> int:
 def cmd_rho_star(args) -> int:
     from numeric.field_theory import rho_star
 
+    from numeric import validation as V
+
+    lo, hi = V.scalar("rho_min", args.rho_min, V.positive), V.scalar("rho_max", args.rho_max, V.positive)
+    if hi <= lo:
+        raise V.ParameterError("rho_max", f"must exceed rho_min = {lo:g}, got {hi:g}")
     res = rho_star(args.depth, args.k0, args.sigma_w2, args.sigma_b2, k0_offdiag=args.k0_offdiag,
-                   sigma_w2_out=args.sigma_w2_out, activation=args.activation)
-    out = {"depth": res["depth"], "rho_star": res["rho_star"]}
-    if args.k0_offdiag is not None:
-        out["rho_star_offdiag"] = res["rho_star_offdiag"]
-    _emit(out, args.json)
+                   sigma_w2_out=args.sigma_w2_out, activation=args.activation, grid=np.geomspace(lo, hi, 241),
+                   progress=not args.quiet)
+    # no interior maximum: rho* is null, and rho*_boundary names the edge the supremum approaches
+    keys = ("rho_star",) + (("rho_star_offdiag",) if args.k0_offdiag is not None else ())
+    out = {"depth": res["depth"].tolist(), "search_range": [lo, hi]}
+    for key in keys:
+        out[key] = [None if not i else float(v) for v, i in zip(res[key], res[key + "_interior"])]
+        out[key + "_boundary"] = list(res[key + "_boundary"])
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"depth: {out['depth']}")
+    for key in keys:
+        print(f"{key}: [" + ", ".join("null" if v is None else f"{v:.10g}" for v in out[key]) + "]")
+        for depth, text in zip(out["depth"], out[key + "_boundary"]):
+            if text is not None:
+                print(f"{key}: no interior maximum at depth {depth} in rho [{lo:g}, {hi:g}]: chi_out"
+                      f"{' (off-diagonal)' if key.endswith('offdiag') else ''} is largest as {text}")
     return 0
 
 
@@ -100,7 +118,7 @@ def cmd_response(args) -> int:
     from numeric.field_theory import response
 
     res = response(args.k0, args.depth, args.rho, args.sigma_w2, args.sigma_b2, k0_offdiag=args.k0_offdiag,
-                   sigma_w2_out=args.sigma_w2_out, activation=args.activation)
+                   sigma_w2_out=args.sigma_w2_out, activation=args.activation, progress=not args.quiet)
     out = {"layer": np.arange(args.depth + 1), "eta": res["eta"], "chi": res["chi"], "K": res["K"],
            "chi_out": res["chi_out"]}
     if args.k0_offdiag is not None:
@@ -311,11 +329,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("rho-star", help="rho* = argmax chi_out for a batch of depths (Fischer et al. Fig. 4)")
     p.add_argument("--depth", type=int, nargs="+", required=True)
     _common(p)
+    p.add_argument("--rho-min", type=float, default=1e-3, help="lower edge of the searched rho range (> 0)")
+    p.add_argument("--rho-max", type=float, default=3.0, help="upper edge of the searched rho range")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
     p.set_defaults(func=cmd_rho_star)
     p = sub.add_parser("response", help="eta^(l), chi^(l), chi_out (Fischer et al. 45-48)")
     p.add_argument("--rho", type=float, required=True)
     p.add_argument("--depth", type=int, required=True)
     _common(p)
+    p.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
     p.set_defaults(func=cmd_response)
     p = sub.add_parser("j2bar", help="Li-Nica-Roy J2-bar(theta): closed form vs 2-D mpmath quadrature")
     p.add_argument("theta", nargs="+", help="angles in [0, pi]")

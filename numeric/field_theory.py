@@ -53,7 +53,7 @@ def _layer_bar(total: int, desc: str, enabled: bool):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit="layer", unit_scale=True, leave=False, disable=not enabled,
-                mininterval=0.5, file=None)
+                mininterval=0.5, delay=1.0)
 
 
 def _workers() -> int:
@@ -515,6 +515,17 @@ def _maximise(f, grid: np.ndarray, batch: tuple, label: str) -> dict[str, np.nda
             "passes": passes}
 
 
+def _none_at_edges(x: np.ndarray, interior: np.ndarray) -> np.ndarray:
+    """x as float64 where every problem has an interior maximum; otherwise an object array holding None where
+    there is none (arithmetic on it then fails loudly instead of propagating a made-up number;
+    ``np.asarray(a, dtype=float)`` turns the None into NaN where that is wanted)."""
+    if np.all(interior):
+        return np.asarray(x, dtype=float)
+    out = np.asarray(x, dtype=float).astype(object)
+    out[~np.asarray(interior, dtype=bool)] = None
+    return out
+
+
 def boundary_text(supremum_at: str, bound: float) -> str | None:
     """'rho -> 0.001 (lower edge)' for a supremum at an edge of the searched range; None for an interior one."""
     if supremum_at == "interior":
@@ -530,8 +541,9 @@ def rho_star(depths, k0, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w2_out=None,
     has an interior maximum it is located to ~1e-10 relative (see :func:`_maximise`; about five passes over
     the layers, each vectorised over all rho, depths and both elements).  Where it has none -- chi_out is
     monotone towards an edge, e.g. bias-dominated variances, linear or ReLU activations, identical inputs in
-    the off-diagonal -- there is no rho*: ``rho_star`` is NaN there (an array cannot hold None; the CLI prints
-    null and "no interior maximum"), ``rho_star_interior`` is False, ``rho_star_supremum_at`` is "lower" or
+    the off-diagonal -- there is no rho*: ``rho_star`` holds None there (it is then an object array; float64
+    when every maximum is interior; the CLI prints null and "no interior maximum"), ``rho_star_interior`` is
+    False, ``rho_star_supremum_at`` is "lower" or
     "upper", ``rho_star_bound`` the edge that the supremum approaches and ``rho_star_boundary`` the text
     "rho -> 0.001 (lower edge)".  ``rho_star_chi_out`` is chi_out at rho*, or its supremum (at the edge).
     The same keys with ``rho_star_offdiag`` for the off-diagonal element.  ``iters`` is accepted for
@@ -572,7 +584,7 @@ def rho_star(depths, k0, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w2_out=None,
     res: dict[str, np.ndarray] = {"depth": L, "search_range": np.array([grid[0], grid[-1]]), "passes": m["passes"]}
     for k, which in enumerate(targets):
         key = "rho_star" if which == "diag" else "rho_star_offdiag"
-        res[key] = m["x"][..., k]
+        res[key] = _none_at_edges(m["x"][..., k], m["interior"][..., k])
         res[key + "_grid_index"] = m["grid_index"][..., k]
         res[key + "_chi_out"] = m["value"][..., k]
         res[key + "_interior"] = m["interior"][..., k]
@@ -620,7 +632,8 @@ def rho_star_pairs(K0, depth: int, sigma_w2, sigma_b2, sigma_w2_out=None, activa
     Each element is its own 2x2 problem [[K_aa, K_ab], [K_ab, K_bb]] in the batch,
     so every element is refined at its own rho (see :func:`_maximise`).  Diagonal entries use the
     diagonal response, off-diagonal ones the off-diagonal response.  Returns the (P, P) matrix; an element
-    whose chi_out has no interior maximum in [grid[0], grid[-1]] (default [0.001, 3]) is NaN there.  With
+    whose chi_out has no interior maximum in [grid[0], grid[-1]] (default [0.001, 3]) is None there (the
+    matrix is then an object array, float64 otherwise).  With
     ``with_status`` a dict: ``rho_star`` (that matrix), ``interior`` (bool), ``supremum_at`` ("interior",
     "lower", "upper") and ``chi_out`` (at rho*, or the supremum at the edge).  ``iters`` is accepted for
     compatibility.
@@ -655,6 +668,7 @@ def rho_star_pairs(K0, depth: int, sigma_w2, sigma_b2, sigma_w2_out=None, activa
         out[ii, jj] = val
         out[jj, ii] = val
         mats[key] = out
+    mats["rho_star"] = _none_at_edges(mats["rho_star"], mats["interior"])
     return mats if with_status else mats["rho_star"]
 
 

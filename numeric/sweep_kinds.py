@@ -119,12 +119,17 @@ def _rho_star_point(p: dict, flat_index: int, root_seed: int) -> dict[str, Any]:
     r = rho_star(p["depth"], p["k0"], p["sigma_w2"], p["sigma_b2"], k0_offdiag=p.get("k0_offdiag"),
                  sigma_w2_out=p.get("sigma_w2_out"), sigma_b2_out=p.get("sigma_b2_out"),
                  activation=p["activation"])
-    out = {"rho_star": float(r["rho_star"][0]), "chi_out_max": float(r["rho_star_chi_out"][0]),
-           "rho_star_grid_index": int(r["rho_star_grid_index"][0])}
+    # no interior maximum: rho* is None in Python, NaN here, with rho_star_interior = 0 (chi_out_max is then the
+    # supremum at the edge of the searched range)
+    star = lambda v: math.nan if v is None else float(v)  # noqa: E731
+    out = {"rho_star": star(r["rho_star"][0]), "chi_out_max": float(r["rho_star_chi_out"][0]),
+           "rho_star_grid_index": int(r["rho_star_grid_index"][0]),
+           "rho_star_interior": int(bool(r["rho_star_interior"][0]))}
     if p.get("k0_offdiag") is not None:
-        out.update(rho_star_offdiag=float(r["rho_star_offdiag"][0]),
+        out.update(rho_star_offdiag=star(r["rho_star_offdiag"][0]),
                    chi_out_max_offdiag=float(r["rho_star_offdiag_chi_out"][0]),
-                   rho_star_offdiag_grid_index=int(r["rho_star_offdiag_grid_index"][0]))
+                   rho_star_offdiag_grid_index=int(r["rho_star_offdiag_grid_index"][0]),
+                   rho_star_offdiag_interior=int(bool(r["rho_star_offdiag_interior"][0])))
     return out
 
 
@@ -134,7 +139,8 @@ def _rho_star_cross(p: dict, where: dict[str, str]) -> None:
                                                   f"k0_offdiag = {p['k0_offdiag']:g} with k0 = {p['k0']:g}")
 
 
-_GRID_NOTE = "log grid geomspace(1e-3, 3, 241) bracketing the maximum; interior iff 0 < index < 240"
+_GRID_NOTE = ("log grid geomspace(1e-3, 3, 241) bracketing the maximum (0 or 240: the maximum is at or within one "
+              "grid step of an edge; whether it is interior is rho_star_interior)")
 
 RHO_STAR = Kind(
     params={
@@ -156,11 +162,16 @@ RHO_STAR = Kind(
                            "Fischer, Dahmen & Helias (2025) eq. (48), Figs. 4-5"),
         "chi_out_max": Output("1", "chi_out at rho* (diagonal element)", "Fischer et al. (2025) eq. (48)"),
         "rho_star_grid_index": Output("1", "index of the grid maximum; " + _GRID_NOTE, "-", "int64"),
+        "rho_star_interior": Output("1", "1 if chi_out has an interior maximum in the searched rho range, 0 if not "
+                                         "(then rho_star is NaN and chi_out_max the supremum at the edge)", "-",
+                                    "int64"),
         "rho_star_offdiag": Output("1", "rho* = argmax_rho chi_out, off-diagonal element",
                                    "Fischer et al. (2025) eq. (48), C15-C17"),
         "chi_out_max_offdiag": Output("1", "chi_out at rho* (off-diagonal element)", "Fischer et al. (2025) eq. (48)"),
         "rho_star_offdiag_grid_index": Output("1", "index of the grid maximum (off-diagonal); " + _GRID_NOTE,
                                               "-", "int64"),
+        "rho_star_offdiag_interior": Output("1", "1 if the off-diagonal chi_out has an interior maximum, 0 if not "
+                                                 "(then rho_star_offdiag is NaN)", "-", "int64"),
     },
     compute=_rho_star_point,
     cross_check=_rho_star_cross,
@@ -168,9 +179,10 @@ RHO_STAR = Kind(
 
 
 def _rho_star_outputs(params_present: set[str]) -> tuple[str, ...]:
-    base = ("rho_star", "chi_out_max", "rho_star_grid_index")
+    base = ("rho_star", "chi_out_max", "rho_star_grid_index", "rho_star_interior")
     if "k0_offdiag" in params_present:
-        base += ("rho_star_offdiag", "chi_out_max_offdiag", "rho_star_offdiag_grid_index")
+        base += ("rho_star_offdiag", "chi_out_max_offdiag", "rho_star_offdiag_grid_index",
+                 "rho_star_offdiag_interior")
     return base
 
 
