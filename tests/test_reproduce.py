@@ -8,6 +8,7 @@ import pytest
 
 from conftest import interrupt_when
 from numeric.cli import main
+from numeric.output import write_manifest
 from numeric.reproduce import GENERATOR, fmt, resolve_theories
 
 
@@ -46,6 +47,7 @@ def test_ctrl_c_keeps_the_previous_complete_report(tmp_path, inside):
     previous = {"generator": GENERATOR, "summary": {"rows": 1, "fails": 0}, "theories": {}}
     (out / "report.json").write_text(json.dumps(previous))
     (out / "index.html").write_text("<!doctype html><title>previous</title>")
+    write_manifest(out, "dir", GENERATOR)  # what a completed run writes last
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     assert _interrupt(out, inside=inside) == 130
     after = {p.name: p.read_bytes() for p in out.iterdir()}
@@ -59,13 +61,26 @@ def test_refuses_to_replace_a_directory_that_is_not_a_report(tmp_path, capsys):
     out.mkdir()
     (out / "notes.txt").write_text("keep me")
     assert main(["reproduce", "fischer", "--out", str(out), "--quick", "--quiet"]) == 2
-    assert "not a resprop report" in capsys.readouterr().err
+    assert "holds files that resprop did not write (notes.txt" in capsys.readouterr().err
     assert (out / "notes.txt").read_text() == "keep me"
     assert _strays(out) == []
 
 
+def test_refuses_a_previous_report_plus_the_users_own_files(tmp_path, capsys):
+    """The issue's case: report.json written by resprop, and the user's files next to it."""
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "report.json").write_text(json.dumps({"generator": GENERATOR}))
+    write_manifest(out, "dir", GENERATOR)
+    (out / "analysis.ipynb").write_text("mine")
+    assert main(["reproduce", "fischer", "--out", str(out), "--quick", "--quiet"]) == 2
+    assert "analysis.ipynb" in capsys.readouterr().err
+    assert (out / "analysis.ipynb").read_text() == "mine" and (out / "report.json").exists()
+    assert _strays(out) == []
+
+
 def test_stale_temporary_directories_of_dead_runs_are_swept(tmp_path):
-    from numeric.reproduce import _sweep_stale_temps
+    from numeric.output import sweep_stale_temps as _sweep_stale_temps
 
     out = tmp_path / "report"
     dead = tmp_path / ".report.tmp-999999999-abc"  # no such pid
