@@ -287,11 +287,23 @@ def two_input_kernels(depths, scaling="uniform", angle: float = 1.0, sigma_w2: f
 def ode_limit(Q0, t_eval, sigma_w2: float = 2.0, sigma_b2: float = 0.0, rtol: float = 1e-11) -> np.ndarray:
     """The ODE (8), the uniform-scaling limit L -> oo, solved for every element of Q0: q_t (len(t_eval), P, P).
 
+    t_eval: strictly increasing times in [0, 1] (t = l/L); sigma_w2 > 0, sigma_b2 >= 0, rtol in [1e-13, 0.1].
+
     The diagonal is the closed form `ode_diagonal` (dsolve); off-diagonal elements are integrated by
     scipy's DOP853 with q' = sigma_b^2 + sigma_w^2 sqrt(q_aa q_bb) (c + f(c))/2.
     """
     Q0 = V.kernel_matrix("Q0", Q0)
-    t_eval = np.asarray(t_eval, float)
+    if Q0.ndim != 2:
+        raise ParameterError("Q0", f"must be a single (P, P) matrix, got shape {Q0.shape}")
+    t_eval = np.atleast_1d(V.nonnegative("t_eval", t_eval))
+    if t_eval.ndim != 1 or np.any(t_eval > 1) or (t_eval.size > 1 and np.any(np.diff(t_eval) <= 0)):
+        raise ParameterError("t_eval", "must be a strictly increasing 1-D sequence of times in [0, 1] (t = l/L), "
+                                       f"got {V._show(t_eval)}")
+    sigma_w2 = V.scalar("sigma_w2", sigma_w2, V.positive)
+    sigma_b2 = V.scalar("sigma_b2", sigma_b2, V.nonnegative)
+    rtol = V.scalar("rtol", rtol, V.positive)
+    if not 1e-13 <= rtol <= 0.1:
+        raise ParameterError("rtol", f"must lie in [1e-13, 0.1], got {rtol:g}")
     diag = gs.ode_diagonal(np.diagonal(Q0)[None, :], sigma_b2, sigma_w2, t_eval[:, None])  # (T, P)
     P = Q0.shape[0]
     i, j = np.triu_indices(P, 1)
@@ -305,9 +317,16 @@ def ode_limit(Q0, t_eval, sigma_w2: float = 2.0, sigma_b2: float = 0.0, rtol: fl
 
     out = np.empty((t_eval.size, P, P))
     out[:, np.arange(P), np.arange(P)] = diag
-    if i.size:
-        sol = solve_ivp(rhs, (0.0, float(t_eval.max())), Q0[i, j], t_eval=t_eval, method="DOP853", rtol=rtol,
-                        atol=1e-13)
+    if i.size and t_eval[-1] == 0:  # only t = 0: the initial condition
+        out[:, i, j] = out[:, j, i] = Q0[i, j]
+    elif i.size:
+        with np.errstate(all="ignore"):
+            sol = solve_ivp(rhs, (0.0, float(t_eval.max())), Q0[i, j], t_eval=t_eval, method="DOP853", rtol=rtol,
+                            atol=1e-13)
+        if not sol.success or sol.y.shape[1] != t_eval.size:
+            raise ParameterError("Q0, sigma_w2, sigma_b2, t_eval", f"the ODE (8) could not be integrated for these "
+                                                                   f"values ({sol.message}); use values of moderate size")
         out[:, i, j] = sol.y.T
         out[:, j, i] = sol.y.T
+    V.finite_result("Q0, sigma_w2, sigma_b2, t_eval", out, "q_t")
     return out
