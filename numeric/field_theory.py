@@ -145,6 +145,15 @@ def _propagate(d0, o0, pairs, stop, hyper, kern, eta0, keep_layers) -> Trajector
     if keep_layers:
         layers = {"K_diag": [d.copy()], "K_off": [o.copy()], "C_diag": [d.copy()], "C_off": [o.copy()],
                   "eta_diag": [chi_d.copy()], "eta_off": [chi_o.copy()]}
+    # Elements on the boundary |K_ab| = sqrt(K_aa K_bb) stay on it exactly when the inputs are identical, or
+    # collinear (x, c x) through a positively homogeneous activation without bias; the kernels' sqrt(1 - c^2)
+    # turns a last-ulp miss of the boundary into ~1e-8 errors, so such elements are pinned to it.
+    on = np.abs(o) >= np.sqrt(d[..., i]) * np.sqrt(d[..., j]) * (1 - 1e-15)
+    no_bias = np.broadcast_to(np.asarray(sb) == 0, o.shape)
+    pinned = on & (((d[..., i] == d[..., j]) & (o > 0)) | (no_bias & (kern.name == "linear"))
+                   | (no_bias & (kern.name == "relu") & (o > 0)))
+    pin_sign = np.sign(o)
+    pinned_any = bool(pinned.any())
     M = o.shape[-1]
     n_chunks = _workers() if M >= _PARALLEL_MIN else 1
     bounds = np.linspace(0, M, n_chunks + 1).astype(int)
@@ -172,6 +181,8 @@ def _propagate(d0, o0, pairs, stop, hyper, kern, eta0, keep_layers) -> Trajector
                     # one), so last-ulp differences between K_ab and K_aa would otherwise grow with depth.
                     bound = sqrt_d_new[..., ci] * sqrt_d_new[..., cj]
                     o_new[..., sl] = np.clip(_kernel_update(oo, C), -bound, bound)
+                    if pinned_any:
+                        o_new[..., sl] = np.where(pinned[..., sl], pin_sign[..., sl] * bound, o_new[..., sl])
                     chi_o_new[..., sl] = _kernel_response(chi_o[..., sl], eta)
                     if C_o is not None:
                         C_o[..., sl], eta_o[..., sl] = C, eta
