@@ -31,7 +31,7 @@ import sympy as sp
 
 from .activations import x as _x
 from .gaussian import erf_mean_phi_sq
-from .results import Derivation, Input
+from .results import Constraint, Derivation, Input
 
 PAPER = "fischer2025"
 
@@ -301,6 +301,43 @@ def rho_star_linearised() -> sp.Expr:
     return sp.sqrt(sp.simplify(real[0]))
 
 
+def _check_equal(stable: sp.Expr, derived: sp.Expr, what: str) -> sp.Expr:
+    """``stable`` after checking it equals ``derived`` at generic rational points (40 digits)."""
+    syms = sorted(derived.free_symbols | stable.free_symbols, key=str)
+    for k in range(4):
+        pt = {s: sp.Rational(3 + k + 2 * j, 5 + j) + (4 if s == target_variance else 0) for j, s in enumerate(syms)}
+        s_diff = abs(sp.N((stable - derived).subs(pt), 40))
+        if s_diff > 1e-30 * max(1, abs(sp.N(derived.subs(pt), 40))):
+            raise ArithmeticError(f"stable form of {what} differs from the derived one ({s_diff})")
+    return stable
+
+
+def _log_ratio() -> sp.Expr:
+    """ln((a V + sb)/(a K0 + sb)), a = sigma_w^2 phi'(0)^2, as log(1 + a (V - K0)/(a K0 + sb)) (printed log1p)."""
+    a = sigma_w2 * dphi0_sq
+    return sp.log(1 + a * (target_variance - K0) / (a * K0 + sigma_b2))
+
+
+def linearised_kernel_stable() -> sp.Expr:
+    """The emitted K^(L) = K0 g + (sb/a)(g - 1), g = exp(L log(1 + rho^2 a)) (printed with expm1 and log1p):
+    no cancellation of (1 + rho^2 a)^L - 1 at small rho and no intermediate overflow of the power."""
+    a = sigma_w2 * dphi0_sq
+    g = sp.exp(depth * sp.log(1 + rho**2 * a))
+    return _check_equal(K0 * g + sigma_b2 / a * (g - 1), linearised_kernel(), "K^(L)")
+
+
+def rho_star_linearised_stable() -> sp.Expr:
+    """The emitted rho* = sqrt((exp(ln(ratio)/L) - 1)/a) (printed with expm1, log1p): the printed
+    ratio^(1/L) - 1 cancels at large L and V near K0."""
+    a = sigma_w2 * dphi0_sq
+    return _check_equal(sp.sqrt((sp.exp(_log_ratio() / depth) - 1) / a), rho_star_linearised(), "rho*")
+
+
+def rho_star_large_depth_stable() -> sp.Expr:
+    a = sigma_w2 * dphi0_sq
+    return _check_equal(sp.sqrt(_log_ratio() / (depth * a)), rho_star_large_depth(), "rho*_inf")
+
+
 @lru_cache(maxsize=None)
 def rho_star_large_depth() -> sp.Expr:
     """Leading large-L form of :func:`rho_star_linearised` (eq. 62): rho* ~ sqrt(log(ratio) / (L sigma_w^2 phi'(0)^2))."""
@@ -438,14 +475,15 @@ def derive_field_theory() -> Derivation:
     add("fourth_cumulant", mean_phi_sq_phi_sq - mean_phi_sq_a * mean_phi_sq_b,
         [mean_phi_sq_phi_sq, mean_phi_sq_a, mean_phi_sq_b], "36, C5",
         "<phi_a^2, phi_b^2>^c, the entries of S_{C~C~}/(N w_k w_n)", sp.Symbol(r"\kappa_{ab}"))
-    add("linearised_kernel", linearised_kernel(), [depth, rho, sigma_w2, sigma_b2, dphi0_sq, K0], "60",
+    add("linearised_kernel", linearised_kernel_stable(), [depth, rho, sigma_w2, sigma_b2, dphi0_sq, K0], "60",
         "K^(L) of the linearised network", sp.Symbol("K_{L}"))
-    add("rho_star_linearised", rho_star_linearised(),
+    grows = [Constraint(sp.Ge(target_variance, K0), "target_variance >= K0 (K^(L) only grows with depth)")]
+    add("rho_star_linearised", rho_star_linearised_stable(),
         [depth, sigma_w2, sigma_b2, dphi0_sq, K0, target_variance], "61",
-        "rho* from K^(L) = (V/2)^2", sp.Symbol(r"\rho_{*}"))
-    add("rho_star_large_depth", rho_star_large_depth(),
+        "rho* from K^(L) = (V/2)^2", sp.Symbol(r"\rho_{*}"), constraints=grows)
+    add("rho_star_large_depth", rho_star_large_depth_stable(),
         [depth, sigma_w2, sigma_b2, dphi0_sq, K0, target_variance], "62",
-        "leading large-L form of rho*", sp.Symbol(r"\rho_{*,\infty}"))
+        "leading large-L form of rho*", sp.Symbol(r"\rho_{*,\infty}"), constraints=grows)
     add("uniform_kl_erf", uniform_kl_erf(), [sigma2], "E4",
         "D_KL(uniform || law of erf(h)), h ~ N(0, sigma^2)", sp.Symbol(r"D_{KL}"))
     add("max_entropy_variance", max_entropy_variance(), [], "E5",

@@ -27,7 +27,7 @@ from functools import lru_cache
 
 import sympy as sp
 
-from .results import Derivation, Input
+from .results import Constraint, Derivation, Input
 
 PAPER = "li_nica_roy2021"
 
@@ -213,10 +213,27 @@ def lognormal_output_moments() -> dict[str, sp.Expr]:
 
 
 def log_chi2_density() -> sp.Expr:
-    """Density of ln ||Z||^2, ||Z||^2 ~ chi^2(n_out), by the change of variables q = e^y (App. C.3)."""
+    """Density of ln ||Z||^2, ||Z||^2 ~ chi^2(n_out), by the change of variables q = e^y (App. C.3).
+
+    Emitted in log space, exp(n y/2 - e^y/2 - (n/2) ln 2 - ln Gamma(n/2)) with ln Gamma printed as gammaln:
+    Gamma(n/2) and e^{n y/2} overflow float64 for n_out >= 344 although the density is of order one."""
     q = sp.Symbol("q", positive=True)
     chi2 = q ** (n_out / 2 - 1) * sp.exp(-q / 2) / (2 ** (n_out / 2) * sp.gamma(n_out / 2))
-    return sp.simplify(sp.powsimp(chi2.subs(q, sp.exp(y)) * sp.exp(y), force=True))
+    density = sp.simplify(sp.powsimp(chi2.subs(q, sp.exp(y)) * sp.exp(y), force=True))
+    log_density = n_out * y / 2 - sp.exp(y) / 2 - n_out / 2 * sp.log(2) - sp.log(sp.gamma(n_out / 2))
+    if sp.simplify(sp.expand_log(sp.log(density), force=True) - log_density) != 0:
+        raise ArithmeticError("log-space chi^2 density differs from the change of variables")
+    return sp.exp(log_density, evaluate=False)  # unevaluated: exp(a - ln Gamma) would become e^a/Gamma
+
+
+def output_corr_sq_stable(corr: sp.Expr) -> sp.Expr:
+    """Corr((z_i^out)^2, (z_j^out)^2) = (e^v - 1)/(3 e^v - 1) as u/(2 + u), u = 1 - e^{-v} (printed -expm1(-v)):
+    the printed ratio is inf/inf = NaN for v > 709 and cancels for small v; this form is exact for all v >= 0."""
+    u = 1 - sp.exp(-var_G)
+    stable = u / (2 + u)
+    if sp.simplify(stable - corr) != 0:
+        raise ArithmeticError("stable output correlation differs from the derived one")
+    return stable
 
 
 # --------------------------------------------------------------------------- registry
@@ -244,6 +261,7 @@ def derive_log_gaussian() -> Derivation:
     }
 
     add = dv.adder(dom)
+    nonzero = [Constraint(sp.Gt(alpha**2 + lam**2, 0), "alpha^2 + lam^2 > 0 (alpha = lam = 0 is a zero network)")]
 
     J = j2bar_closed_form()
     D = j2bar_odd_part_closed_form()
@@ -261,15 +279,16 @@ def derive_log_gaussian() -> Derivation:
         "large-lag series 8 cos/pi + 4 cos^3/(3 pi); the next term is O(cos^3), not O(alpha^{2k})",
         r"D_{\infty}", note="next order added")
     add("cos_theta_k", cos_theta_k(), [alpha, lam, k], "8, 13", "cos(theta_k) = alpha^k/(alpha^2+lam^2)^{k/2}",
-        r"c_{k}")
+        r"c_{k}", constraints=[*nonzero, Constraint(sp.Or(sp.Ge(alpha, 0), sp.Eq(k, sp.floor(k))),
+                                                    "k integer when alpha < 0 (alpha^k is real)")])
     add("layer_cos_factor", alpha / sp.sqrt(alpha**2 + lam**2), [alpha, lam], "21",
         "one layer's factor of cos(theta_{l,l'}) (Prop. 6 prints alpha_i^2 for alpha_i)", r"c_{1}",
-        note="corrected")
+        note="corrected", constraints=nonzero)
     add("beta", beta_from_lemmas(), [n, d, alpha, lam], "5", "beta = 2/n + d/n (5 lam^4 + 4 alpha^2 lam^2)/(alpha^2+lam^2)^2",
-        r"\beta")
+        r"\beta", constraints=nonzero)
     add("layer_beta_term", layer_beta_term(), [alpha, lam], "21",
-        "one layer's contribution to n beta (Prop. 6)", r"b_{l}")
-    add("c_coefficient", c_coefficient(), [alpha, lam], "5", "c = lam^2/(alpha^2+lam^2)", "c")
+        "one layer's contribution to n beta (Prop. 6)", r"b_{l}", constraints=nonzero)
+    add("c_coefficient", c_coefficient(), [alpha, lam], "5", "c = lam^2/(alpha^2+lam^2)", "c", constraints=nonzero)
     add("hypoactivation_total", hypo_constant * d / n, [hypo_constant, d, n], "8",
         "h_total = C_{alpha,lambda} d/n (Prop. 2)", r"h_{tot}")
     add("interlayer_cov_term", 2 * (d - k) * odd_part / n, [d, k, odd_part, n], "8",
@@ -284,7 +303,7 @@ def derive_log_gaussian() -> Derivation:
         "E[(z_i^out)^2] for ||x||^2 = n_in", r"m_{2}")
     add("output_var_sq", moments["variance"], [scale2, d, mean_G, var_G], "3.1",
         "Var[(z_i^out)^2] for ||x||^2 = n_in", r"v_{2}")
-    add("output_corr_sq", moments["correlation"], [var_G], "3.2",
+    add("output_corr_sq", output_corr_sq_stable(moments["correlation"]), [var_G], "3.2",
         "Corr((z_i^out)^2, (z_j^out)^2), i != j", r"\rho_{2}")
     add("log_chi2_density", log_chi2_density(), [y, n_out], "C.3", "density of ln ||Z||^2, ||Z||^2 ~ chi^2(n_out)",
         r"p_{\chi}")

@@ -60,7 +60,7 @@ from functools import lru_cache
 
 import sympy as sp
 
-from .results import Derivation, Input
+from .results import Constraint, Derivation, Input
 
 PAPER = "innocenti2025"
 
@@ -246,6 +246,16 @@ def s_minus_one_resnet_mean() -> sp.Expr:
     return compact
 
 
+def s_minus_one_resnet_mean_stable() -> sp.Expr:
+    """The emitted form q_out expm1((L - 1) log1p(q))/q: (1 + q)^{L-1} - 1 cancels to 0 in float64 when q is
+    below the round-off of 1 (large L or alpha), while the exact value is about (L - 1) q."""
+    q = L ** (-2 * alpha)
+    stable = output_gain() * (sp.exp((L - 1) * sp.log(1 + q)) - 1) / q
+    if sp.simplify(sp.powsimp(stable - s_minus_one_resnet_mean(), force=True)) != 0:
+        raise ArithmeticError("log-space residual E[s] - 1 differs from the compact form")
+    return stable
+
+
 @lru_cache(maxsize=None)
 def s_minus_one_resnet_large_depth() -> sp.Expr:
     """lim_{L->oo} E[s - 1] / L at alpha = 1/2, times L."""
@@ -281,6 +291,19 @@ def pc_bp_cosine_expr() -> sp.Expr:
 
     cos = dot(pc, bp) / sp.sqrt(dot(pc, pc) * dot(bp, bp))
     return sp.simplify(sp.factor(cos))
+
+
+def pc_bp_cosine_stable() -> sp.Expr:
+    """The emitted form N/sqrt(N^2 + rho^2 sin^2 theta), N = (1 - rho) + 2 rho sin^2(theta/2) = 1 - rho cos theta:
+    no cancellation of 1 - cos theta near rho = 1, theta = 0 (checked equal to the derived cosine)."""
+    num = (1 - rho) + 2 * rho * sp.sin(theta / 2) ** 2
+    stable = num / sp.sqrt(num**2 + rho**2 * sp.sin(theta) ** 2)
+    derived = pc_bp_cosine_expr()
+    pts = [{rho: sp.Rational(k + 1, 3), theta: sp.Rational(2 * k + 1, 5)} for k in range(5)]
+    if any(abs(sp.N((stable - derived).subs(p), 40)) > 1e-30 for p in pts) or \
+            sp.simplify(sp.expand_trig((num - (1 - rho * sp.cos(theta))))) != 0:
+        raise ArithmeticError("stable PC-BP cosine differs from the derived one")
+    return stable
 
 
 def pc_bp_one_minus_cosine_series() -> sp.Expr:
@@ -322,16 +345,18 @@ def derive_predictive_coding() -> Derivation:
     add("s_minus_one_mlp_init", s_minus_one_mlp_mean(), [L, N, gamma0, d_exp], "16, 45-47",
         "E[s] - 1 at initialisation for linear MLPs under Desideratum 1 (exact)", r"\sigma_{M}",
         note="exact expectation")
-    add("s_minus_one_resnet_init", s_minus_one_resnet_mean(), [L, N, gamma0, d_exp, alpha], "104-107",
+    add("s_minus_one_resnet_init", s_minus_one_resnet_mean_stable(), [L, N, gamma0, d_exp, alpha], "104-107",
         "E[s] - 1 at initialisation for linear residual networks (exact)", r"\sigma_{R}",
         note="exact expectation")
     add("s_minus_one_resnet_large_depth", s_minus_one_resnet_large_depth(), [L, N, gamma0, d_exp], "19, 107",
         "(e - 1) L/(gamma_0^2 N^{2d}): large-depth limit of E[s] - 1 at alpha = 1/2 (d = 1/2: mean-field)",
         r"\sigma_{\infty}",
         note="constant e - 1 derived")
-    add("pc_bp_cosine", pc_bp_cosine_expr(), [rho, theta], "26",
+    add("pc_bp_cosine", pc_bp_cosine_stable(), [rho, theta], "26",
         "cosine similarity of the PC (grad F*) and BP (grad L) weight gradients", r"c_{PB}",
-        note="law of cosines on eq. 26")
+        note="law of cosines on eq. 26",
+        constraints=[Constraint(sp.Or(sp.Ne(rho, 1), sp.Ne(theta, 0)),
+                                "rho_pc != 1 or theta_gs != 0 (the PC gradient vanishes there: no angle)")])
     add("pc_bp_one_minus_cosine_small_rho", pc_bp_one_minus_cosine_series(), [rho, theta], "26",
         "1 - cos(PC, BP) to second order in rho", r"\delta_{PB}", note="series in rho")
     return dv

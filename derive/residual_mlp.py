@@ -23,7 +23,7 @@ from functools import lru_cache
 import sympy as sp
 
 from . import activations
-from .results import Derivation, Input
+from .results import Constraint, Derivation, Input
 
 PAPER = "pdlt_appB"
 
@@ -362,6 +362,12 @@ def derive_residual_mlp() -> Derivation:
     }
 
     add = dv.adder(dom)
+    slopes = [Constraint(sp.Gt(a_plus**2 + a_minus**2, 0), "a_plus^2 + a_minus^2 > 0 (a nonzero activation)")]
+    nu0_si = sp.factor(nu_scale_invariant().subs(gamma, 0))  # nu(0); gamma* exists for r >= r*(0) = 4/((20 + 3 n_L) nu(0))
+    exists_si = [*slopes, Constraint(sp.Ge(r * (20 + 3 * n_L) * sp.numer(nu0_si), 4 * sp.denom(nu0_si)),
+                                     "r >= r*(0) = 4/((20 + 3 n_L) nu(0)) (no gamma* in [0, 1) below it)")]
+    exists_k0 = [Constraint(sp.Ge(r * (20 + 3 * n_L) * nu_k0().subs(gamma, 0), 4),
+                            "r >= r*(0) = 6/(20 + 3 n_L) (no gamma* in [0, 1) below it)")]
 
     crit_si = criticality_scale_invariant()
     crit_k0 = criticality_k0()
@@ -382,16 +388,18 @@ def derive_residual_mlp() -> Derivation:
     add("four_point_update", four_point_update(), [V, K, C_W, gamma, chi_par, mean_sigma_4, mean_sigma_sq], "B.26",
         "V^(l+1), derived from the forward equation B.3", r"V_{l+1}", "recursion")
     add("critical_C_W_scale_invariant", crit_si[C_W], [gamma, a_plus, a_minus], "B.20",
-        "C_W(gamma) = (1 - gamma^2)/A_2, C_b = 0", r"C_{W}")
+        "C_W(gamma) = (1 - gamma^2)/A_2, C_b = 0", r"C_{W}", constraints=slopes)
     add("critical_C_W_k0", crit_k0[C_W], [gamma, sigma1], "B.21", "C_W(gamma) = (1 - gamma^2)/sigma_1^2, C_b = 0",
         r"C_{W}")
     add("nu_scale_invariant", nu_scale_invariant(), [gamma, a_plus, a_minus], "B.29",
-        "nu(gamma) of the scale-invariant class, V^(L)/(n K^2) = nu L/n", r"\nu")
+        "nu(gamma) of the scale-invariant class, V^(L)/(n K^2) = nu L/n", r"\nu", constraints=slopes)
     add("nu_k0", nu_k0(), [gamma], "B.35", "nu(gamma) of the K* = 0 class", r"\nu")
     add("r_star", r_star(), [nu, n_L], "B.36", "optimal aspect ratio r* = 4/((20 + 3 n_L) nu)", r"r_{*}")
     add("gamma_star_scale_invariant", g_si, [r, n_L, a_plus, a_minus], "B.36",
-        "gamma*(r), inverse of r*(gamma), scale-invariant class (valid for r > r*(0))", r"\gamma_{*}")
-    add("gamma_star_k0", g_k0, [r, n_L], "B.36", "gamma*(r), K* = 0 class (valid for r > r*(0))", r"\gamma_{*}")
+        "gamma*(r), inverse of r*(gamma), scale-invariant class (valid for r > r*(0))", r"\gamma_{*}",
+        constraints=exists_si)
+    add("gamma_star_k0", g_k0, [r, n_L], "B.36", "gamma*(r), K* = 0 class (valid for r > r*(0))", r"\gamma_{*}",
+        constraints=exists_k0)
     add("one_minus_gamma_star_sq_asymptotic_scale_invariant", footnote8_asymptotics(g_si), [r, n_L, a_plus, a_minus],
         "fn. 8", "1 - gamma*(r)^2 at large r, scale-invariant class", r"u_{\infty}")
     add("one_minus_gamma_star_sq_asymptotic_k0", footnote8_asymptotics(g_k0), [r, n_L], "fn. 8",

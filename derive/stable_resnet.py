@@ -104,6 +104,16 @@ def diagonal_solution() -> sp.Expr:
     return sp.simplify(sol.subs(_l, L))
 
 
+def diagonal_solution_stable() -> sp.Expr:
+    """The emitted form q0 g + (2 sb/sw) (g - 1), g = exp(L log(1 + sw/2)) (printed with expm1 and log1p):
+    rsolve's 2^-L ((sw + 2)^L ...) gives 0 * inf = NaN beyond L = 1024 and cancels for small sw."""
+    g = sp.exp(L * sp.log(1 + sigma_w2 / 2))
+    stable = q0 * g + 2 * sigma_b2 / sigma_w2 * (g - 1)
+    if sp.simplify(sp.powsimp(sp.expand_power_base(stable - diagonal_solution(), force=True), force=True)) != 0:
+        raise ArithmeticError("stable Q_L differs from the solution of the recursion")
+    return stable
+
+
 def lemma1_bound(q_init: sp.Expr = q0) -> sp.Expr:
     """Lemma 1 as printed, with Q_0 = sigma_b^2 + sigma_w^2 |x|^2/d = q0: (1 + sw/2)^L (sb (1 + 2/sw) + q0 - sb)."""
     return (1 + sigma_w2 / 2) ** L * (sigma_b2 * (1 + 2 / sigma_w2) + (q_init - sigma_b2))
@@ -140,6 +150,15 @@ def ode_diagonal_solution() -> sp.Expr:
     qf = sp.Function("q")
     sol = sp.dsolve(sp.Eq(qf(t).diff(t), sigma_b2 + sigma_w2 / 2 * qf(t)), qf(t), ics={qf(0): q0})
     return sp.simplify(sol.rhs)
+
+
+def ode_diagonal_stable() -> sp.Expr:
+    """The emitted form q0 e^{sw t/2} + (2 sb/sw) (e^{sw t/2} - 1) (printed with expm1: exact for small sw)."""
+    g = sp.exp(sigma_w2 * t / 2)
+    stable = q0 * g + 2 * sigma_b2 / sigma_w2 * (g - 1)
+    if sp.simplify(stable - ode_diagonal_solution()) != 0:
+        raise ArithmeticError("stable q_t differs from the ODE solution")
+    return stable
 
 
 def limit_kernel_gap() -> sp.Expr:
@@ -190,16 +209,16 @@ def derive_stable_resnet() -> Derivation:
         "Theta_l = Theta_{l-1} + lambda_l^2 (Psi_{l-1} + Psi'_{l-1} Theta_{l-1})", r"\Theta_{l}", "recursion")
     add("correlation_update_no_bias", correlation_update_no_bias(), [C, lam2, sigma_w2], "3, 5",
         "C_l from C_{l-1} when sigma_b = 0 (depth-free, no overflow)", r"C_{l}", "recursion")
-    add("unscaled_diagonal", diagonal_solution(), [q0, sigma_w2, sigma_b2, L], "Lemma 1",
+    add("unscaled_diagonal", diagonal_solution_stable(), [q0, sigma_w2, sigma_b2, L], "Lemma 1",
         "exact Q_L(x, x) of the unscaled ResNet", r"Q_{L}")
     add("lemma1_gap", lemma1_gap(), [sigma_b2, sigma_w2], "Lemma 1",
         "exact Q_L minus Lemma 1's bound (negative for sigma_b > 0: the printed bound fails)", r"\Delta_{1}",
         note="corrected")
     add("lemma4_constant", lemma4_constant(), [sigma_w2], "Lemma 4",
         "lim L^2 (1 - C_L), unscaled, sigma_b = 0", r"A_{4}")
-    add("ode_diagonal", ode_diagonal_solution(), [q0, sigma_b2, sigma_w2, t], "8",
+    add("ode_diagonal", ode_diagonal_stable(), [q0, sigma_b2, sigma_w2, t], "8",
         "q_t(x, x) of the ODE limit (uniform scaling)", r"q_{t}")
-    add("prop7_diagonal_gap", limit_kernel_gap(), [Q_inf, sigma_b2, sigma_w2, tail], "Prop. 7",
+    add("prop7_diagonal_gap", sp.expand(limit_kernel_gap()), [Q_inf, sigma_b2, sigma_w2, tail], "Prop. 7",
         "leading Q_inf - Q_L on the diagonal: (Q_inf + 2 sb/sw) (sw/2) sum_{k>L} lam_k^2", r"\Delta_{7}")
     add("gradient_bound_factor", sp.exp(sigma_w2 / 2 * lam_sum), [sigma_w2, lam_sum], "Prop. 1",
         "exp(sigma_w^2/2 sum_l lambda_{l,L}^2), the gradient bound up to a constant", r"B_{1}")

@@ -54,12 +54,15 @@ def j2bar_odd_part(theta):
 
 
 def cos_theta_k(alpha, lam, k):
-    """cos(theta_k) = alpha^k / (alpha^2 + lam^2)^{k/2}; k >= 1 may be an array."""
-    return lg.cos_theta_k(np.asarray(alpha, float), np.asarray(lam, float), np.asarray(k, float))
+    """cos(theta_k) = alpha^k / (alpha^2 + lam^2)^{k/2}; k >= 1 may be an array.  The generated kernel checks
+    the domain (lam >= 0, k >= 1, alpha^2 + lam^2 > 0) and raises ParameterError naming the parameter."""
+    return lg.cos_theta_k(alpha, lam, k)
 
 
 def interlayer_total(n: int, d: int, alpha: float, lam: float) -> float:
     """I_total of eq. (8): sum over lags k of 2 (d - k) (J2(theta_k) - J2(pi - theta_k)) / n."""
+    n, d, a, l = check_architecture(n, d, V.scalar("alpha", alpha), V.scalar("lam", lam, V.nonnegative))
+    alpha, lam = float(a[0]), float(l[0])
     if d < 2:
         return 0.0
     k = np.arange(1, d, dtype=float)

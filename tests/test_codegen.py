@@ -46,8 +46,14 @@ def test_generated_functions_match_sympy(theory):
                 args.append(float(rng.integers(2, 60)))
             elif inp.name == "target_variance":
                 args.append(2.0 + rng.random())
-            else:
-                args.append(0.05 + rng.random())
+            else:  # a random point inside the stated (parsed) domain
+                dom = inp.parsed
+                if np.isfinite(dom.lo) and np.isfinite(dom.hi):
+                    args.append(dom.lo + (dom.hi - dom.lo) * (0.05 + 0.9 * rng.random()))
+                elif np.isfinite(dom.lo):
+                    args.append(dom.lo + 0.5 + rng.random())
+                else:
+                    args.append(0.05 + rng.random())
         names = res.argnames
         if "K_ab" in names:
             ia, ib, ic = names.index("K_aa"), names.index("K_bb"), names.index("K_ab")
