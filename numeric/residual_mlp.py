@@ -111,11 +111,12 @@ def gamma_star(r, activation: str, n_out: int = 1) -> np.ndarray:
     n_out = V.integer("n_out", n_out, minimum=1)
     ac = activation_class(activation)
     r0 = r_star(0.0, activation, n_out)
+    # the bare kernels (.unchecked): r below r*(0), where the generated functions refuse, is masked to 0 below
     with np.errstate(invalid="ignore", over="ignore"):
         if ac.kind == "scale_invariant":
-            g = pr.gamma_star_scale_invariant(r, n_out, *_unit_slopes(ac))
+            g = pr.gamma_star_scale_invariant.unchecked(r, float(n_out), *map(float, _unit_slopes(ac)))
         else:
-            g = pr.gamma_star_k0(r, n_out)
+            g = pr.gamma_star_k0.unchecked(r, float(n_out))
     # 1 - gamma*^2 ~ 3/((20 + 3 n_L) r): gamma* rounds to 1 in float64 long before the formula overflows
     g = np.where(r >= 1e20, 1.0, np.minimum(g, 1.0))
     return np.where(r <= r0, 0.0, g)

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from derive.registry import THEORIES, derivation
 from numeric.validation import ParameterError
 
-SETTINGS = settings(derandomize=True, max_examples=25, deadline=None, database=None,
+SETTINGS = settings(derandomize=True, max_examples=12, deadline=None, database=None,
                     suppress_health_check=list(HealthCheck))
 
 RESULTS = [(theory, r) for theory in THEORIES for r in derivation(theory).results if r.inputs]
