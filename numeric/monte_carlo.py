@@ -122,7 +122,10 @@ def _int(name: str, value, minimum: int, maximum: int | None = None) -> int:
 
 
 def _scalar(name: str, value, check=V.real) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    # a real number: Python/NumPy int or float, or a 0-d integer/float array (float32 included); not a bool
+    real = isinstance(value, numbers.Real) or (isinstance(value, np.ndarray) and value.ndim == 0
+                                               and value.dtype.kind in "iuf")
+    if isinstance(value, (bool, np.bool_)) or not real:
         raise V.ParameterError(name, f"must be a finite real number, got {value!r}")
     return float(check(name, value))
 

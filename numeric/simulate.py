@@ -89,45 +89,67 @@ def _scalar(name: str, arr: np.ndarray) -> float:
     return float(arr)
 
 
-def _check_int(name: str, value, minimum: int) -> int:
-    if not isinstance(value, numbers.Integral):
+#: largest depth, width and number of samples accepted (the simulation allocates width x P per sample and layer)
+MAX_DEPTH = 10**6
+MAX_WIDTH = 10**7
+#: the result arrays (C, C_emp, K, K_emp: samples x (depth+1) x P x P float64) may not exceed this
+MAX_RESULT_BYTES = 4 * 2**30
+
+
+def _check_int(name: str, value, minimum: int, maximum: int | None = None) -> int:
+    if not isinstance(value, numbers.Integral) or isinstance(value, (bool, np.bool_)):
         raise V.ParameterError(name, f"must be an integer >= {minimum}, got {value!r}")
-    return V.integer(name, value, minimum)
+    return V.integer(name, value, minimum, maximum)
+
+
+def _is_real_scalar(value) -> bool:
+    """A real number: Python/NumPy int or float, or a 0-d integer/float array (float32 included); not a bool."""
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    if isinstance(value, numbers.Real):
+        return True
+    return isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iuf"
 
 
 def _check_real(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    if not _is_real_scalar(value):
         raise V.ParameterError(name, f"must be a finite real number, got {value!r}")
     return _scalar(name, V.real(name, value))
 
 
 def _check_variance(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    if not _is_real_scalar(value):
         raise V.ParameterError(name, f"must be a finite real number >= 0, got {value!r}")
     return _scalar(name, V.nonnegative(name, value))
 
 
 def _check_inputs(X) -> np.ndarray:
     """X as a finite float64 array of shape (P, d_in) with P, d_in >= 1."""
-    arr = np.asarray(X, dtype=np.float64)
+    arr = V.real("X", X)
     if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
-        raise ValueError(f"X: must be a 2-D array of shape (P, d_in) with P, d_in >= 1, got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError("X: all entries must be finite (no NaN or inf)")
+        raise V.ParameterError("X", f"must be a 2-D array of shape (P, d_in) with P, d_in >= 1, got shape {arr.shape}")
     return arr
 
 
 def _check_vector(name: str, x) -> np.ndarray:
-    arr = np.asarray(x, dtype=np.float64)
-    if arr.ndim != 1 or arr.size < 1 or not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name}: must be a finite 1-D array of length d_in >= 1, got shape {arr.shape}")
+    arr = V.real(name, x)
+    if arr.ndim != 1 or arr.size < 1:
+        raise V.ParameterError(name, f"must be a finite 1-D array of length d_in >= 1, got shape {arr.shape}")
     return arr
 
 
 def _check_method(method) -> str:
     if method not in METHODS:
-        raise ValueError(f"method: must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
+        raise V.ParameterError("method", f"must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
     return method
+
+
+def _check_result_size(samples: int, depth: int, P: int) -> None:
+    need = 4 * samples * (depth + 1) * P * P * 8
+    if need > MAX_RESULT_BYTES:
+        raise V.ParameterError("samples, depth", f"the result arrays (4 x samples x (depth+1) x P x P float64) would "
+                                                 f"need {need / 2**30:.3g} GiB (limit {MAX_RESULT_BYTES / 2**30:g} "
+                                                 "GiB); use fewer samples or a smaller depth")
 
 
 def _make_rng(seed) -> np.random.Generator:
@@ -182,9 +204,9 @@ class _Network:
         s_w2 = _check_variance("sigma_w2", sigma_w2)
         s_b2 = _check_variance("sigma_b2", sigma_b2)
         return cls(
-            depth=_check_int("depth", depth, 1),
-            width=_check_int("width", width, 1),
-            rho=_check_real("rho", rho),
+            depth=_check_int("depth", depth, 1, MAX_DEPTH),
+            width=_check_int("width", width, 1, MAX_WIDTH),
+            rho=_check_variance("rho", rho),
             s_w2=s_w2,
             s_b2=s_b2,
             s_win2=s_w2 if sigma_w2_in is None else _check_variance("sigma_w2_in", sigma_w2_in),
@@ -294,13 +316,23 @@ def _auto_chunk_size(net: _Network, P: int, d_in: int, method: str) -> int:
 def _simulate(net: _Network, X: np.ndarray, samples: int, rng: np.random.Generator, method: str,
               chunk_size: int | None) -> dict[str, np.ndarray]:
     """Run all samples in chunks and assemble the result dictionary."""
+    _check_result_size(samples, net.depth, X.shape[0])
     size = chunk_size or _auto_chunk_size(net, *X.shape, method)
-    parts = [
-        _simulate_chunk(net, X, min(size, samples - start), rng, method)
-        for start in range(0, samples, size)
-    ]
-    out = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
-    out["K"] = np.cumsum(out["C"], axis=1)
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below, naming the inputs
+            parts = [
+                _simulate_chunk(net, X, min(size, samples - start), rng, method)
+                for start in range(0, samples, size)
+            ]
+    except OverflowError:  # Python float arithmetic on the variances
+        parts = None
+    if parts is not None:
+        out = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+        with np.errstate(all="ignore"):
+            out["K"] = np.cumsum(out["C"], axis=1)
+    if parts is None or not all(np.all(np.isfinite(v)) for v in out.values()):
+        raise V.ParameterError("X, rho, sigma_w2, sigma_b2, depth", "the simulated kernels leave the float64 range "
+                                                                    "(overflow); use values of moderate size")
     return out
 
 
@@ -369,7 +401,7 @@ def simulate_kernels(
 def _check_delta(delta, upper: float, what: str) -> float:
     delta = _check_real("delta", delta)
     if not 0 < delta < upper:
-        raise ValueError(f"delta: must satisfy 0 < delta < {upper!r} ({what}), got {delta!r}")
+        raise V.ParameterError("delta", f"must satisfy 0 < delta < {upper!r} ({what}), got {delta!r}")
     return delta
 
 
