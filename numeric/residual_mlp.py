@@ -122,6 +122,10 @@ def gamma_star(r, activation: str, n_out: int = 1) -> np.ndarray:
     return np.where(r <= r0, 0.0, g)
 
 
+#: vertex_trajectory evaluates three 1-D quadratures per layer (~0.3 ms): 10^5 layers take about half a minute
+MAX_TRAJECTORY_DEPTH = 10**5
+
+
 def _moments(ac: ActivationClass, K: float) -> dict[str, float]:
     s = ac.sigma
     return {"sigma_sq": float(expect1(lambda z: s(z) ** 2, K)),
@@ -137,19 +141,29 @@ def vertex_trajectory(activation: str, *, gamma: float, depth: int, K1: float = 
     the critical C_W(gamma).
     """
     ac = activation_class(activation)
-    g = float(check_gamma(gamma))
-    depth = V.integer("depth", depth, minimum=1)
+    g = check_gamma(gamma)
+    if g.ndim:
+        raise ParameterError("gamma", f"must be a scalar here, got shape {g.shape}")
+    g = float(g)
+    depth = V.integer("depth", depth, minimum=1, maximum=MAX_TRAJECTORY_DEPTH)
     K1 = float(V.positive("K1", K1))
     C_b = float(V.nonnegative("C_b", C_b))
     C_W = float(critical_C_W(g, activation)) if C_W is None else float(V.positive("C_W", C_W))
     K = np.empty(depth)
     Vv = np.empty(depth)
     K[0], Vv[0] = K1, 0.0
-    for l in range(depth - 1):
-        m = _moments(ac, K[l])
-        chi = pr.chi_parallel(g, C_W, m["sigma_sq_z_sq"], K[l], m["sigma_sq"])
-        Vv[l + 1] = pr.four_point_update(Vv[l], K[l], C_W, g, chi, m["sigma_4"], m["sigma_sq"])
-        K[l + 1] = pr.kernel_update(C_b, C_W, m["sigma_sq"], g, K[l])
+    try:
+        for l in range(depth - 1):
+            m = _moments(ac, K[l])
+            chi = pr.chi_parallel(g, C_W, m["sigma_sq_z_sq"], K[l], m["sigma_sq"])
+            Vv[l + 1] = pr.four_point_update(Vv[l], K[l], C_W, g, chi, m["sigma_4"], m["sigma_sq"])
+            K[l + 1] = pr.kernel_update(C_b, C_W, m["sigma_sq"], g, K[l])
+    except ParameterError:  # inputs are valid here, so a generated kernel can only object to float64 overflow
+        raise ParameterError("K1, C_W, C_b, gamma, depth", "K^(l) or V^(l) leaves the float64 range (overflow); "
+                                                           "use values of moderate size") from None
+    if not (np.all(np.isfinite(K)) and np.all(np.isfinite(Vv)) and np.all(K > 0)):
+        raise ParameterError("K1, C_W, C_b, gamma, depth", "K^(l) or V^(l) leaves the float64 range (overflow or "
+                                                           "underflow); use values of moderate size")
     return {"K": K, "V": Vv, "V_over_K2": Vv / K**2, "layers": np.arange(1, depth + 1), "C_W": C_W}
 
 

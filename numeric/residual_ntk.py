@@ -57,6 +57,7 @@ __all__ = ["nngp_ntk", "ACTIVATIONS", "METHODS"]
 
 ACTIVATIONS = ("erf", "relu")
 METHODS = ("fused", "generated")
+MAX_DEPTH = 10**6  # as field_theory.MAX_DEPTH; one layer costs ~10-50 us at small P
 _STRIP = 32768  # target elements per strip: ~256 KiB per float64 buffer
 _THREAD_MIN = 20_000  # upper-triangle elements below which one thread is used
 
@@ -325,7 +326,7 @@ def nngp_ntk(K0, depth: int, rho, sigma_w2, sigma_b2, activation: str = "erf", n
     only the NNGP is iterated.  Returns {"K": (P, P)} and, with ntk, {"Theta": (P, P)}.
     """
     K0, deferred_check = _kernel_matrix(K0)
-    L = V.integer("depth", depth, 1)
+    L = V.integer("depth", depth, 1, MAX_DEPTH)
     rho, sw, sb = (_scalar(name, check(name, value)) for name, check, value in
                    (("rho", V.nonnegative, rho), ("sigma_w2", V.positive, sigma_w2),
                     ("sigma_b2", V.nonnegative, sigma_b2)))
@@ -340,12 +341,19 @@ def nngp_ntk(K0, depth: int, rho, sigma_w2, sigma_b2, activation: str = "erf", n
                 raise V.ParameterError("Theta0", f"must be a symmetric matrix of the shape of K0 {K0.shape}")
     elif Theta0 is not None:
         raise V.ParameterError("Theta0", "is only used with ntk=True")
-    with np.errstate(all="ignore"):  # overflow is reported below, naming the inputs
-        if method == "fused":
-            out, valid = _run_fused(act, K0, T0, L, rho * rho, sw, sb, check=deferred_check)
-        else:
-            valid = deferred_check()
-            out = _run_generated(act, K0, T0, L, rho * rho, sw, sb) if valid else {}
+    try:
+        with np.errstate(all="ignore"):  # overflow is reported below, naming the inputs
+            if method == "fused":
+                out, valid = _run_fused(act, K0, T0, L, rho * rho, sw, sb, check=deferred_check)
+            else:
+                valid = deferred_check()
+                out = _run_generated(act, K0, T0, L, rho * rho, sw, sb) if valid else {}
+    except V.ParameterError:  # the inputs were validated: a generated kernel objects only to float64 overflow
+        if not deferred_check():
+            V.kernel_matrix("K0", K0)  # raises: not symmetric or not positive semi-definite
+        raise V.ParameterError("rho, sigma_w2, sigma_b2, K0, depth", "K or Theta is not finite in float64 for these "
+                                                                     "values (overflow); use values of moderate size") \
+            from None
     if not valid:
         V.kernel_matrix("K0", K0)  # raises: not symmetric or not positive semi-definite
     for name, value in out.items():
