@@ -15,7 +15,37 @@ from functools import lru_cache
 import mpmath as mp
 import sympy as sp
 
+import numpy as np
+
 from derive import activations, gaussian
+
+from . import validation as V
+
+#: depth bounds of the mpmath iterations (a layer costs ~0.1 ms on the closed route, ~10-100 ms with quadratures)
+MAX_DEPTH_CLOSED = 10**5
+MAX_DEPTH_QUADRATURE = 10**4
+MAX_DPS = 1000
+
+
+def _num(name: str, value, check=V.real) -> mp.mpf:
+    """A validated real scalar (no NaN/inf, ``check``'s range) as an mpf, keeping an mpf's own precision."""
+    V.scalar(name, value, check)
+    if isinstance(value, mp.mpf):
+        return value
+    if isinstance(value, (np.ndarray, np.generic)):
+        return mp.mpf(float(value))
+    return mp.mpf(value)
+
+
+def _theta(theta) -> mp.mpf:
+    t = _num("theta", theta, V.nonnegative)
+    if t > mp.pi:
+        raise V.ParameterError("theta", f"must lie in [0, pi], got {theta}")
+    return t
+
+
+def _dps(dps) -> int:
+    return V.integer("dps", dps, 1, MAX_DPS)
 
 
 @lru_cache(maxsize=None)
@@ -55,9 +85,18 @@ def _closed_mp(name: str):
 def chi_out_mp(k0, depth: int, rho, sigma_w2, sigma_b2, sigma_w2_out=None, k0_offdiag=None,
                activation: str = "erf", dps: int = 30, route: str = "quadrature") -> mp.mpf:
     """chi_out (48) at dps digits; diagonal element, or off-diagonal when k0_offdiag is given."""
+    dps = _dps(dps)
+    route = V.choice("route", route, ("quadrature", "closed"))
+    depth = V.integer("depth", depth, 1, MAX_DEPTH_CLOSED if route == "closed" else MAX_DEPTH_QUADRATURE)
+    k0 = _num("k0", k0, V.positive)
+    if k0_offdiag is not None:
+        k0_offdiag = _num("k0_offdiag", k0_offdiag)
+        if abs(k0_offdiag) > k0:
+            raise V.ParameterError("k0_offdiag", f"must satisfy |k0_offdiag| <= k0, got {k0_offdiag} with k0 {k0}")
     with mp.workdps(dps + 10):
-        rho, sw, sb = mp.mpf(rho), mp.mpf(sigma_w2), mp.mpf(sigma_b2)
-        swo = sw if sigma_w2_out is None else mp.mpf(sigma_w2_out)
+        rho, sw, sb = _num("rho", rho, V.nonnegative), _num("sigma_w2", sigma_w2, V.positive), \
+            _num("sigma_b2", sigma_b2, V.nonnegative)
+        swo = sw if sigma_w2_out is None else _num("sigma_w2_out", sigma_w2_out, V.positive)
         if route == "quadrature":
             if k0_offdiag is not None:
                 raise ValueError("route: the quadrature route is diagonal-only; use route='closed'")
@@ -86,7 +125,12 @@ def chi_out_mp(k0, depth: int, rho, sigma_w2, sigma_b2, sigma_w2_out=None, k0_of
 
 def rho_star_mp(k0, depth: int, sigma_w2, sigma_b2, start: float, sigma_w2_out=None, k0_offdiag=None,
                 dps: int = 30) -> mp.mpf:
-    """argmax_rho chi_out at dps digits: bisection on the central-difference slope (closed-form erf route)."""
+    """argmax_rho chi_out at dps digits: bisection on the central-difference slope (closed-form erf route).
+
+    ``start`` must lie within 0.1% of the maximiser (a ParameterError naming it otherwise: there is no interior
+    maximum there to refine)."""
+    dps = _dps(dps)
+    start = _num("start", start, V.positive)
     with mp.workdps(dps + 15):
         f = lambda r: chi_out_mp(k0, depth, r, sigma_w2, sigma_b2, sigma_w2_out, k0_offdiag,  # noqa: E731
                                  dps=dps + 15, route="closed")
@@ -94,7 +138,8 @@ def rho_star_mp(k0, depth: int, sigma_w2, sigma_b2, start: float, sigma_w2_out=N
         h = mp.mpf(10) ** (-(dps + 15) // 2)
         slope = lambda r: (f(r * (1 + h)) - f(r * (1 - h))) / (2 * h * r)  # noqa: E731  O(h^2) = 1e-(dps+15)
         if not (slope(lo) > 0 > slope(hi)):
-            raise ValueError("start: the maximum of chi_out is not within 0.1% of the start value")
+            raise V.ParameterError("start", "the maximum of chi_out is not within 0.1% of the start value (no "
+                                            "interior maximum of chi_out there)")
         # bisection on the sign of the slope: robust where the maximum is flat
         while hi - lo > mp.mpf(10) ** (-dps - 2) * hi:
             mid = (lo + hi) / 2
@@ -110,8 +155,9 @@ def j2bar_quadrature_mp(theta, dps: int = 30) -> mp.mpf:
     cos^2(psi - t) / (2 pi) on the rectangle r > 0, psi in (t - pi/2, pi/2) where both ReLUs are open;
     mpmath integrates it as a 2-D tanh-sinh quadrature (no closed form is used).
     """
+    dps = _dps(dps)
     with mp.workdps(dps + 10):
-        t = mp.mpf(theta)
+        t = _theta(theta)
         value = 2 * mp.quad(lambda r, psi: r**5 * mp.exp(-r * r / 2) * mp.cos(psi) ** 2 * mp.cos(psi - t) ** 2,
                             [0, mp.inf], [t - mp.pi / 2, mp.pi / 2]) / (2 * mp.pi)
         return +value
@@ -126,8 +172,9 @@ def _j2bar_closed_mp():
 
 def j2bar_closed_mp(theta, dps: int = 30) -> mp.mpf:
     """The derived closed form of J2-bar evaluated in mpmath."""
+    dps = _dps(dps)
     with mp.workdps(dps + 10):
-        return +_j2bar_closed_mp()(mp.mpf(theta))
+        return +_j2bar_closed_mp()(_theta(theta))
 
 
 # --------------------------------------------------------------------------- PDLT: nu(gamma) by iteration
@@ -149,6 +196,12 @@ def vertex_trajectory_mp(activation: str, gamma, depth: int, K1=1, dps: int = 30
     chi = gamma^2 + C_W (<s^2 z^2> - K <s^2>)/(2 K^2), C_W = (1 - gamma^2)/A_2 or (1 - gamma^2)/sigma_1^2.
     """
     ac, s = _sigma_mp(activation)
+    dps = _dps(dps)
+    depth = V.integer("depth", depth, 1, MAX_DEPTH_QUADRATURE)
+    gamma = _num("gamma", gamma, V.nonnegative)
+    if gamma >= 1:
+        raise V.ParameterError("gamma", f"must lie in [0, 1) (criticality needs gamma^2 < 1), got {gamma}")
+    K1 = _num("K1", K1, V.positive)
     with mp.workdps(dps + 10):
         g2 = mp.mpf(gamma) ** 2
         if ac.kind == "k0":
@@ -156,16 +209,16 @@ def vertex_trajectory_mp(activation: str, gamma, depth: int, K1=1, dps: int = 30
             cw = (1 - g2) / s1**2
         else:
             cw = (1 - g2) / ((mp.mpf(ac.a_plus) ** 2 + mp.mpf(ac.a_minus) ** 2) / 2)
-        K, V = mp.mpf(K1), mp.mpf(0)
-        out = [(K, V)]
+        K, Vl = mp.mpf(K1), mp.mpf(0)
+        out = [(K, Vl)]
         for _ in range(depth - 1):
             m2 = gaussian_mean_mp(lambda z: s(z) ** 2, K)
             m2z = gaussian_mean_mp(lambda z: s(z) ** 2 * z * z, K)
             m4 = gaussian_mean_mp(lambda z: s(z) ** 4, K)
             chi = g2 + cw * (m2z - K * m2) / (2 * K * K)
-            V = cw**2 * (m4 - m2 * m2) + chi**2 * V + 4 * g2 * (chi - g2) * K * K
+            Vl = cw**2 * (m4 - m2 * m2) + chi**2 * Vl + 4 * g2 * (chi - g2) * K * K
             K = cw * m2 + g2 * K
-            out.append((K, V))
+            out.append((K, Vl))
     return out
 
 
@@ -176,9 +229,10 @@ def nu_from_iteration_mp(activation: str, gamma, depth: int = 400, dps: int = 30
     increments s_l = V_{l+1}/K_{l+1}^2 - V_l/K_l^2 approach nu with corrections a/l + b ln(l)/l; they are
     fitted on the last half of the layers and extrapolated to l -> oo.
     """
+    depth = V.integer("depth", depth, 3, MAX_DEPTH_QUADRATURE)  # the fit needs a few increments
     traj = vertex_trajectory_mp(activation, gamma, depth, dps=dps)
     with mp.workdps(dps + 10):
-        ratio = [V / (K * K) for K, V in traj]
+        ratio = [Vl / (K * K) for K, Vl in traj]
         inc = [ratio[i + 1] - ratio[i] for i in range(len(ratio) - 1)]
         ac, _ = _sigma_mp(activation)
         if ac.kind == "scale_invariant":
