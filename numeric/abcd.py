@@ -234,7 +234,7 @@ def rates(widths: Sequence[float], depth: int = 3, gamma0: float = 1.0) -> dict:
     L = np.float64(integer("depth (L)", depth, minimum=2, maximum=2**53))
     g0 = float(positive("gamma0", gamma0))
     with np.errstate(over="ignore"):
-        r = G.pc_r_scale(N, L, np.float64(g0))
+        r = G.pc_r_scale.unchecked(N, L, np.float64(g0))  # validated above; overflow is named below
     V.finite_result("gamma0, L", r, "the PC rate r = L^2 gamma0^2 N^(3/2)/(N + 1)^2")
     if np.any(r == 0):
         raise ParameterError("gamma0, L", "the PC rate r = L^2 gamma0^2 N^(3/2)/(N + 1)^2 underflows to 0 in float64; "
