@@ -24,10 +24,11 @@ from hypothesis import strategies as st
 from derive.registry import THEORIES, derivation
 from numeric.validation import ParameterError
 
-SETTINGS = settings(derandomize=True, max_examples=12, deadline=None, database=None,
+SETTINGS = settings(derandomize=True, max_examples=25, deadline=None, database=None,
                     suppress_health_check=list(HealthCheck))
 
-RESULTS = [(theory, r) for theory in THEORIES for r in derivation(theory).results if r.inputs]
+_derivation = functools.lru_cache(maxsize=None)(derivation)  # each derivation runs SymPy once per session
+RESULTS = [(theory, r) for theory in THEORIES for r in _derivation(theory).results if r.inputs]
 IDS = [f"{t}.{r.name}" for t, r in RESULTS]
 #: beyond this |value| a float64 overflow error is the right answer (the intermediates exceed float64 first)
 OVERFLOW = 1e300
@@ -57,7 +58,7 @@ def _exact_functions(expr):
 
 @functools.lru_cache(maxsize=None)
 def _reference(theory, name):
-    res = derivation(theory)[name]
+    res = _derivation(theory)[name]
     return sp.lambdify([i.symbol for i in res.inputs], _exact_functions(res.expr), "mpmath")
 
 
