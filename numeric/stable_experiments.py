@@ -287,7 +287,9 @@ def digits_classification(depths=(50, 200, 1000), scalings=SCALINGS, n_train: in
     Random split (train / validation / test; n_test=None uses the rest of the 1797 images), targets one-hot
     minus 0.1 (Lee et al. 2018), prediction Q_N(.)(Q_NN + sigma^2 I)^-1 Y with the noise variance sigma^2 chosen
     from ``noise_grid`` (default 10^-12 .. 10^1) by validation accuracy (ties: the largest).  Returns per
-    scaling and depth the test and validation accuracy and the chosen sigma^2.
+    scaling and depth the test and validation accuracy and the chosen sigma^2; ``noise_var_at_edge`` says
+    where that choice is an end point of the grid ("lower"/"upper": the best noise may lie outside the
+    searched range) and is None where it is interior.
     """
     depths = _depths_tuple(depths)
     X, lab = load_digits_sphere()
@@ -300,12 +302,13 @@ def digits_classification(depths=(50, 200, 1000), scalings=SCALINGS, n_train: in
     tr, va, te = perm[:n_train], perm[n_train:n_train + n_val], perm[n_train + n_val:n_train + n_val + n_test]
     Y = np.eye(10)[lab[tr]] - 0.1
     res = {"depths": list(depths), "n_train": n_train, "n_val": n_val, "n_test": n_test, "seed": seed,
-           "noise_grid": grid.tolist(), "test_accuracy": {}, "val_accuracy": {}, "noise_var": {}, "seconds": {}}
+           "noise_grid": grid.tolist(), "test_accuracy": {}, "val_accuracy": {}, "noise_var": {},
+           "noise_var_at_edge": {}, "seconds": {}}
     for sc in scalings:
         t0 = time.perf_counter()
         K = sphere_kernels(X[np.concatenate([tr, va, te])], depths, sc, sigma_w2, sigma_b2, nodes=nodes,
                            keys=("correlation",))
-        accs_te, accs_va, noises = [], [], []
+        accs_te, accs_va, noises, edges = [], [], [], []
         for L in depths:
             C = K[L]["correlation"]
             with _single_blas():
@@ -320,8 +323,11 @@ def digits_classification(depths=(50, 200, 1000), scalings=SCALINGS, n_train: in
                     best = (acc_va, s2, float(np.mean(pred[n_val:].argmax(1) == lab[te])))
             accs_va.append(best[0])
             noises.append(float(best[1]))
+            edges.append("lower" if best[1] == grid[0] and grid.size > 1 else
+                         "upper" if best[1] == grid[-1] and grid.size > 1 else None)
             accs_te.append(best[2])
         res["test_accuracy"][sc], res["val_accuracy"][sc], res["noise_var"][sc] = accs_te, accs_va, noises
+        res["noise_var_at_edge"][sc] = edges
         res["seconds"][sc] = time.perf_counter() - t0
     return res
 

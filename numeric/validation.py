@@ -59,6 +59,16 @@ def depths(name: str, value, maximum: int = 10**6) -> np.ndarray:
     return arr.astype(int)
 
 
+def depth_list(name: str, value, maximum: int = 10**6) -> np.ndarray:
+    """:func:`depths` that also refuses booleans (True is not the depth 1)."""
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (list, tuple, np.ndarray))
+                                               and np.asarray(value, dtype=object).size
+                                               and any(isinstance(v, (bool, np.bool_))
+                                                       for v in np.asarray(value, dtype=object).ravel())):
+        raise ParameterError(name, f"must be integers >= 1, got a boolean {_brief(value)}")
+    return depths(name, value, maximum)
+
+
 def integer(name: str, value, minimum: int = 1, maximum: int | None = None) -> int:
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         out, bad = int(value), int(value) < minimum

@@ -66,12 +66,14 @@ def test_cli_rho_star_json(capsys):
                         "--json"], capsys)
     assert code == 0
     data = json.loads(out)
-    assert set(data) == {"depth", "rho_star", "rho_star_offdiag"}
+    assert set(data) == {"depth", "search_range", "rho_star", "rho_star_boundary", "rho_star_offdiag",
+                         "rho_star_offdiag_boundary"}
+    assert data["rho_star_boundary"] == data["rho_star_offdiag_boundary"] == [None] * 3  # interior maxima
     assert data["depth"] == [10, 50, 100]
     assert np.allclose(data["rho_star"], F.rho_star([10, 50, 100], **GOOD)["rho_star"])
     code, out, _ = run(["rho-star", "--depth", "10", "--k0", "0.05", "--sigma-w2", "1.25", "--sigma-b2", "0.05",
                         "--json"], capsys)
-    assert set(json.loads(out)) == {"depth", "rho_star"}
+    assert set(json.loads(out)) == {"depth", "search_range", "rho_star", "rho_star_boundary"}
 
 
 def test_cli_response_json(capsys):
