@@ -341,8 +341,8 @@ def _sympy_value(theory: str, result: str, **values) -> float:
     from derive.registry import derivation
 
     r = derivation(theory)[result]
-    subs = {i.symbol: sp.nsimplify(v) if isinstance(v, float) else sp.Integer(v) for i, v in
-            ((i, values[i.name]) for i in r.inputs)}
+    subs = {i.symbol: sp.Float(repr(v), 40) if isinstance(v, float) else sp.Integer(v) for i, v in
+            ((i, values[i.name]) for i in r.inputs)}  # 40-digit floats: exact rational powers of 1e6 would crawl
     return float(sp.N(r.expr.subs(subs), 30))
 
 
