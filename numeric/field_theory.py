@@ -12,6 +12,7 @@ Normalisation of the response: eta^(0) = 1 is the linear-response convention
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
@@ -122,8 +123,19 @@ def propagate(d0: np.ndarray, o0: np.ndarray, pairs: tuple[np.ndarray, np.ndarra
     are captured at layer stop, so one pass serves many depths).
     """
     eta0 = V.scalar("eta0", eta0, V.positive)
-    with np.errstate(all="ignore"):  # overflow (geometric growth, huge inputs) is reported by the callers
+    with np.errstate(all="ignore"), _overflow_named():  # overflow (geometric growth, huge inputs): see there
         return _propagate(d0, o0, pairs, stop, hyper, kern, eta0, keep_layers)
+
+
+@contextmanager
+def _overflow_named():
+    """Inside the recursions the inputs are already validated, so a kernel that objects (a generated kernel's
+    domain check on an inf K^(l)) can only be reporting float64 overflow: name the inputs that cause it."""
+    try:
+        yield
+    except V.ParameterError:
+        raise V.ParameterError(_RANGE_NAMES, "K^(l) or chi^(l) is not finite in float64 for these values "
+                                             "(overflow); use values of moderate size") from None
 
 
 def _propagate(d0, o0, pairs, stop, hyper, kern, eta0, keep_layers) -> Trajectory:
@@ -390,7 +402,7 @@ def _pair_pass(rho, sw, sb, swo, sbo, k0, k0o, stop, kern: ActivationKernels, et
     mean_phi_sq, price_diag = kern.mean_phi_sq, kern.price_diag
     mean_phi_phi, mean_dphi_dphi = kern.mean_phi_phi, kern.mean_dphi_dphi
     tick = 4096
-    with np.errstate(all="ignore"), _layer_bar(L_max, desc, progress) as bar:
+    with np.errstate(all="ignore"), _overflow_named(), _layer_bar(L_max, desc, progress) as bar:
         for layer in range(L_max + 1):
             if layer > 0:
                 C_d = _residual_kernel(rho, sw, sb, mean_phi_sq(d))
