@@ -277,3 +277,150 @@ def test_ode_limit_integer_and_float32_input():
     assert np.array_equal(SR.ode_limit(np.eye(2, dtype=np.int64) + 0.5 * (1 - np.eye(2)), np.array([0, 1])),
                           ref[[0, 2]])
     assert np.array_equal(SR.ode_limit(Q2, 0.0)[0], np.array(Q2))
+
+
+# --------------------------------------------------------------------------- boundary validation, table-driven
+X3 = [[1.0, 0.2, 0.1], [0.3, 1.0, -0.2]]
+K2 = [[1.0, 0.5], [0.5, 1.0]]
+#: (function, a cheap valid call, {parameter: kind}); kinds: pos (0, inf), nonneg [0, inf), real, unit_open [0, 1),
+#: angle [0, pi], unit [0, 1] (sequence), matrix (PSD kernel), ("int", minimum)
+TABLE = [
+    ("numeric.field_theory.input_kernel", dict(X=X3), dict(sigma_w2_in="pos", sigma_b2_in="nonneg", X="real")),
+    ("numeric.field_theory.nngp", dict(K0=K2, depth=5, rho=0.3, sigma_w2=1.25, sigma_b2=0.05),
+     dict(K0="matrix", depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
+    ("numeric.field_theory.response", dict(k0=0.05, depth=10, rho=0.3, sigma_w2=1.25, sigma_b2=0.05, k0_offdiag=0.02),
+     dict(k0="pos", depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg", k0_offdiag="real")),
+    ("numeric.field_theory.chi_out_curves", dict(rho=[0.1, 0.3], depths=[5], k0=0.05, sigma_w2=1.25, sigma_b2=0.05),
+     dict(rho="nonneg", depths=("int", 1), k0="pos", sigma_w2="pos", sigma_b2="nonneg")),
+    ("numeric.field_theory.rho_star", dict(depths=[10], k0=0.05, sigma_w2=1.25, sigma_b2=0.05, k0_offdiag=0.03),
+     dict(depths=("int", 1), k0="pos", sigma_w2="pos", sigma_b2="nonneg", k0_offdiag="real")),
+    ("numeric.field_theory.rho_star_pairs", dict(K0=[[0.05, 0.03], [0.03, 0.05]], depth=10, sigma_w2=1.25,
+                                                 sigma_b2=0.05),
+     dict(K0="matrix", depth=("int", 1), sigma_w2="pos", sigma_b2="nonneg")),
+    ("numeric.field_theory.linearised_rho_star", dict(depths=[10], k0=0.05, sigma_w2=1.25, sigma_b2=0.05),
+     dict(depths=("int", 1), sigma_w2="pos", sigma_b2="nonneg", target_variance="pos")),
+    ("numeric.fluctuations.kernel_fluctuations", dict(k0=0.5, depth=5, width=100, rho=0.3, sigma_w2=1.25,
+                                                      sigma_b2=0.05),
+     dict(k0="pos", depth=("int", 1), width=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
+    ("numeric.stable_resnet.kernels", dict(Q0=K2, depth=5), dict(Q0="matrix", depth=("int", 1), sigma_w2="pos",
+                                                                 sigma_b2="nonneg")),
+    ("numeric.stable_resnet.two_input_kernels", dict(depths=[5]),
+     dict(depths=("int", 1), angle="angle", sigma_w2="pos", sigma_b2="nonneg", d_in=("int", 2))),
+    ("numeric.stable_resnet.ode_limit", dict(Q0=K2, t_eval=[0.5, 1.0]),
+     dict(Q0="matrix", t_eval="unit", sigma_w2="pos", sigma_b2="nonneg", rtol="pos")),
+    ("numeric.stable_resnet.input_kernel_matrix", dict(X=X3, sigma_w2=2.0, sigma_b2=0.0),
+     dict(X="real", sigma_w2="pos", sigma_b2="nonneg")),
+    ("numeric.simulate.simulate_kernels", dict(X=X3, depth=3, width=8, rho=0.5, sigma_w2=1.25, sigma_b2=0.05,
+                                               samples=4, seed=0),
+     dict(X="real", depth=("int", 1), width=("int", 1), rho="nonneg", sigma_b2="nonneg", samples=("int", 1))),
+    ("numeric.simulate.finite_difference_response", dict(x=[1.0, 0.5, 0.2], delta=1e-3, depth=3, width=8, rho=0.5,
+                                                         sigma_w2=1.25, sigma_b2=0.05, samples=4, seed=0),
+     dict(x="real", delta="pos", depth=("int", 1), width=("int", 1), rho="nonneg", samples=("int", 1))),
+    ("numeric.residual_mlp.critical_C_W", dict(gamma=0.5, activation="tanh"), dict(gamma="unit_open")),
+    ("numeric.residual_mlp.nu", dict(gamma=0.5, activation="relu"), dict(gamma="unit_open")),
+    ("numeric.residual_mlp.gamma_star", dict(r=1.0, activation="relu", n_out=1), dict(r="pos")),
+    ("numeric.residual_mlp.vertex_trajectory", dict(activation="tanh", gamma=0.5, depth=4),
+     dict(gamma="unit_open", depth=("int", 1), K1="pos", C_b="nonneg")),
+    ("numeric.residual_mlp.xi_from_correlators", dict(gamma=0.5, G_RR=1.0, G_Rz=0.2, G_zz=1.0),
+     dict(gamma="unit_open", G_RR="pos", G_Rz="real", G_zz="pos")),
+    ("numeric.residual_ntk.nngp_ntk", dict(K0=K2, depth=5, rho=0.3, sigma_w2=1.25, sigma_b2=0.05),
+     dict(K0="matrix", depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
+    ("numeric.mp_checks.chi_out_mp", dict(k0=0.05, depth=3, rho=0.3, sigma_w2=1.25, sigma_b2=0.05, dps=15,
+                                          route="closed"),
+     dict(k0="pos", depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg", dps=("int", 1))),
+    ("numeric.mp_checks.j2bar_closed_mp", dict(theta=1.0, dps=10), dict(theta="angle", dps=("int", 1))),
+    ("numeric.mp_checks.vertex_trajectory_mp", dict(activation="relu", gamma=0.5, depth=3, dps=10),
+     dict(gamma="unit_open", depth=("int", 1), dps=("int", 1))),
+    ("numeric.monte_carlo.simulate_log_gaussian", dict(n=8, d=2, alpha=0.7, lam=0.7, samples=50, seed=0),
+     dict(n=("int", 2), d=("int", 1), samples=("int", 2), lam="nonneg", alpha="real")),
+    ("numeric.monte_carlo.simulate_residual_mlp", dict(n=8, depth=2, gamma=0.5, C_W=0.75, samples=50, seed=0),
+     dict(n=("int", 1), depth=("int", 1), samples=("int", 2), gamma="real", C_W="pos", C_b="nonneg", K1="pos")),
+]
+OPTIONAL = {"k0_offdiag"}  # None is their documented default
+DEFAULTS = {"sigma_w2_in": 1.0, "sigma_b2_in": 0.0, "target_variance": 0.5, "angle": 1.0, "d_in": 2,
+            "sigma_w2": 2.0, "sigma_b2": 0.0, "rtol": 1e-11, "K1": 1.0, "C_b": 0.0}
+
+
+def _variants(kind, value):
+    """(label, bad or odd value, expectation): error (ParameterError naming the parameter), same (as the float64
+    call), either (a finite result or a ParameterError)."""
+    common = [("non-numeric", "abc", "error"), ("empty", [], "error"), ("none", None, "error")]
+    if isinstance(kind, tuple):
+        lo = kind[1]
+        return common + [("below-min", lo - 1, "error"), ("fraction", 2.5, "error"), ("nan", math.nan, "error"),
+                         ("bool", True, "error"), ("huge", 10**30, "error"),
+                         ("numpy-int", np.asarray(value, np.int64) if np.ndim(value) else np.int64(value), "same")]
+    out = common + [("nan", math.nan, "error"), ("inf", math.inf, "error"), ("-inf", -math.inf, "error")]
+    if kind != "matrix":
+        out.append(("float32", np.asarray(value, np.float32), "same32"))
+    if kind in ("pos", "nonneg", "angle", "unit_open", "unit"):
+        out.append(("negative", -1.0 if kind != "unit" else [-1.0], "error"))
+    out += {"pos": [("zero", 0.0, "error"), ("huge", 1e300, "either")],
+            "nonneg": [("zero", 0.0, "either"), ("huge", 1e300, "either")],
+            "real": [("huge", 1e300, "either")],
+            "unit_open": [("one", 1.0, "error"), ("huge", 1e300, "error")],
+            "angle": [("above-pi", 4.0, "error")],
+            "unit": [("above-one", [2.0], "error"), ("unsorted", [1.0, 0.5], "error")],
+            "matrix": [("not-symmetric", [[1.0, 0.2], [0.3, 1.0]], "error"), ("not-psd", [[1.0, 2.0], [2.0, 1.0]],
+                                                                                "error")]}.get(kind, [])
+    return out
+
+
+def _cases():
+    for path, base, params in TABLE:
+        for name, kind in params.items():
+            value = base.get(name, DEFAULTS.get(name))
+            for label, bad, expect in _variants(kind, value):
+                if label == "none" and name in OPTIONAL:
+                    continue
+                yield pytest.param(path, base, name, value, bad, expect, id=f"{path.split('.', 1)[1]}:{name}={label}")
+
+
+def _finite(out) -> bool:
+    if isinstance(out, dict):
+        return all(_finite(v) for k, v in out.items() if not k.endswith(("_bound", "_boundary", "_supremum_at")))
+    if out is None or isinstance(out, str) or hasattr(out, "__dataclass_fields__"):
+        return True
+    try:
+        arr = np.asarray(out, float)
+    except (TypeError, ValueError):
+        return True
+    return bool(np.all(np.isfinite(arr)))
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if hasattr(a, "__dataclass_fields__"):
+        return _same({k: v for k, v in vars(a).items() if k != "seed"}, {k: v for k, v in vars(b).items() if k != "seed"})
+    try:
+        x, y = np.asarray(a, float), np.asarray(b, float)
+    except (TypeError, ValueError):
+        return bool(np.all(np.asarray(a == b))) if not isinstance(a, str) else a == b
+    return x.shape == y.shape and bool(np.array_equal(x, y, equal_nan=True))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("path, base, name, value, bad, expect", list(_cases()))
+def test_public_functions_validate_at_the_boundary(path, base, name, value, bad, expect):
+    import importlib
+
+    module, func = path.rsplit(".", 1)
+    fn = getattr(importlib.import_module(module), func)
+    kwargs = {**base, name: bad}
+    singular = name.rstrip("s")  # depths -> depth
+    if expect == "error":
+        with pytest.raises(ParameterError) as exc:
+            fn(**kwargs)
+        assert singular in exc.value.parameter or name in exc.value.parameter, str(exc.value)
+        return
+    if expect == "either":
+        try:
+            out = fn(**kwargs)
+        except ParameterError as exc:  # a range error names the inputs responsible
+            assert exc.parameter
+            return
+        assert _finite(out)
+        return
+    ref_value = np.asarray(np.asarray(value, np.float32), float).tolist() if expect == "same32" else value
+    assert _same(fn(**kwargs), fn(**{**base, name: ref_value}))
