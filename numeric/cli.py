@@ -299,7 +299,7 @@ def cmd_stable_kernel(args) -> int:
     from numeric.stable_resnet import two_input_kernels
 
     res = two_input_kernels(args.depth, args.scaling, angle=args.angle, sigma_w2=args.sigma_w2,
-                            sigma_b2=args.sigma_b2, d_in=args.d_in)
+                            sigma_b2=args.sigma_b2, d_in=args.d_in, progress=not args.quiet)
     _emit({k: res[k] for k in ("depth", "log_Q_diag", "correlation", "log_ntk_diag")}, args.json)
     return 0
 
@@ -374,6 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sigma-b2", type=float, default=0.0)
     p.add_argument("--d-in", type=int, default=2, help="input dimension d in Q_0 = sigma_b^2 + sigma_w^2 x.x'/d")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
     p.set_defaults(func=cmd_stable_kernel)
     p = sub.add_parser("sweep", help="parameter grid from a TOML spec on Dask (resumable; .nc or .zarr output)")
     p.add_argument("spec", help="TOML spec: kind, [grid], [fixed], [run] (see examples/sweeps/)")

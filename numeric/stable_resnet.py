@@ -22,7 +22,7 @@ from scipy.integrate import solve_ivp
 import generated.stable_resnet as gs
 
 from . import validation as V
-from .field_theory import _parallel
+from .field_theory import _layer_bar, _parallel
 from .validation import ParameterError
 
 __all__ = ["NAMED_SCALINGS", "Scaling", "parse_scaling", "scaling_is_stable", "lambda_squared", "kernels",
@@ -205,7 +205,7 @@ def _step(state: KernelState, lam2: float, sigma_w2: float, sigma_b2: float) -> 
 
 
 def kernels(Q0, depth: int, scaling="uniform", sigma_w2: float = 2.0, sigma_b2: float = 0.0,
-            keep_layers: bool = False, require_stable: bool = False) -> dict:
+            keep_layers: bool = False, require_stable: bool = False, progress: bool = False) -> dict:
     """NNGP Q_L (5) and NTK Theta_L (9), NTK parameterisation, for an input kernel Q0 (P x P).
 
     Returns log_scale, Q_normalised, ntk_normalised (Q = exp(log_scale) Q_normalised, same for the NTK),
@@ -232,11 +232,15 @@ def kernels(Q0, depth: int, scaling="uniform", sigma_w2: float = 2.0, sigma_b2: 
 
     if keep_layers:
         record(state)
-    with np.errstate(all="ignore"):  # overflow is reported below
-        for l2 in lam2:
+    V.flag("progress", progress)
+    with np.errstate(all="ignore"), _layer_bar(lam2.size, "stable kernel", progress) as bar:  # overflow: below
+        for n, l2 in enumerate(lam2, 1):
             state = _step(state, float(l2), sigma_w2, sigma_b2)
             if keep_layers:
                 record(state)
+            if n % 4096 == 0:
+                bar.update(4096)
+        bar.update(lam2.size - bar.n)
     out = {
         "log_scale": state.log_scale, "Q_normalised": state.Qn(), "ntk_normalised": state.Tn(),
         "correlation": state.correlation(), "ntk_correlation": state.ntk_correlation(),
@@ -255,7 +259,7 @@ def kernels(Q0, depth: int, scaling="uniform", sigma_w2: float = 2.0, sigma_b2: 
 
 
 def two_input_kernels(depths, scaling="uniform", angle: float = 1.0, sigma_w2: float = 2.0, sigma_b2: float = 0.0,
-                      d_in: int = 2) -> dict:
+                      d_in: int = 2, progress: bool = False) -> dict:
     """Two unit inputs at ``angle`` (radians, in [0, pi]): log Q_L(x, x), C_L(x, x'), log Theta_L(x, x) per depth."""
     depths = V.depth_list("depth", depths, MAX_DEPTH)
     if depths.ndim > 1:
@@ -275,7 +279,7 @@ def two_input_kernels(depths, scaling="uniform", angle: float = 1.0, sigma_w2: f
         raise ParameterError("sigma_w2, sigma_b2, d_in", "Q_0 = sigma_b^2 + sigma_w^2/d_in underflows float64")
     out = {"depth": [], "log_Q_diag": [], "correlation": [], "log_ntk_diag": [], "ntk_correlation": []}
     for L in depths:
-        k = kernels(Q0, int(L), scaling, sigma_w2, sigma_b2)
+        k = kernels(Q0, int(L), scaling, sigma_w2, sigma_b2, progress=progress)
         out["depth"].append(int(L))
         out["log_Q_diag"].append(float(k["log_Q_diag"][0]))
         out["correlation"].append(float(k["correlation"][0, 1]))
