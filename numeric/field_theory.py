@@ -595,8 +595,10 @@ def rho_star(depths, k0, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w2_out=None,
     ext = lambda a: np.reshape(np.broadcast_to(a, batch), batch + (1, 1))  # noqa: E731  batch -> (T, n) axes
     counter = iter(range(1, 10**6))
 
+    # chi_out = sigma_w2_out <...> chi^(L) (48) is proportional to sigma_w2_out: maximise it at sigma_w2_out = 1
+    # (no underflow or overflow of the factor in the search) and scale the value afterwards
     def chi(r: np.ndarray) -> np.ndarray:  # r: batch + (T, n); target t at its own rho
-        res = _pair_pass(r, ext(hyper0.sigma_w2), ext(hyper0.sigma_b2), ext(hyper0.sigma_w2_out),
+        res = _pair_pass(r, ext(hyper0.sigma_w2), ext(hyper0.sigma_b2), ext(1.0),
                          ext(hyper0.sigma_b2_out), ext(k0), ext(k0o), ext(stop), kern, progress=progress,
                          desc=f"rho* pass {next(counter)}", offdiag=T == 2)
         parts = [res["chi_out_diag" if t == "diag" else "chi_out_off"][..., k, :] for k, t in enumerate(targets)]
@@ -609,7 +611,10 @@ def rho_star(depths, k0, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w2_out=None,
         key = "rho_star" if which == "diag" else "rho_star_offdiag"
         res[key] = _none_at_edges(m["x"][..., k], m["interior"][..., k])
         res[key + "_grid_index"] = m["grid_index"][..., k]
-        res[key + "_chi_out"] = m["value"][..., k]
+        with np.errstate(over="ignore"):
+            res[key + "_chi_out"] = m["value"][..., k] * np.broadcast_to(hyper0.sigma_w2_out, batch)
+        V.finite_result(_RANGE_NAMES.replace("activation", "sigma_w2_out, activation"), res[key + "_chi_out"],
+                        f"chi_out at {key}")
         res[key + "_interior"] = m["interior"][..., k]
         res[key + "_supremum_at"] = m["supremum_at"][..., k]
         res[key + "_bound"] = m["bound"][..., k]
