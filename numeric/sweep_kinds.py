@@ -231,10 +231,11 @@ def _log_gaussian_cross(p: dict, where: dict[str, str]) -> None:
         raise ParameterError(where["alpha"], "alpha = lam = 0 makes the network identically zero; "
                                              "need alpha^2 + lam^2 > 0")
     lo, hi = V.GROWTH_RANGE
-    s2 = p["alpha"] ** 2 + p["lam"] ** 2
+    norm = math.hypot(p["alpha"], p["lam"])
+    s2 = norm * norm  # inf, not OverflowError, beyond float64 (float ** 2 raises)
     if not lo <= s2 <= hi:
         raise ParameterError(f"{where['alpha']}, {where['lam']}", f"alpha^2 + lam^2 must lie in [{lo:g}, {hi:g}] "
-                             f"(the formulas square it), got {s2:g}")
+                             f"(the formulas square it), got ({norm:g})^2")
     if p["alpha"] != 0 and abs(p["alpha"]) < 1e-150 * math.hypot(p["alpha"], p["lam"]):
         raise ParameterError(where["alpha"], "a nonzero alpha must be >= 1e-150 sqrt(alpha^2 + lam^2) in absolute "
                                              "value (smaller ones underflow float64); use alpha = 0 instead")

@@ -314,6 +314,24 @@ def sweep_spec_cases() -> list[Case]:
                           argv=("sweep", "{tmp}/bad.toml", "--workers", "1", "--quiet", "--out", "{out}"),
                           setup=setup, after=lambda tmp: not (tmp / "out.nc.parts").exists()
                           and not (tmp / "out.nc").exists(), timeout=120))
+    other_kinds = {  # values the old code let through to a Dask worker (a worker traceback, an empty OUT.parts/)
+        "rho_star:depth=10^7": ('kind = "rho_star"\n[grid]\ndepth = [10000000]\nsigma_w2 = [1.25]\n'
+                                '[fixed]\nk0 = 0.05\nsigma_b2 = 0.05\n', "depth"),
+        "rho_star:sigma_w2=1e300": ('kind = "rho_star"\n[grid]\ndepth = [3]\nsigma_w2 = [1e300]\n'
+                                    '[fixed]\nk0 = 0.05\nsigma_b2 = 0.05\n', "sigma_w2"),
+        "log_gaussian:alpha=1e200": ('kind = "log_gaussian"\n[grid]\nn = [8]\nd = [2]\n[fixed]\n'
+                                     'alpha = 1e200\nlam = 1.0\nsamples = 64\n', "alpha"),
+        "residual_mlp:samples=10^12": (TINY_SWEEP.replace("samples = 64", "samples = 1000000000000"), "samples"),
+    }
+    for label, (spec, param) in other_kinds.items():
+        def setup(tmp, spec=spec):
+            (tmp / "bad.toml").write_text(spec)
+            return "out.nc"
+
+        cases.append(Case(f"sweep-spec:{label}", "error", (param,),
+                          argv=("sweep", "{tmp}/bad.toml", "--workers", "1", "--quiet", "--out", "{out}"),
+                          setup=setup, after=lambda tmp: not (tmp / "out.nc.parts").exists()
+                          and not (tmp / "out.nc").exists(), timeout=120))
     cases.append(Case("sweep-spec:not-toml", "error", ("spec", "bad.toml"),
                       argv=("sweep", "{tmp}/bad.toml", "--quiet", "--out", "{out}"),
                       setup=lambda tmp: ((tmp / "bad.toml").write_text("kind = \n[[["), "out.nc")[1]))
