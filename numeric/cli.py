@@ -446,9 +446,9 @@ def main(argv=None) -> int:
             traceback.print_exc()
         print(f"resprop: error: {_os_error_message(exc)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM raised as numeric.output.Interrupted (signum 15)
         print("resprop: interrupted", file=sys.stderr)
-        return 130
+        return 128 + getattr(exc, "signum", 2)
     except Exception as exc:  # a bug: say what and where in one line; the traceback only under --debug
         if args.debug:
             traceback.print_exc()
