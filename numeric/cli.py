@@ -242,6 +242,13 @@ def cmd_nu(args) -> int:
 
 def cmd_sweep(args) -> int:
     """Parameter grid from a TOML spec on Dask; resumable; NetCDF (.nc) or Zarr (.zarr) output."""
+    import importlib.util
+
+    missing = [m for m in ("dask", "distributed", "xarray", "h5netcdf", "zarr") if importlib.util.find_spec(m) is None]
+    if missing:  # the optional extra: say which one, not a ModuleNotFoundError
+        print(f"resprop: error: sweep needs the optional dependencies of resprop[sweep] (missing: {', '.join(missing)}); "
+              "install them with: pip install 'resprop[sweep]'", file=sys.stderr)
+        return 2
     from numeric.sweep import cli_sweep
 
     return cli_sweep(Path(args.spec), Path(args.out), scheduler=args.scheduler, workers=args.workers,

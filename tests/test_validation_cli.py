@@ -101,3 +101,19 @@ def test_cli_bad_input_exits_2(argv, param, capsys):
 def test_console_script_derive_check():
     proc = subprocess.run([sys.executable, "-m", "numeric.cli", "derive", "--check"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_sweep_without_the_extra_names_it(monkeypatch, capsys, tmp_path):
+    """Without resprop[sweep] installed, `resprop sweep` exits 2 and says which extra to install."""
+    import importlib.util
+
+    from numeric.cli import main
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "xarray" else real(name, *a))
+    spec = tmp_path / "s.toml"
+    spec.write_text('kind = "rho_star"\n[grid]\ndepth = [3]\n[fixed]\nk0 = 0.05\nsigma_w2 = 1.0\nsigma_b2 = 0.0\n')
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "o.nc"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "resprop[sweep]" in err and "xarray" in err
+    assert not (tmp_path / "o.nc").exists()
