@@ -18,7 +18,6 @@ index.html is generated from the same dict that is written to report.json.
 """
 from __future__ import annotations
 
-import html
 import json
 import sys
 import time
@@ -356,20 +355,6 @@ def fmt(v) -> str:
     return str(v)
 
 
-def _sim_cell(sim) -> str:
-    if sim is None:
-        return "-"
-    extra = {k: v for k, v in sim.items() if k not in ("mean", "se", "value", "method")}
-    if "se" in sim:
-        se = format(sim["se"], ".2g")
-        main = f"{html.escape(fmt(sim['mean']))} &plusmn; {html.escape(se)}"
-    else:
-        main = html.escape(fmt(sim.get("value")))
-    more = "; ".join(f"{k}: {fmt(v)}" for k, v in extra.items())
-    return (f"{main}<div class='method'>{html.escape(sim.get('method', ''))}"
-            + (f"<br>{html.escape(more)}" if more else "") + "</div>")
-
-
 _CLASS = {"agrees": "ok", "documented disagreement": "doc", "FAILS": "fail"}
 
 _STYLE = """
@@ -408,77 +393,22 @@ window.addEventListener('load', function () {
 """
 
 
-def _table(rows: list[dict]) -> str:
-    out = ["<table><thead><tr><th>quantity</th><th>paper (value or claim)</th><th>resprop theory</th>"
-           "<th>Monte Carlo &plusmn; SE, or independent check</th><th>verdict</th><th>check; note</th></tr></thead>"
-           "<tbody>"]
-    for r in rows:
-        note = (f"<div class='check'>{html.escape(r['check'])}</div>" if r["check"] else "") + \
-               (f"<div class='note'>{html.escape(r['note'])}</div>" if r["note"] else "")
-        out.append(f"<tr class='row-{_CLASS[r['verdict']]}'><td>{html.escape(r['quantity'])}</td>"
-                   f"<td class='num'>{html.escape(fmt(r['paper']))}</td>"
-                   f"<td class='num'>{html.escape(fmt(r['theory']))}</td>"
-                   f"<td class='num'>{_sim_cell(r['simulation'])}</td>"
-                   f"<td class='verdict {_CLASS[r['verdict']]}'>{html.escape(r['verdict'])}</td><td>{note}</td></tr>")
-    out.append("</tbody></table>")
-    return "".join(out)
-
-
-def _counts_line(c: dict) -> str:
-    return (f"<span>{c['rows']} rows</span><span>{c['agrees']} agree</span>"
-            f"<span>{c['documented_disagreements']} documented disagreements</span>"
-            f"<span>{c['fails']} FAIL</span>")
+def _sim_extra(sim: dict) -> str:
+    """The Monte Carlo cell's further fields (sample sizes, seeds, ...) as one line."""
+    return "; ".join(f"{k}: {fmt(v)}" for k, v in sim.items() if k not in ("mean", "se", "value", "method"))
 
 
 def render_html(report: dict) -> str:
-    s = report["summary"]
+    """DIR/index.html from the report's JSON, through the Jinja2 template templates/report.html.j2 (autoescaped)."""
+    import jinja2
+
+    from derive.codegen import _templates_dir
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_templates_dir())), autoescape=True,
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=False)
+    env.filters.update(fmt=fmt, se=lambda v: format(v, ".2g"), sim_extra=_sim_extra)
     gen = report["generated"]
     fresh = ("not checked" if not gen["checked"] else "fresh" if gen["fresh"] else
              "STALE: " + ", ".join(gen["stale_files"]) + (f" ({gen['error']})" if gen["error"] else ""))
-    parts = ["<!doctype html><html lang='en'><head><meta charset='utf-8'>",
-             "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-             "<title>resprop reproduction report</title>",
-             f"<style>{_STYLE}</style></head><body data-images-ok='pending'>",
-             "<h1>resprop: reproduction report</h1>",
-             f"<p class='summary'>{_counts_line(s)}<span>{html.escape(fmt(s['seconds']))} s</span>"
-             f"<span>{'quick' if s['quick'] else 'full'} mode</span></p>",
-             f"<p>Command: <code>{html.escape(report['command'])}</code>; created {html.escape(report['created'])}; "
-             f"generated/: {html.escape(fresh)}. "
-             "Every number on this page is in <a href='report.json'>report.json</a>. "
-             "Verdicts: <b>agrees</b> (the check holds), <b>documented disagreement</b> (resprop and the paper differ "
-             "as the README documents, and the check confirms resprop's side), <b>FAILS</b> (the check does not "
-             "hold). Monte Carlo tolerances: 4 standard errors plus the stated systematic allowance.</p>",
-             "<p id='image-check'>checking figures...</p>",
-             "<nav>" + "".join(f"<a href='#{t}'>{t}</a>" for t in report["theories"])
-             + "<a href='#cross-theory'>cross-theory</a></nav>"]
-    for name, th in report["theories"].items():
-        parts.append(f"<section id='{html.escape(name)}'><h2>{html.escape(name)}: {html.escape(th['title'])}</h2>")
-        parts.append(f"<p>{html.escape(th['paper'])}. <span class='summary'>{_counts_line(th['counts'])}"
-                     f"<span>{html.escape(fmt(th['seconds']))} s</span></span></p>")
-        if th["latex"]:
-            docs = []
-            for d in th["latex"]:
-                item = f"<a href='{html.escape(d['tex'])}'>{html.escape(d['tex'])}</a>"
-                if d["pdf"]:
-                    item += f" (<a href='{html.escape(d['pdf'])}'>PDF</a>, {html.escape(fmt(d['pages']))} pages)"
-                elif d["error"]:
-                    item += f" ({html.escape(d['error'])})"
-                docs.append(item)
-            parts.append("<p>LaTeX: " + "; ".join(docs) + "</p>")
-        parts.append(_table(th["rows"]))
-        if th["figures"]:
-            parts.append("<div class='figures'>")
-            for f in th["figures"]:
-                parts.append(f"<figure><a href='{html.escape(f['path'])}'><img src='{html.escape(f['path'])}' "
-                             f"alt='{html.escape(f['name'])}'></a><figcaption>{html.escape(f['name'])}</figcaption>"
-                             "</figure>")
-            parts.append("</div>")
-        parts.append("</section>")
-    cr = report["cross_theory"]
-    parts.append(f"<section id='cross-theory'><h2>{html.escape(cr['title'])}</h2>")
-    if cr["rows"]:
-        parts.append(f"<p class='summary'>{_counts_line(cr['counts'])}</p>" + _table(cr["rows"]))
-    else:
-        parts.append("<p>No cross-theory check involves the theories of this run.</p>")
-    parts.append(f"</section><script>{_SCRIPT}</script></body></html>")
-    return "\n".join(parts)
+    return env.get_template("report.html.j2").render(report=report, fresh=fresh, style=_STYLE, script=_SCRIPT,
+                                                     verdict_class=_CLASS)
