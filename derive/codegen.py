@@ -14,6 +14,7 @@ import difflib
 import functools
 import hashlib
 import math
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -135,6 +136,30 @@ def tex_escape(text: str) -> str:
 
 def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+#: The header line where every template puts ``{{ content_hash }}`` (``# content-hash: H``, ``% content-hash: H``,
+#: ``<!-- content-hash: H -->``): the first line holding ``content-hash: ``; group "hash" is the recorded value.
+_HASH_LINE = re.compile(r"^(?P<pre>[^\n]*?content-hash: )(?P<hash>[^\s]*)(?P<post>[^\n]*)$", re.MULTILINE)
+
+
+def recorded_hash_problem(text: str) -> str | None:
+    """Check a generated file's recorded content hash against its own body; None when they agree.
+
+    Mirrors :func:`_render`: the hash is that of the text rendered with an empty hash, i.e. of ``text`` with the
+    recorded value on its ``content-hash:`` header line replaced by the empty string (every template uses
+    ``content_hash`` exactly once, on that line).  Otherwise a one-line reason: the hash line is missing, or the
+    recorded hash does not match the body (the file was edited by hand after ``resprop derive`` wrote it).
+    """
+    m = _HASH_LINE.search(text)
+    if m is None:
+        return "no content-hash line — edited by hand"
+    body = text[:m.start("hash")] + text[m.end("hash"):]
+    actual = content_hash(body)
+    if m["hash"] != actual:
+        recorded = m["hash"] or "(empty)"
+        return f"hash mismatch — edited by hand (recorded content-hash {recorded}, body hashes to {actual})"
+    return None
 
 
 def _render(template: str, **context) -> str:
@@ -309,20 +334,29 @@ def write_generated(target: Path | None = None) -> list[Path]:
 
 
 def stale_files(target: Path | None = None) -> dict[str, str]:
-    """Relative path -> unified diff for every generated file that differs from a fresh render."""
+    """Relative path -> report for every generated file that is stale.
+
+    A file is stale when it differs from a fresh render (the report is the unified diff) or when the content hash
+    recorded in its header does not match its own body (:func:`recorded_hash_problem`; the report then starts with
+    ``hash mismatch — edited by hand``).  The hash check applies to files whose fresh render carries a hash line,
+    which today is every generated file (.py, .tex and .md alike, all rendered by :func:`_render`).
+    """
     stale = {}
     for rel, text in generated_files().items():
         path = file_path(rel, target)
         if path is None:
             continue
-        old = path.read_text() if path.exists() else ""
-        if old != text:
+        exists = path.exists()
+        old = path.read_text() if exists else ""
+        problem = recorded_hash_problem(old) if exists and _HASH_LINE.search(text) else None
+        if old != text or problem:
             shown = display_path(rel)
-            diff = difflib.unified_diff(old.splitlines(True), text.splitlines(True), f"{shown} (on disk)",
-                                        f"{shown} (derive now)")
-            stale[rel] = "".join(diff)
+            diff = "".join(difflib.unified_diff(old.splitlines(True), text.splitlines(True), f"{shown} (on disk)",
+                                                f"{shown} (derive now)"))
+            stale[rel] = f"{shown}: {problem}\n{diff}" if problem else diff
     return stale
 
 
-__all__ = ["generated_files", "write_generated", "stale_files", "render_theory_module", "render_activation_module",
-           "render_kernel_reference", "file_path", "display_path", "function_spec", "KernelPrinter", "PAPERS"]
+__all__ = ["generated_files", "write_generated", "stale_files", "recorded_hash_problem", "render_theory_module",
+           "render_activation_module", "render_kernel_reference", "file_path", "display_path", "function_spec",
+           "KernelPrinter", "PAPERS"]

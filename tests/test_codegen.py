@@ -5,8 +5,23 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from derive.codegen import generated_files, stale_files, write_generated
+from derive.codegen import content_hash, generated_files, recorded_hash_problem, stale_files, write_generated
 from derive.registry import THEORIES, derivation
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, str]:
+    """Everything `resprop derive` writes, rendered once for this module (a render takes 10-20 s)."""
+    return generated_files()
+
+
+@pytest.fixture
+def cached_render(rendered, monkeypatch):
+    """stale_files / write_generated against the module's single render instead of rendering again."""
+    import derive.codegen as codegen
+
+    monkeypatch.setattr(codegen, "generated_files", lambda: rendered)
+    return rendered
 
 
 def test_generated_is_fresh():
@@ -14,7 +29,7 @@ def test_generated_is_fresh():
     assert not stale, "generated/ is stale; run `resprop derive`:\n" + "\n".join(stale)
 
 
-def test_stale_file_is_detected(tmp_path):
+def test_stale_file_is_detected(tmp_path, cached_render):
     write_generated(tmp_path)
     assert stale_files(tmp_path) == {}
     target = tmp_path / "fischer.py"
@@ -24,8 +39,81 @@ def test_stale_file_is_detected(tmp_path):
     assert "rho**3" in stale["fischer.py"]
 
 
-def test_headers_name_derivation_and_hash():
-    for rel, text in generated_files().items():
+def test_every_recorded_hash_matches_its_body(rendered):
+    """Each fresh render and each file on disk passes the on-disk check, and the check reproduces _render's hash:
+    the file's text with its recorded hash blanked, hashed, gives the recorded hash."""
+    from derive.codegen import file_path
+
+    for rel, text in rendered.items():
+        assert recorded_hash_problem(text) is None, rel
+        recorded = next(line for line in text.splitlines() if "content-hash: " in line).split("content-hash: ")[1]
+        recorded = recorded.split()[0]
+        assert len(recorded) == 16 and content_hash(text.replace(recorded, "", 1)) == recorded, rel
+        path = file_path(rel)
+        if path is not None:
+            assert recorded_hash_problem(path.read_text()) is None, rel
+
+
+def test_templates_use_content_hash_once():
+    """recorded_hash_problem blanks one hash on the header line; that mirrors _render only while every template
+    renders ``content_hash`` exactly once."""
+    from derive.codegen import environment
+
+    env = environment()
+    used = 0
+    for name in env.list_templates():
+        source = env.loader.get_source(env, name)[0]
+        if "content_hash" in source:
+            assert source.count("content_hash") == 1, name
+            used += 1
+    assert used >= 6
+
+
+@pytest.mark.parametrize("rel", ["fischer.py", "latex/fischer.tex", "docs/reference/kernels.md"])
+def test_hand_edited_file_fails_its_recorded_hash(tmp_path, rel, cached_render):
+    write_generated(tmp_path)
+    assert stale_files(tmp_path) == {}  # untouched copies: neither a diff nor a hash mismatch
+    target = tmp_path / rel
+    text = target.read_text()
+    assert recorded_hash_problem(text) is None
+    edited = text.replace("\n", "\n\n", 10)[:-1] + "x\n"  # a few blank lines and one extra character
+    target.write_text(edited)
+    problem = recorded_hash_problem(edited)
+    assert problem is not None and problem.startswith("hash mismatch — edited by hand")
+    stale = stale_files(tmp_path)
+    assert list(stale) == [rel]
+    assert "hash mismatch — edited by hand" in stale[rel].splitlines()[0]
+
+
+def test_hash_line_removed_or_blanked_is_reported(tmp_path, cached_render):
+    write_generated(tmp_path)
+    target = tmp_path / "gaussian.py"
+    text = target.read_text()
+    recorded = text.split("content-hash: ")[1].split()[0]
+    target.write_text(text.replace(f"# content-hash: {recorded}\n", "", 1))
+    assert "no content-hash line" in stale_files(tmp_path)["gaussian.py"]
+    target.write_text(text.replace(recorded, "", 1))  # exactly the body _render hashed: still not its hash
+    assert stale_files(tmp_path)["gaussian.py"].startswith("generated/gaussian.py: hash mismatch — edited by hand")
+
+
+def test_stale_but_consistent_file_is_not_a_hash_mismatch(tmp_path, cached_render):
+    """A file written by an older derivation (body and hash consistent, but not today's render) is stale with a
+    plain diff, not flagged as edited by hand."""
+    write_generated(tmp_path)
+    target = tmp_path / "fischer.py"
+    text = target.read_text()
+    recorded = text.split("content-hash: ")[1].split()[0]
+    body = text.replace(recorded, "", 1).replace("rho**2", "rho**3", 1)
+    older = body.replace("# content-hash: \n", f"# content-hash: {content_hash(body)}\n", 1)
+    assert older != text and recorded_hash_problem(older) is None
+    target.write_text(older)
+    stale = stale_files(tmp_path)
+    assert list(stale) == ["fischer.py"] and "hash mismatch" not in stale["fischer.py"]
+    assert "rho**3" in stale["fischer.py"]
+
+
+def test_headers_name_derivation_and_hash(rendered):
+    for rel, text in rendered.items():
         head = text.splitlines()[:4]
         assert any("Derivation:" in line for line in head), rel
         assert any("content-hash:" in line for line in head), rel
