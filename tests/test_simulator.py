@@ -230,13 +230,32 @@ def test_results_do_not_depend_on_generator_reuse():
 
 
 def test_mean_and_se_and_summary():
+    """Exact references: 0..9 has mean 9/2 and sum of squared deviations 165/2, so its SE is
+    sqrt(165/2 / 9 / 10) = sqrt(11/12); the summary is checked entry by entry against Python's
+    ``statistics`` module (an implementation independent of numpy)."""
+    import statistics
+
     a = np.arange(10.0)
     mean, se = mean_and_se(a)
     assert mean == 4.5
-    assert math.isclose(se, np.std(a, ddof=1) / math.sqrt(10))
-    out = simulate_kernels(_inputs(1, 4, seed=0), depth=2, width=8, samples=5, seed=0, **NET)
+    assert se == pytest.approx(math.sqrt(11 / 12), rel=1e-14)
+    m2, se2 = mean_and_se(np.array([[1.0, 2.0], [3.0, 6.0]]))  # columns: deviations +-1 and +-2
+    np.testing.assert_allclose(m2, [2.0, 4.0], rtol=1e-15)
+    np.testing.assert_allclose(se2, [1.0, 2.0], rtol=1e-14)
+    m_ax1, se_ax1 = mean_and_se(np.array([[1.0, 3.0], [2.0, 6.0]]), axis=1)
+    np.testing.assert_allclose(m_ax1, [2.0, 4.0], rtol=1e-15)
+    np.testing.assert_allclose(se_ax1, [1.0, 2.0], rtol=1e-14)
+    out = simulate_kernels(_inputs(2, 4, seed=0), depth=2, width=8, samples=5, seed=0, **NET)
     summary = kernel_summary(out)
-    assert summary["C"]["mean"].shape == (3, 1, 1)
-    assert summary["K_out"]["se"].shape == (1, 1)
+    assert summary["C"]["mean"].shape == (3, 2, 2)
+    assert summary["K_out"]["se"].shape == (2, 2)
+    for key in ("C", "C_emp", "K", "K_emp", "K_out"):
+        samples = out[key]
+        for idx in np.ndindex(samples.shape[1:]):
+            column = [float(v) for v in samples[(slice(None),) + idx]]
+            assert summary[key]["mean"][idx] == pytest.approx(statistics.fmean(column), rel=1e-13, abs=1e-15)
+            assert summary[key]["se"][idx] == pytest.approx(statistics.stdev(column) / math.sqrt(5),
+                                                            rel=1e-12, abs=1e-15)
+    assert np.any(summary["K_out"]["se"] > 0)  # the comparison above is not vacuous: the samples differ
     with pytest.raises(ValueError, match=r"^a:"):
         mean_and_se(np.ones((1, 3)))
