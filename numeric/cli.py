@@ -16,6 +16,13 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"resprop: error: {message}\n")
 
 
+def _interrupted(exc: KeyboardInterrupt, out=None) -> int:
+    """Ctrl-C, or SIGTERM raised as numeric.output.Interrupted: one line, exit 128 + the signal number."""
+    where = f"; {out} left as it was" if out is not None else ""
+    print(f"resprop: interrupted{where}", file=sys.stderr)
+    return 128 + getattr(exc, "signum", 2)
+
+
 def _emit(obj: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(obj, default=lambda v: v.tolist() if hasattr(v, "tolist") else float(v)))
@@ -77,8 +84,7 @@ def cmd_latex(args) -> int:
             written = [pub.final(p) for p in written]
             pub.commit()
     except KeyboardInterrupt as exc:
-        print(f"resprop: interrupted; {args.out} left as it was", file=sys.stderr)
-        return 128 + getattr(exc, "signum", 2)
+        return _interrupted(exc, args.out)
     for path in written:
         print(f"wrote {path}")
     return 1 if failed else 0
@@ -135,9 +141,8 @@ def cmd_reproduce(args) -> int:
     out = Path(args.out)
     try:
         report = reproduce(out, args.theory, quick=args.quick, quiet=args.quiet)
-    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (numeric.output.Interrupted)
-        print(f"resprop: interrupted; {out} left as it was", file=sys.stderr)
-        return 128 + getattr(exc, "signum", 2)
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc, out)
     s = report["summary"]
     print(f"wrote {out / 'report.json'} and {out / 'index.html'}: {s['rows']} rows, {s['agrees']} agree, "
           f"{s['documented_disagreements']} documented disagreements, {s['fails']} FAIL ({s['seconds']} s)")
@@ -294,8 +299,7 @@ def cmd_figures(args) -> int:
             paths = [pub.final(p) for p in paths]
             pub.commit()
     except KeyboardInterrupt as exc:
-        print(f"resprop: interrupted; {args.out} left as it was", file=sys.stderr)
-        return 128 + getattr(exc, "signum", 2)
+        return _interrupted(exc, args.out)
     for path in paths:
         print(f"wrote {path}")
     return 0
@@ -453,9 +457,8 @@ def main(argv=None) -> int:
             traceback.print_exc()
         print(f"resprop: error: {_os_error_message(exc)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM raised as numeric.output.Interrupted (signum 15)
-        print("resprop: interrupted", file=sys.stderr)
-        return 128 + getattr(exc, "signum", 2)
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc)
     except Exception as exc:  # a bug: say what and where in one line; the traceback only under --debug
         if args.debug:
             traceback.print_exc()

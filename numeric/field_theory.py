@@ -343,7 +343,7 @@ def chi_out_curves(rho, depths, k0, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w
                    activation="erf", eta0: float = 1.0) -> dict[str, np.ndarray]:
     """chi_out(rho) for every depth in one vectorised pass: arrays of shape (len(depths), len(rho))."""
     rho = np.atleast_1d(V.nonnegative("rho", rho))
-    L = np.atleast_1d(V.depth_list("depth", depths, MAX_DEPTH))
+    L = np.atleast_1d(V.depths("depth", depths, MAX_DEPTH))
     if rho.ndim != 1 or L.ndim != 1:
         raise V.ParameterError("rho" if rho.ndim != 1 else "depth", "must be a scalar or a 1-D array")
     k0, k0o = _pair(k0, k0_offdiag)
@@ -573,7 +573,7 @@ def rho_star(depths, k0, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w2_out=None,
     compatibility (the refinement stops on its own tolerance).  sigma_w2, sigma_b2 and k0 may be arrays
     broadcasting against the depth axis (shape (len(depths), ...)).  ``progress`` shows a tqdm bar per pass.
     """
-    L = np.atleast_1d(V.depth_list("depth", depths, MAX_DEPTH))
+    L = np.atleast_1d(V.depths("depth", depths, MAX_DEPTH))
     k0, k0o = _pair(k0, k0_offdiag)
     kern = kernels(activation)
     grid = np.geomspace(1e-3, 3.0, 241) if grid is None else _rho_grid(grid)
@@ -703,7 +703,7 @@ def rho_star_pairs(K0, depth: int, sigma_w2, sigma_b2, sigma_w2_out=None, activa
 def linearised_rho_star(depths, k0, sigma_w2, sigma_b2, activation="erf", target_variance=0.5,
                         large_depth: bool = False) -> np.ndarray:
     """rho* of the linearised network (61) or its large-L form (62) for K^(L) = target_variance."""
-    L = V.depth_list("depth", depths, MAX_DEPTH)
+    L = V.depths("depth", depths, MAX_DEPTH)
     k0 = V.positive("k0", k0)
     tv = V.positive("target_variance", target_variance)
     sw, sb = V.positive("sigma_w2", sigma_w2), V.nonnegative("sigma_b2", sigma_b2)

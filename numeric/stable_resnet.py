@@ -261,7 +261,7 @@ def kernels(Q0, depth: int, scaling="uniform", sigma_w2: float = 2.0, sigma_b2: 
 def two_input_kernels(depths, scaling="uniform", angle: float = 1.0, sigma_w2: float = 2.0, sigma_b2: float = 0.0,
                       d_in: int = 2, progress: bool = False) -> dict:
     """Two unit inputs at ``angle`` (radians, in [0, pi]): log Q_L(x, x), C_L(x, x'), log Theta_L(x, x) per depth."""
-    depths = V.depth_list("depth", depths, MAX_DEPTH)
+    depths = V.depths("depth", depths, MAX_DEPTH)
     if depths.ndim > 1:
         raise ParameterError("depth", f"must be a scalar or a 1-D sequence of depths, got shape {depths.shape}")
     depths = np.atleast_1d(depths)

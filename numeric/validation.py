@@ -49,6 +49,10 @@ def real(name: str, value) -> np.ndarray:
 
 
 def depths(name: str, value, maximum: int = 10**6) -> np.ndarray:
+    """Integers in [1, maximum]; booleans are refused (True is not the depth 1)."""
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (list, tuple, np.ndarray)) and any(
+            isinstance(v, (bool, np.bool_)) for v in np.asarray(value, dtype=object).ravel())):
+        raise ParameterError(name, f"must be integers >= 1, got a boolean {_brief(value)}")
     arr = _array(name, value)
     if arr.size == 0:
         raise ParameterError(name, "needs at least one depth")
@@ -57,16 +61,6 @@ def depths(name: str, value, maximum: int = 10**6) -> np.ndarray:
     if (arr > maximum).any():
         raise ParameterError(name, f"must be <= {maximum}, got {_show(arr[arr > maximum])}")
     return arr.astype(int)
-
-
-def depth_list(name: str, value, maximum: int = 10**6) -> np.ndarray:
-    """:func:`depths` that also refuses booleans (True is not the depth 1)."""
-    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (list, tuple, np.ndarray))
-                                               and np.asarray(value, dtype=object).size
-                                               and any(isinstance(v, (bool, np.bool_))
-                                                       for v in np.asarray(value, dtype=object).ravel())):
-        raise ParameterError(name, f"must be integers >= 1, got a boolean {_brief(value)}")
-    return depths(name, value, maximum)
 
 
 def integer(name: str, value, minimum: int = 1, maximum: int | None = None) -> int:

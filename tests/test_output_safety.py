@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ import pytest
 import xarray as xr
 
 import numeric.output as O
+from conftest import interrupt_when
 from numeric.cli import main
 from numeric.output import MANIFEST_NAME, OutputPathError, Publication, check_replaceable
 
@@ -298,25 +298,6 @@ def test_two_concurrent_sweeps_into_one_path_never_mix(tmp_path, tiny_spec):
 
 
 # --------------------------------------------------------------------------- SIGINT and SIGTERM
-def _signal_when(argv: list[str], ready, sig: int, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run ``python -m numeric.cli *argv``, poll ``ready()`` (a file-system condition), then send ``sig``."""
-    proc = subprocess.Popen([sys.executable, "-m", "numeric.cli", *argv], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        t0 = time.monotonic()
-        while not ready():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() - t0 < timeout, "the run never reached the point to interrupt"
-            time.sleep(0.01)
-        proc.send_signal(sig)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
 def _previous_report(out: Path) -> dict[str, bytes]:
     from numeric.reproduce import GENERATOR
 
@@ -335,7 +316,7 @@ def test_signal_during_reproduce_keeps_the_previous_report(sig, tmp_path):
     def building():  # the report is being built in its temporary directory
         return any((t / "figures").is_dir() for t in tmp_path.glob(".report.tmp-*"))
 
-    done = _signal_when(["reproduce", "abcd", "--out", str(out), "--quick", "--quiet"], building, sig)
+    done = interrupt_when(["reproduce", "abcd", "--out", str(out), "--quick", "--quiet"], building, 120, sig=sig)
     assert done.returncode == 128 + sig, done.stderr[-2000:]
     assert "interrupted" in done.stderr and "Traceback" not in done.stderr
     assert snapshot(out) == before
@@ -353,8 +334,8 @@ def test_signal_during_sweep_keeps_the_previous_output(sig, suffix, tmp_path, ti
     slow = tmp_path / "slow.toml"
     slow.write_text(SLOW)
     parts = Path(str(out) + ".parts")
-    done = _signal_when(["sweep", str(slow), "--out", str(out), "--workers", "1", "--quiet"],
-                        lambda: any(parts.glob("chunk-*.npz")), sig)
+    done = interrupt_when(["sweep", str(slow), "--out", str(out), "--workers", "1", "--quiet"],
+                          lambda: any(parts.glob("chunk-*.npz")), 120, sig=sig)
     assert done.returncode == 128 + sig, done.stderr[-2000:]
     assert "interrupted" in done.stderr and "resume" in done.stderr and "Traceback" not in done.stderr
     assert (snapshot(out), O.manifest_path(out, kind).read_bytes()) == before
