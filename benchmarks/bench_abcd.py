@@ -2,7 +2,7 @@
 
 Workload:
 
-* exact solve: every system, from scratch (the caches of derive.abcd are cleared before each call):
+* exact solve: every system, from scratch (the caches of resprop.derive.theories.abcd are cleared before each call):
   {BP, PC} x {paper, literal reading} x {D1-D3, D4-D5, each of D1..D5 alone} = 28 systems.  Each is
   power-counted, split into cases (which argument attains every max), and every case is solved with
   sympy.linsolve plus exact rational Fourier--Motzkin (feasibility, redundant inequalities dropped).
@@ -19,8 +19,7 @@ import random
 from fractions import Fraction as F
 
 import _common as C
-from derive import abcd as A
-
+from resprop.derive.theories import abcd as A
 REPEATS = 3
 N_POINTS = 200
 SYSTEMS = [(alg, reading, numbers) for alg in A.ALGORITHMS for reading in A.READINGS

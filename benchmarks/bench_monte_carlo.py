@@ -1,4 +1,4 @@
-"""Throughput of the Li-Nica-Roy ResNet Monte Carlo engine (numeric.monte_carlo) and the cost of Var[G] to 1%.
+"""Throughput of the Li-Nica-Roy ResNet Monte Carlo engine (resprop.numeric.engine.monte_carlo) and the cost of Var[G] to 1%.
 
 Vanilla ResNet, alpha = lam = 1/sqrt(2), at n = d = 50 and n = d = 100:
 
@@ -14,7 +14,7 @@ As a check the mean of G of dense and peer is compared with the reduced path
 
 Then the wall time to estimate Var[G] at n = d = 100 to 1% relative standard
 error (vanilla and balanced, reduced path): batches of samples with fresh seeds
-are drawn until ``var_G_se / var_G < 0.01`` (jackknife SE, numeric.mc_estimators).
+are drawn until ``var_G_se / var_G < 0.01`` (jackknife SE, resprop.numeric.engine.mc_estimators).
 """
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ import time
 import numpy as np
 
 import _common as C
-from numeric.mc_estimators import mean_se, variance_se
-from numeric.monte_carlo import simulate_log_gaussian
+from resprop.numeric.engine.mc_estimators import mean_se, variance_se
+from resprop.numeric.engine.monte_carlo import simulate_log_gaussian
 
 ALPHA = LAM = 1 / math.sqrt(2)
 SIZES = (50, 100)

@@ -1,4 +1,4 @@
-"""NNGP kernel + response for P inputs: numeric.field_theory.nngp vs a naive full-matrix NumPy loop.
+"""NNGP kernel + response for P inputs: resprop.numeric.theories.fischer.field_theory.nngp vs a naive full-matrix NumPy loop.
 
 Workload: P = 1000 inputs (random unit-norm rows in d_in = 100, scaled so that
 K^(0)_aa = 0.05), depth L = 200, rho = 0.1, sigma_w2 = 1.25, sigma_b2 = 0.05,
@@ -17,7 +17,7 @@ no symmetry, no threads:
 and the readout K_out = sw2_out <phi phi>(K^(L)) + sb2_out, chi_out = sw2_out g(K^(L)) chi^(L).
 The two must agree to 1e-12 relative on every element of all four outputs.
 For orientation the input check nngp performs on K0
-(numeric.validation.kernel_matrix: symmetry + eigvalsh PSD test) is timed on its own.
+(resprop.numeric.engine.validation.kernel_matrix: symmetry + eigvalsh PSD test) is timed on its own.
 """
 from __future__ import annotations
 
@@ -26,9 +26,8 @@ import math
 import numpy as np
 
 import _common as C
-from numeric import field_theory as ft
-from numeric import validation as V
-
+from resprop.numeric.theories.fischer import field_theory as ft
+from resprop.numeric.engine import validation as V
 P, D_IN, K_DIAG = 1000, 100, 0.05
 DEPTH, RHO, SW2, SB2 = 200, 0.1, 1.25, 0.05
 REPEATS = 3

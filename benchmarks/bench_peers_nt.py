@@ -1,9 +1,9 @@
-"""Residual-network NNGP and NNGP + NTK: numeric.residual_ntk (float64) vs neural-tangents (float32 and float64).
+"""Residual-network NNGP and NNGP + NTK: resprop.numeric.theories.stable.residual_ntk (float64) vs neural-tangents (float32 and float64).
 
 Workload: P in {500, 1000} inputs (random unit-norm rows in d_in = 100, scaled so that K^(0)_aa = 0.05, as in
 bench_nngp_response.py), depth L in {50, 200}, rho = 0.1, sigma_w2 = 1.25, sigma_b2 = 0.05, erf and ReLU.
 
-resprop: ``numeric.residual_ntk.nngp_ntk(K0, L, ...)`` with ``ntk=False`` (NNGP alone) and ``ntk=True``
+resprop: ``resprop.numeric.theories.stable.residual_ntk.nngp_ntk(K0, L, ...)`` with ``ntk=False`` (NNGP alone) and ``ntk=True``
 (NNGP + NTK), float64, the fused strip path (upper triangle only, two threads).  Timed in this process with
 _common.timeit (one warm-up call, best of 5).
 
@@ -23,7 +23,7 @@ it (and against float32 for reference).  At L = 50 some erf kernel entries pass 
 against max 0.13), where an elementwise relative difference only measures cancellation; the JSON also
 holds max |difference| / max |entry|.  On the diagonal of the ReLU NTK, neural-tangents evaluates
 arccos at a computed correlation 1 - O(eps), whose error O(sqrt(eps)) its float64 Theta accumulates
-(~7e-9 at L = 200; resprop uses C = 1 exactly there, as numeric.stable_resnet does; see also
+(~7e-9 at L = 200; resprop uses C = 1 exactly there, as resprop.numeric.theories.stable.stable_resnet does; see also
 bench_stable_kernel.py), so that diagonal is reported, and checked only to 1e-7.  The script exits with an
 error if resprop and NT float64 differ by more than 1e-10 (that ReLU diagonal: 1e-7) relative to the
 largest entry.  Targets (issue 5): at P = 1000, L = 200, resprop >= 3x faster than NT's warm float32 and
@@ -42,9 +42,8 @@ from pathlib import Path
 import numpy as np
 
 import _common as C
-from numeric import field_theory as ft
-from numeric import residual_ntk as R
-
+from resprop.numeric.theories.fischer import field_theory as ft
+from resprop.numeric.theories.stable import residual_ntk as R
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "peer_nt_worker.py"
 ACTIVATIONS, SIZES, DEPTHS = ("erf", "relu"), (500, 1000), (50, 200)

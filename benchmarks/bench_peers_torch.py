@@ -1,5 +1,5 @@
 """Li-Nica-Roy vanilla ResNet, single-input statistics E[G], Var[G] at n = d = 100: resprop's reduced Monte Carlo
-path (numeric.monte_carlo.simulate_log_gaussian, NumPy float64) vs a dense PyTorch CPU implementation.
+path (resprop.numeric.engine.monte_carlo.simulate_log_gaussian, NumPy float64) vs a dense PyTorch CPU implementation.
 
 Network (alpha = lam = 1/sqrt(2), ReLU, eq. (1) of Li, Nica & Roy):
     z^0 ~ N(0, I_n),  z^l = alpha z^{l-1} + lam sqrt(2/n) W^l relu(z^{l-1}),  W^l_ij iid N(0, 1),
@@ -71,8 +71,8 @@ def run() -> dict:
     import numpy as np
 
     import _common as C
-    from numeric.mc_estimators import mean_se, variance_se
-    from numeric.monte_carlo import simulate_log_gaussian
+    from resprop.numeric.engine.mc_estimators import mean_se, variance_se
+    from resprop.numeric.engine.monte_carlo import simulate_log_gaussian
 
     info, skipped = C.start_peer_benchmark("peers_torch")
     if skipped:

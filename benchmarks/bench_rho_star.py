@@ -21,8 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 import _common as C
-from numeric import field_theory as ft
-
+from resprop.numeric.theories.fischer import field_theory as ft
 DEPTHS = np.linspace(10, 640, 64).astype(int)
 RHOS = np.geomspace(1e-3, 3, 256)
 K0, K0_OFF, SW2, SB2 = 0.05, 0.03, 1.25, 0.05

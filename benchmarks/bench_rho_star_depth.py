@@ -4,7 +4,7 @@
 
 Workload: k0 = 0.05, k0_offdiag = 0.03 (diagonal and off-diagonal element), sigma_w2 = 1.25,
 sigma_b2 = 0.05, erf, the default search range rho in [0.001, 3] (241-point log grid).  Each depth is one
-call of numeric.field_theory.rho_star (one run; at 1e6 a run takes minutes).  Printed per depth: the
+call of resprop.numeric.theories.fischer.field_theory.rho_star (one run; at 1e6 a run takes minutes).  Printed per depth: the
 seconds, the number of passes over the layers (each pass is one vectorised sweep over all rho values of
 that stage), microseconds per layer and pass, and the result (rho* or the edge the supremum approaches:
 at depth 1e6 rho* ~ 0.97/sqrt(L) ~ 0.00097 lies below the default lower edge 0.001, so the honest answer
@@ -24,8 +24,7 @@ import os
 import platform
 import time
 
-from numeric import field_theory as ft
-
+from resprop.numeric.theories.fischer import field_theory as ft
 K0, K0_OFF, SW2, SB2 = 0.05, 0.03, 1.25, 0.05
 
 

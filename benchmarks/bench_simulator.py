@@ -1,4 +1,4 @@
-"""Throughput of the finite-width simulator numeric.simulate.simulate_kernels: reduced vs dense sampling.
+"""Throughput of the finite-width simulator resprop.numeric.engine.simulate.simulate_kernels: reduced vs dense sampling.
 
 Workload: width N = 500, depth L = 20, rho = 0.1, sigma_w2 = 1.25, sigma_b2 = 0.05,
 erf, read-in variances sigma_w2_in = 1, sigma_b2_in = 0 and inputs X (P x 100,
@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 import _common as C
-from numeric.simulate import simulate_kernels
+from resprop.numeric.engine.simulate import simulate_kernels
 
 WIDTH, DEPTH, RHO, SW2, SB2 = 500, 20, 0.1, 1.25, 0.05
 D_IN, K_DIAG = 100, 0.05

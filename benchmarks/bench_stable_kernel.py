@@ -1,4 +1,4 @@
-"""Stable ResNet NNGP + NTK for P = 1000 points on the circle at depth L = 1000: numeric.stable_resnet.kernels
+"""Stable ResNet NNGP + NTK for P = 1000 points on the circle at depth L = 1000: resprop.numeric.theories.stable.stable_resnet.kernels
 vs a naive full-matrix NumPy recursion.
 
 Workload: P = 1000 uniform random points on the unit circle, sigma_w^2 = 2, sigma_b^2 = 0, uniform scaling
@@ -21,8 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 import _common as C
-from numeric import stable_resnet as S
-
+from resprop.numeric.theories.stable import stable_resnet as S
 P, DEPTH, SW2, SB2 = 1000, 1000, 2.0, 0.0
 RTOL = 1e-8
 

@@ -1,7 +1,7 @@
 """Activation functions as SymPy expressions in one variable ``x``.
 
 Closed-form Gaussian kernels exist for ``erf``, ``relu`` and ``linear``
-(see :mod:`derive.gaussian`); every other activation -- the built-in ``tanh``
+(see :mod:`resprop.derive.gaussian`); every other activation -- the built-in ``tanh``
 and ``gelu`` or any SymPy expression a user supplies -- goes through the
 generated Gauss--Hermite kernels and the mpmath route.
 """

@@ -16,7 +16,7 @@ from itertools import product
 
 import sympy as sp
 
-from .results import Derivation, Input, Result, Source
+from resprop.derive.results import Derivation, Input, Result, Source
 
 K_aa = sp.Symbol("K_aa", positive=True)
 K_bb = sp.Symbol("K_bb", positive=True)

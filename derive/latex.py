@@ -1,25 +1,35 @@
-"""LaTeX export: one document per theory, each result an equation tagged with the paper's number."""
+"""LaTeX export: one document per derivation, each result an equation tagged with the paper's number.
+
+The symbol names come from the derivation modules' declarations (``LATEX_NAMES`` of each module that defines a
+derivation), found through the theory registry: this module imports no theory.
+"""
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import sympy as sp
 
-from . import abcd, field_theory, gaussian, log_gaussian, predictive_coding, residual_mlp, stable_resnet
-from .registry import PAPERS, THEORIES, derivation
-from .results import Derivation, Result
-
-#: symbol -> LaTeX name; each name parses back (sympy.parsing.latex) to an expression of plain symbols
-LATEX_NAMES: dict[sp.Symbol, str] = {**gaussian.LATEX_NAMES, **field_theory.LATEX_NAMES,
-                                       **log_gaussian.LATEX_NAMES, **residual_mlp.LATEX_NAMES,
-                                       **stable_resnet.LATEX_NAMES,
-                                       **predictive_coding.LATEX_NAMES,
-                                       **abcd.LATEX_NAMES}
+from resprop import registry
+from resprop.derive.results import Derivation, Result
+from resprop.derive.templating import render
 
 
-def equation_tex(result: Result) -> str:
-    names = {s: LATEX_NAMES.get(s, sp.latex(s)) for s in result.expr.free_symbols}
-    rhs = sp.latex(result.expr, symbol_names=names, inv_trig_style="full", ln_notation=True, mul_symbol="dot")
+def latex_names() -> dict[sp.Symbol, str]:
+    """symbol -> LaTeX name, merged over every registered derivation module; each name parses back
+    (sympy.parsing.latex) to an expression of plain symbols."""
+    names: dict[sp.Symbol, str] = {}
+    for ref, _ in registry.derivations().values():
+        module = importlib.import_module(ref.partition(":")[0])
+        names.update(getattr(module, "LATEX_NAMES", {}))
+    return names
+
+
+def equation_tex(result: Result, names: dict[sp.Symbol, str] | None = None) -> str:
+    table = latex_names() if names is None else names
+    symbol_names = {s: table.get(s, sp.latex(s)) for s in result.expr.free_symbols}
+    rhs = sp.latex(result.expr, symbol_names=symbol_names, inv_trig_style="full", ln_notation=True,
+                   mul_symbol="dot")
     lhs = result.lhs.name if isinstance(result.lhs, sp.Symbol) else sp.latex(result.lhs)
     return f"{lhs} = {rhs}"
 
@@ -29,19 +39,20 @@ def equation_tag(result: Result) -> str:
 
 
 def render_latex_document(d: Derivation, derivation_path: str) -> str:
-    from .codegen import _render
-
+    names = latex_names()
     rows = [{"name": r.name, "description": r.description, "source": r.source.cite(), "kind": r.kind,
-             "equation": equation_tex(r), "tag": equation_tag(r)} for r in d.results]
-    return _render("theory.tex.j2", results=rows, theory=d.theory, title=d.title,
-                   derivation_path=derivation_path, paper_tex=PAPERS.get(d.paper, d.paper))
+             "equation": equation_tex(r, names), "tag": equation_tag(r)} for r in d.results]
+    return render("theory.tex.j2", results=rows, theory=d.theory, title=d.title,
+                  derivation_path=derivation_path, paper_tex=registry.papers().get(d.paper, d.paper))
 
 
 def export_latex(out: Path) -> list[Path]:
+    """Write ``<derivation>.tex`` for every registered derivation (foundation first) into ``out``."""
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for theory, (path, _) in THEORIES.items():
-        p = out / f"{theory}.tex"
-        p.write_text(render_latex_document(derivation(theory), path))
+    for name in registry.derivations():
+        p = out / f"{name}.tex"
+        p.write_text(render_latex_document(registry.derivation(name), registry.derivation_source(name)))
         paths.append(p)
     return paths

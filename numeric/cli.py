@@ -16,26 +16,15 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"resprop: error: {message}\n")
 
 
-def _interrupted(exc: KeyboardInterrupt, out=None) -> int:
-    """Ctrl-C, or SIGTERM raised as numeric.output.Interrupted: one line, exit 128 + the signal number."""
-    where = f"; {out} left as it was" if out is not None else ""
-    print(f"resprop: interrupted{where}", file=sys.stderr)
-    return 128 + getattr(exc, "signum", 2)
+from resprop import registry
+from resprop.numeric.cli_support import emit, interrupted
 
-
-def _emit(obj: dict, as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(obj, default=lambda v: v.tolist() if hasattr(v, "tolist") else float(v)))
-        return
-    for key, val in obj.items():
-        val = np.asarray(val)
-        text = np.array2string(val, precision=6, max_line_width=100) if val.ndim else f"{float(val):.10g}" \
-            if val.dtype.kind in "fi" else str(val)
-        print(f"{key}: {text}")
+_interrupted = interrupted
+_emit = emit
 
 
 def cmd_derive(args) -> int:
-    from derive.codegen import display_path, stale_files, write_generated
+    from resprop.derive.codegen import display_path, stale_files, write_generated
 
     if args.check:
         stale = stale_files()
@@ -54,16 +43,16 @@ def cmd_derive(args) -> int:
 
 def cmd_latex(args) -> int:
     """Export (and with --pdf compile) into a temporary sibling of --out that replaces it when complete
-    (numeric.output: never over anything but resprop's own previous export)."""
-    from derive.latex import export_latex
-    from numeric.output import Publication
+    (resprop.numeric.engine.output: never over anything but resprop's own previous export)."""
+    from resprop.derive.latex import export_latex
+    from resprop.numeric.engine.output import Publication
 
     pub = Publication(args.out, "dir", "resprop latex")  # checks the path before any work
     if args.pdf:
-        from numeric.latex_pdf import find_engine
+        from resprop.numeric.report.latex_pdf import find_engine
 
         if find_engine() is None:  # fail before writing anything
-            from numeric.latex_pdf import INSTALL_HINT
+            from resprop.numeric.report.latex_pdf import INSTALL_HINT
 
             print(f"resprop: error: --pdf needs pdflatex, which is not on PATH ({INSTALL_HINT})", file=sys.stderr)
             return 1
@@ -73,7 +62,7 @@ def cmd_latex(args) -> int:
             paths = export_latex(pub.path)
             written = list(paths)
             if args.pdf:
-                from numeric.latex_pdf import LatexError, compile_pdf
+                from resprop.numeric.report.latex_pdf import LatexError, compile_pdf
 
                 for path in paths:
                     try:
@@ -90,53 +79,9 @@ def cmd_latex(args) -> int:
     return 1 if failed else 0
 
 
-def cmd_rho_star(args) -> int:
-    from numeric.field_theory import rho_star
-
-    from numeric import validation as V
-
-    lo, hi = V.scalar("rho_min", args.rho_min, V.positive), V.scalar("rho_max", args.rho_max, V.positive)
-    if hi <= lo:
-        raise V.ParameterError("rho_max", f"must exceed rho_min = {lo:g}, got {hi:g}")
-    res = rho_star(args.depth, args.k0, args.sigma_w2, args.sigma_b2, k0_offdiag=args.k0_offdiag,
-                   sigma_w2_out=args.sigma_w2_out, activation=args.activation, grid=np.geomspace(lo, hi, 241),
-                   progress=not args.quiet)
-    # no interior maximum: rho* is null, and rho*_boundary names the edge the supremum approaches
-    keys = ("rho_star",) + (("rho_star_offdiag",) if args.k0_offdiag is not None else ())
-    out = {"depth": res["depth"].tolist(), "search_range": [lo, hi]}
-    for key in keys:
-        out[key] = [None if not i else float(v) for v, i in zip(res[key], res[key + "_interior"])]
-        out[key + "_boundary"] = list(res[key + "_boundary"])
-    if args.json:
-        print(json.dumps(out))
-        return 0
-    print(f"depth: {out['depth']}")
-    for key in keys:
-        print(f"{key}: [" + ", ".join("null" if v is None else f"{v:.10g}" for v in out[key]) + "]")
-        for depth, text in zip(out["depth"], out[key + "_boundary"]):
-            if text is not None:
-                print(f"{key}: no interior maximum at depth {depth} in rho [{lo:g}, {hi:g}]: chi_out"
-                      f"{' (off-diagonal)' if key.endswith('offdiag') else ''} is largest as {text}")
-    return 0
-
-
-def cmd_response(args) -> int:
-    from numeric.field_theory import response
-
-    res = response(args.k0, args.depth, args.rho, args.sigma_w2, args.sigma_b2, k0_offdiag=args.k0_offdiag,
-                   sigma_w2_out=args.sigma_w2_out, activation=args.activation, progress=not args.quiet)
-    out = {"layer": np.arange(args.depth + 1), "eta": res["eta"], "chi": res["chi"], "K": res["K"],
-           "chi_out": res["chi_out"]}
-    if args.k0_offdiag is not None:
-        out.update(eta_offdiag=res["eta_offdiag"], chi_offdiag=res["chi_offdiag"],
-                   chi_out_offdiag=res["chi_out_offdiag"])
-    _emit(out, args.json)
-    return 0
-
-
 def cmd_reproduce(args) -> int:
     """Exit 0 when no row FAILS, 1 otherwise, 130 on Ctrl-C (DIR is then left as it was)."""
-    from numeric.reproduce import reproduce
+    from resprop.numeric.report.reproduce import reproduce
 
     out = Path(args.out)
     try:
@@ -154,97 +99,6 @@ def cmd_reproduce(args) -> int:
     return 0 if s["fails"] == 0 else 1
 
 
-def cmd_j2bar(args) -> int:
-    """J2-bar(theta) at --digits digits: derived closed form and 2-D quadrature of eq. (23), as decimal strings."""
-    import mpmath as mp
-
-    from numeric.mp_checks import j2bar_closed_mp, j2bar_quadrature_mp
-    from numeric.validation import ParameterError
-
-    digits = args.digits
-    if not 1 <= digits <= 100:
-        raise ParameterError("digits", f"must be an integer in [1, 100], got {digits}")
-    out = {"theta": [], "closed_form": [], "quadrature": []}
-    with mp.workdps(digits + 10):
-        for text in args.theta:
-            try:
-                theta = mp.mpf(text)
-            except (ValueError, TypeError):
-                raise ParameterError("theta", f"must be a number in [0, pi], got {text!r}") from None
-            if not 0 <= theta <= mp.pi:
-                raise ParameterError("theta", f"must lie in [0, pi], got {text}")
-            out["theta"].append(mp.nstr(theta, digits))
-            out["closed_form"].append(mp.nstr(j2bar_closed_mp(theta, digits), digits))
-            out["quadrature"].append(mp.nstr(j2bar_quadrature_mp(theta, digits), digits))
-    if args.json:
-        print(json.dumps(out))
-    else:
-        for t, c, q in zip(out["theta"], out["closed_form"], out["quadrature"]):
-            print(f"theta={t}  closed_form={c}  quadrature={q}")
-    return 0
-
-
-def cmd_log_gaussian(args) -> int:
-    """Li-Nica-Roy E[G], Var[G]: theory (Thm 1 / Thm 4) and, with --simulate, Monte Carlo with SEs."""
-    from numeric import log_gaussian as lg
-    from numeric import monte_carlo as mc
-    from numeric import validation as V
-
-    lg.check_architecture(args.n, args.d, args.alpha, args.lam)
-    V.integer("hypo_samples", args.hypo_samples, 2)
-    sim = None
-    hypo = args.hypo_constant
-    hypo_source = "given" if hypo is not None else None
-    def alive(s):  # with alpha = 0 a network dies (z = 0, G = -inf) when all n ReLUs of a layer are off
-        dead = int(np.count_nonzero(~np.isfinite(s.G)))
-        if dead:
-            raise V.ParameterError("alpha, n", f"{dead} of {s.samples} simulated networks died (alpha = 0 and all "
-                                               f"n = {s.n} ReLUs of a layer off, probability 2^-n per layer), so "
-                                               "E[G] = -inf; use alpha != 0 or a larger n")
-        return s
-
-    if args.simulate:
-        sim = alive(mc.simulate_log_gaussian(n=args.n, d=args.d, alpha=args.alpha, lam=args.lam,
-                                             balanced=args.balanced, samples=args.samples, seed=args.seed))
-    if not args.balanced and hypo is None:
-        est = sim if sim is not None else alive(mc.simulate_log_gaussian(
-            n=args.n, d=args.d, alpha=args.alpha, lam=args.lam, samples=args.hypo_samples, seed=args.seed))
-        hyp = mc.hypoactivation(est)
-        hypo, hypo_source = float(hyp["C_hat"]), f"Monte Carlo ({est.samples} samples, seed {args.seed})"
-        hypo_se = float(hyp["C_hat_se"])
-    th = lg.theory(args.n, args.d, args.alpha, args.lam, balanced=args.balanced, hypo_constant=hypo)
-    theory = {"mean_G": th["mean_G"], "var_G": th["var_G"], "beta": th["beta"], "c": th["c"],
-              "I_total": th["I_total"], "h_total": th["h_total"]}
-    if not args.balanced:
-        theory["hypo_constant"] = hypo
-        theory["hypo_constant_source"] = hypo_source
-        if hypo_source != "given":
-            theory["hypo_constant_se"] = hypo_se
-    out = {"theory": theory}
-    if sim is not None:
-        g = mc.g_moments(sim)
-        out["simulation"] = {k: float(g[k]) for k in ("mean_G", "mean_G_se", "var_G", "var_G_se")}
-        out["simulation"].update(samples=sim.samples, seed=args.seed)
-    if args.json:
-        print(json.dumps(out))
-    else:
-        for part, vals in out.items():
-            print(part + ": " + ", ".join(f"{k}={v}" for k, v in vals.items()))
-    return 0
-
-
-def cmd_nu(args) -> int:
-    """PDLT nu(gamma), C_W(gamma) and r*(gamma) for an activation class."""
-    from numeric import residual_mlp as rm
-
-    out = {"gamma": args.gamma, "activation": args.activation,
-           "nu": float(rm.nu(args.gamma, args.activation)),
-           "C_W": float(rm.critical_C_W(args.gamma, args.activation)),
-           "r_star": float(rm.r_star(args.gamma, args.activation, args.n_out))}
-    _emit(out, args.json)
-    return 0
-
-
 def cmd_sweep(args) -> int:
     """Parameter grid from a TOML spec on Dask; resumable; NetCDF (.nc) or Zarr (.zarr) output."""
     import importlib.util
@@ -254,48 +108,31 @@ def cmd_sweep(args) -> int:
         print(f"resprop: error: sweep needs the optional dependencies of resprop[sweep] (missing: {', '.join(missing)}); "
               "install them with: pip install 'resprop[sweep]'", file=sys.stderr)
         return 2
-    from numeric.sweep import cli_sweep
+    from resprop.numeric.sweep.runner import cli_sweep
 
     return cli_sweep(Path(args.spec), Path(args.out), scheduler=args.scheduler, workers=args.workers,
                      quiet=args.quiet)
 
 
-def cmd_abcd(args) -> int:
-    """Innocenti et al. abcd parameterisations: exact solution family, Table 2, or --check of one assignment."""
-    from numeric.abcd import cli_abcd
-
-    return cli_abcd(args.check, args.json, reading=args.reading, widths=args.widths, depth=args.depth,
-                    gamma0=args.gamma0)
-
-
-FIGURE_SETS = ("lnr_pdlt", "stable", "pc")
-
-
 def cmd_figures(args) -> int:
-    from numeric.validation import ParameterError
+    """Every theory's figures (or those of --only SLUG,...), written into --out as one publication."""
+    from resprop.numeric.engine.output import Publication
+    from resprop.numeric.engine.validation import ParameterError
 
-    chosen = FIGURE_SETS if args.only is None else tuple(args.only.split(","))
-    unknown = sorted(set(chosen) - set(FIGURE_SETS))
-    if unknown:
-        raise ParameterError("only", f"unknown figure set(s) {unknown}; allowed: {', '.join(FIGURE_SETS)}")
-    from numeric.output import Publication
-
+    drawing = [th for th in registry.theories().values() if th.figures]
+    allowed = [th.slug for th in drawing]
+    chosen = allowed if args.only is None else [s.strip() for s in args.only.split(",")]
+    unknown = sorted(set(chosen) - set(allowed))
+    if unknown or not chosen:
+        raise ParameterError("only", f"unknown theory slug(s) {unknown or chosen}; allowed: {', '.join(allowed)}")
     try:
         with Publication(args.out, "dir", "resprop figures") as pub:  # path checked before any work
             out = pub.path
             paths = []
-            if "lnr_pdlt" in chosen:
-                from numeric.figures import make_figures
-
-                paths += make_figures(out, quick=args.quick, seed=args.seed, progress=not args.quiet)
-            if "stable" in chosen:
-                from numeric.stable_experiments import make_stable_figures
-
-                paths += make_stable_figures(out, quick=args.quick, seed=args.seed)
-            if "pc" in chosen:
-                from numeric.pc_figures import make_pc_figures
-
-                paths += make_pc_figures(out, quick=args.quick, seed=args.seed)
+            for th in drawing:
+                if th.slug in chosen:
+                    paths += [p for p in th.load("figures")(out, quick=args.quick, seed=args.seed,
+                                                            progress=not args.quiet)]
             paths = [pub.final(p) for p in paths]
             pub.commit()
     except KeyboardInterrupt as exc:
@@ -305,24 +142,18 @@ def cmd_figures(args) -> int:
     return 0
 
 
-def cmd_stable_kernel(args) -> int:
-    """Hayou et al. NNGP/NTK for two unit inputs at --angle, in natural logs so deep unscaled nets stay finite."""
-    from numeric.stable_resnet import two_input_kernels
-
-    res = two_input_kernels(args.depth, args.scaling, angle=args.angle, sigma_w2=args.sigma_w2,
-                            sigma_b2=args.sigma_b2, d_in=args.d_in, progress=not args.quiet)
-    _emit({k: res[k] for k in ("depth", "log_Q_diag", "correlation", "log_ntk_diag")}, args.json)
+def cmd_theories(args) -> int:
+    """List the registered theories: slug, title, citation and subcommands (--json: the registry as JSON)."""
+    entries = [th.to_dict() for th in registry.theories().values()]
+    if args.json:
+        print(json.dumps(entries, indent=1))
+        return 0
+    for e in entries:
+        print(f"{e['slug']}: {e['title']}")
+        print(f"  citation: {e['citation']}")
+        print(f"  subcommands: {', '.join(e['subcommands']) or '-'}")
+        print(f"  derivations: {', '.join(e['derivations'])}")
     return 0
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--k0", type=float, required=True, help="input kernel K^(0) (diagonal element)")
-    p.add_argument("--k0-offdiag", type=float, default=None, help="off-diagonal input kernel element")
-    p.add_argument("--sigma-w2", type=float, required=True)
-    p.add_argument("--sigma-b2", type=float, required=True)
-    p.add_argument("--sigma-w2-out", type=float, default=None, help="readout weight variance (default: sigma_w2)")
-    p.add_argument("--activation", default="erf", help="erf, tanh, relu, gelu, linear or a SymPy expression in x")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -337,56 +168,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--pdf", action="store_true", help="compile every .tex with pdflatex; the PDF goes next to it")
     p.set_defaults(func=cmd_latex)
-    p = sub.add_parser("rho-star", help="rho* = argmax chi_out for a batch of depths (Fischer et al. Fig. 4)")
-    p.add_argument("--depth", type=int, nargs="+", required=True)
-    _common(p)
-    p.add_argument("--rho-min", type=float, default=1e-3, help="lower edge of the searched rho range (> 0)")
-    p.add_argument("--rho-max", type=float, default=3.0, help="upper edge of the searched rho range")
-    p.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
-    p.set_defaults(func=cmd_rho_star)
-    p = sub.add_parser("response", help="eta^(l), chi^(l), chi_out (Fischer et al. 45-48)")
-    p.add_argument("--rho", type=float, required=True)
-    p.add_argument("--depth", type=int, required=True)
-    _common(p)
-    p.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
-    p.set_defaults(func=cmd_response)
-    p = sub.add_parser("j2bar", help="Li-Nica-Roy J2-bar(theta): closed form vs 2-D mpmath quadrature")
-    p.add_argument("theta", nargs="+", help="angles in [0, pi]")
-    p.add_argument("--digits", type=int, default=30)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_j2bar)
-    p = sub.add_parser("log-gaussian", help="Li-Nica-Roy E[G], Var[G]: theory and Monte Carlo")
-    p.add_argument("--n", type=int, required=True, help="hidden width (>= 2)")
-    p.add_argument("--d", type=int, required=True, help="number of residual layers (>= 1)")
-    p.add_argument("--alpha", type=float, required=True, help="skip coefficient")
-    p.add_argument("--lam", type=float, required=True, help="residual-branch coefficient (>= 0)")
-    p.add_argument("--balanced", action="store_true", help="balanced ResNet (random activation signs, Thm 4)")
-    p.add_argument("--simulate", action="store_true", help="add a Monte Carlo estimate with standard errors")
-    p.add_argument("--samples", type=int, default=5000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--hypo-constant", type=float, default=None,
-                   help="C_{alpha,lambda} of Prop. 2 (default: estimated by Monte Carlo)")
-    p.add_argument("--hypo-samples", type=int, default=2000,
-                   help="samples for estimating C_{alpha,lambda} when neither --hypo-constant nor --simulate")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_log_gaussian)
-    p = sub.add_parser("nu", help="PDLT residual-MLP nu(gamma), critical C_W and r*(gamma)")
-    p.add_argument("--gamma", type=float, required=True, help="residual hyperparameter in [0, 1)")
-    p.add_argument("--activation", required=True, help="relu, tanh, erf, linear or leaky_relu:<slope>")
-    p.add_argument("--n-out", type=int, default=1, help="output width n_L (B.36)")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_nu)
-    p = sub.add_parser("stable-kernel", help="Hayou et al. Stable ResNet NNGP/NTK (log diagonal, correlation)")
-    p.add_argument("--depth", type=int, nargs="+", required=True)
-    p.add_argument("--scaling", default="uniform",
-                   help="unscaled, uniform (1/sqrt(L)), decreasing (1/(sqrt(l) log(l+1))) or a SymPy expression in l, L")
-    p.add_argument("--angle", type=float, default=1.0, help="angle between the two unit inputs, in [0, pi]")
-    p.add_argument("--sigma-w2", type=float, default=2.0)
-    p.add_argument("--sigma-b2", type=float, default=0.0)
-    p.add_argument("--d-in", type=int, default=2, help="input dimension d in Q_0 = sigma_b^2 + sigma_w^2 x.x'/d")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
-    p.set_defaults(func=cmd_stable_kernel)
     p = sub.add_parser("sweep", help="parameter grid from a TOML spec on Dask (resumable; .nc or .zarr output)")
     p.add_argument("spec", help="TOML spec: kind, [grid], [fixed], [run] (see examples/sweeps/)")
     p.add_argument("--out", required=True, help="output file, .nc (NetCDF-4) or .zarr; OUT.parts/ holds "
@@ -396,20 +177,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None, help="LocalCluster workers (default: min(2, CPUs))")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_sweep)
-    p = sub.add_parser("abcd", help="Innocenti et al. (2025) abcd parameterisations: exact family, Table 2, --check")
-    p.add_argument("--check", nargs="+", metavar="KEY=VALUE", default=None,
-                   help="exponents a1 b1 a b c d (rationals, e.g. a=1/2), optional alpha and nu (N = L^nu)")
-    p.add_argument("--reading", choices=["paper", "literal"], default="paper",
-                   help="paper: every layer's own update at order one (eq. 15); literal: total dh/dt = Theta(1)")
-    p.add_argument("--widths", nargs="+", type=float, default=None, metavar="N",
-                   help="evaluate the PC-specific rates on the eq.-15 family at these widths (N >= 1)")
-    p.add_argument("--depth", type=int, default=3, help="depth L for --widths (>= 2)")
-    p.add_argument("--gamma0", type=float, default=1.0, help="output-scale constant gamma_0 for --widths (> 0)")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_abcd)
-    p = sub.add_parser("figures", help="PNG figures: Li-Nica-Roy, PDLT, Stable ResNet, predictive coding")
+    for th in registry.theories().values():  # each theory's own subcommands
+        if th.cli:
+            th.load("cli")(sub)
+    p = sub.add_parser("theories", help="list the registered theories (slug, title, citation, subcommands)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_theories)
+    p = sub.add_parser("figures", help="PNG figures of every theory (or --only SLUG,...)")
     p.add_argument("--out", required=True)
-    p.add_argument("--only", default=None, help="comma-separated subset of: " + ", ".join(FIGURE_SETS))
+    p.add_argument("--only", default=None, help="comma-separated theory slugs: "
+                   + ", ".join(th.slug for th in registry.theories().values() if th.figures))
     p.add_argument("--quick", action="store_true", help="fewer depths/widths and samples (seconds)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
@@ -417,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reproduce", help="the main job: theory, Monte Carlo checks, figures and LaTeX/PDF, "
                                          "written to DIR/report.json and DIR/index.html")
     p.add_argument("theory", nargs="?", default="all",
-                   choices=["fischer", "stable", "abcd", "pdlt", "lognormal", "all"])
+                   choices=[*registry.slugs(), "all"])
     p.add_argument("--out", required=True, metavar="DIR", help="report directory (replaced atomically at the end)")
     p.add_argument("--quick", action="store_true", help="smaller Monte Carlo samples and quick figures")
     p.add_argument("--quiet", action="store_true", help="no progress bars")

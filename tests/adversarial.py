@@ -356,7 +356,7 @@ def _sympy_value(theory: str, result: str, **values) -> float:
     """The derived expression evaluated by SymPy at 30 digits: independent of codegen and of float64."""
     import sympy as sp
 
-    from derive.registry import derivation
+    from resprop.derive.registry import derivation
 
     r = derivation(theory)[result]
     subs = {i.symbol: sp.Float(repr(v), 40) if isinstance(v, float) else sp.Integer(v) for i, v in
@@ -404,98 +404,98 @@ def _rho_star_ok(out) -> bool:
     return all(v is None or math.isfinite(float(v)) for v in values)
 
 
-RESULT_CHECKS = {"numeric.field_theory.rho_star": _rho_star_ok}
+RESULT_CHECKS = {"resprop.numeric.theories.fischer.field_theory.rho_star": _rho_star_ok}
 
 
 def api_cases() -> list[Case]:
     X2 = [[1.0, 2.0], [2.0, 4.0]]  # inputs x and 2x
     cases = [
-        Case("api:relu_arccos1(rho=+1)", "ok", call=_api("generated.gaussian.relu_arccos1", 1.0, 4.0, 2.0),
+        Case("api:relu_arccos1(rho=+1)", "ok", call=_api("resprop.generated.gaussian.relu_arccos1", 1.0, 4.0, 2.0),
              check=_close(1.0, 1e-14)),  # E[relu(u) relu(2u)] = 2 E[relu(u)^2] = 1
-        Case("api:relu_arccos1(rho=-1)", "ok", call=_api("generated.gaussian.relu_arccos1", 1.0, 4.0, -2.0),
+        Case("api:relu_arccos1(rho=-1)", "ok", call=_api("resprop.generated.gaussian.relu_arccos1", 1.0, 4.0, -2.0),
              check=lambda out: abs(float(out)) < 1e-15),
-        Case("api:relu_arccos0(rho=+1)", "ok", call=_api("generated.gaussian.relu_arccos0", 1.0, 4.0, 2.0),
+        Case("api:relu_arccos0(rho=+1)", "ok", call=_api("resprop.generated.gaussian.relu_arccos0", 1.0, 4.0, 2.0),
              check=_close(0.5, 1e-14)),
         Case("api:relu_arccos2(rho=+1)-continuous", "ok",
-             call=lambda: [float(_api("generated.gaussian.relu_arccos2", 1.0, 1.0, r)()) for r in
+             call=lambda: [float(_api("resprop.generated.gaussian.relu_arccos2", 1.0, 1.0, r)()) for r in
                            (1.0, float(np.nextafter(1.0, 0.0)))],
              check=lambda out: np.all(np.isfinite(out)) and math.isclose(out[0], out[1], rel_tol=1e-6)),
         Case("api:relu_arccos1(rho=1+ulp)", "ok",
-             call=_api("generated.gaussian.relu_arccos1", 1.0, 1.0, float(np.nextafter(1.0, 2.0))),
+             call=_api("resprop.generated.gaussian.relu_arccos1", 1.0, 1.0, float(np.nextafter(1.0, 2.0))),
              check=_close(0.5, 1e-12)),
         Case("api:nngp-relu(x,2x)", "ok",
-             call=_api("numeric.field_theory.nngp", X2, depth=5, rho=0.5, sigma_w2=1.0, sigma_b2=0.0,
+             call=_api("resprop.numeric.theories.fischer.field_theory.nngp", X2, depth=5, rho=0.5, sigma_w2=1.0, sigma_b2=0.0,
                        activation="relu"), check=_relu_collinear),
         Case("api:linearised_kernel(int64 depth)", "ok",
-             call=_api("generated.fischer.linearised_kernel", np.array([10**6], np.int64), 0.01, 1.25, 0.05, 1.0,
+             call=_api("resprop.generated.fischer.linearised_kernel", np.array([10**6], np.int64), 0.01, 1.25, 0.05, 1.0,
                        0.05),
              check=lambda out: _close(_sympy_value("fischer", "linearised_kernel", L=10**6, rho=0.01,
                                                    sigma_w2=1.25, sigma_b2=0.05, dphi0_sq=1.0, K0=0.05))(out)),
         Case("api:nu_scale_invariant(int slopes)", "ok",
-             call=_api("generated.pdlt_residual.nu_scale_invariant", 0.5, np.array([1]), np.array([60000])),
+             call=_api("resprop.generated.pdlt.nu_scale_invariant", 0.5, np.array([1]), np.array([60000])),
              check=lambda out: _close(_sympy_value("pdlt_residual", "nu_scale_invariant", gamma=0.5, a_plus=1,
                                                    a_minus=60000))(out)),
         Case("api:beta(alpha=lam=1e5)", "ok",
-             call=_api("generated.log_gaussian.beta", 100, 100, 10**5, 10**5),
+             call=_api("resprop.generated.lognormal.beta", 100, 100, 10**5, 10**5),
              check=lambda out: _close(_sympy_value("log_gaussian", "beta", n=100, d=100, alpha=10**5,
                                                    lam=10**5), 1e-9)(out)),
         Case("api:unscaled_diagonal(L=2000)", "either", ("q0", "sigma_w2", "sigma_b2", "L", "depth"),
-             call=_api("generated.stable_resnet.unscaled_diagonal", 1.0, 2.0, 0.0, 2000),
+             call=_api("resprop.generated.stable.unscaled_diagonal", 1.0, 2.0, 0.0, 2000),
              check=lambda out: False),  # 2^2000 is not a float64: a clean error is the only honest answer
         Case("api:unscaled_diagonal(int L=1000)", "ok",
-             call=_api("generated.stable_resnet.unscaled_diagonal", 1.0, 2.0, 0.0, 1000),
+             call=_api("resprop.generated.stable.unscaled_diagonal", 1.0, 2.0, 0.0, 1000),
              check=_close(2.0**1000, 1e-12)),  # (1 + sigma_w^2/2)^L q0 with sigma_b = 0
         Case("api:log_chi2_density(n_out=344)", "ok",
-             call=_api("generated.log_gaussian.log_chi2_density", math.log(344), 344),
+             call=_api("resprop.generated.lognormal.log_chi2_density", math.log(344), 344),
              check=_log_chi2_reference(344)),
         Case("api:log_chi2_density(n_out=10000)", "ok",
-             call=_api("generated.log_gaussian.log_chi2_density", math.log(10000), 10000),
+             call=_api("resprop.generated.lognormal.log_chi2_density", math.log(10000), 10000),
              check=_log_chi2_reference(10000)),
-        Case("api:output_corr_sq(1000)", "ok", call=_api("generated.log_gaussian.output_corr_sq", 1000.0),
+        Case("api:output_corr_sq(1000)", "ok", call=_api("resprop.generated.lognormal.output_corr_sq", 1000.0),
              check=lambda out: _close(_sympy_value("log_gaussian", "output_corr_sq", var_G=1000.0), 1e-9)(out)),
         Case("api:cos_theta_k(0,0,1)", "error", ("alpha", "lam"),
-             call=_api("numeric.log_gaussian.cos_theta_k", 0.0, 0.0, 1)),
+             call=_api("resprop.numeric.theories.lognormal.log_gaussian.cos_theta_k", 0.0, 0.0, 1)),
         Case("api:interlayer_total(n=0)", "error", ("n",),
-             call=_api("numeric.log_gaussian.interlayer_total", 0, 10, 0.7, 0.7)),
+             call=_api("resprop.numeric.theories.lognormal.log_gaussian.interlayer_total", 0, 10, 0.7, 0.7)),
         Case("api:ode_limit(t=nan)", "error", ("t_eval",), timeout=30,
-             call=_api("numeric.stable_resnet.ode_limit", [[1.0, 0.5], [0.5, 1.0]], [float("nan")])),
+             call=_api("resprop.numeric.theories.stable.stable_resnet.ode_limit", [[1.0, 0.5], [0.5, 1.0]], [float("nan")])),
         Case("api:ode_limit(t=-1)", "error", ("t_eval",), timeout=30,
-             call=_api("numeric.stable_resnet.ode_limit", [[1.0, 0.5], [0.5, 1.0]], [-1.0])),
+             call=_api("resprop.numeric.theories.stable.stable_resnet.ode_limit", [[1.0, 0.5], [0.5, 1.0]], [-1.0])),
         Case("api:rho_star(bias-dominated)", "ok",
-             call=_api("numeric.field_theory.rho_star", [10], 0.05, 0.8, 0.2), check=_rho_star_none),
+             call=_api("resprop.numeric.theories.fischer.field_theory.rho_star", [10], 0.05, 0.8, 0.2), check=_rho_star_none),
         Case("api:kernel_fluctuations(depth=2000)", "either", ("depth",), timeout=120,
-             call=_api("numeric.fluctuations.kernel_fluctuations", 0.05, 2000, 100, 0.1, 1.25, 0.05),
+             call=_api("resprop.numeric.theories.fischer.fluctuations.kernel_fluctuations", 0.05, 2000, 100, 0.1, 1.25, 0.05),
              check=lambda out: _finite(out["var_K"])),
     ]
     # one substitution per parameter, for functions with a cheap valid call
     table = [
-        ("numeric.field_theory.response", dict(k0=0.05, depth=10, rho=0.3, sigma_w2=1.25, sigma_b2=0.05),
+        ("resprop.numeric.theories.fischer.field_theory.response", dict(k0=0.05, depth=10, rho=0.3, sigma_w2=1.25, sigma_b2=0.05),
          dict(k0="pos", depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
-        ("numeric.field_theory.nngp", dict(K0=[[1.0, 0.5], [0.5, 1.0]], depth=5, rho=0.3, sigma_w2=1.25,
+        ("resprop.numeric.theories.fischer.field_theory.nngp", dict(K0=[[1.0, 0.5], [0.5, 1.0]], depth=5, rho=0.3, sigma_w2=1.25,
                                            sigma_b2=0.05),
          dict(depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
-        ("numeric.field_theory.rho_star", dict(depths=[10], k0=0.05, sigma_w2=1.25, sigma_b2=0.05),
+        ("resprop.numeric.theories.fischer.field_theory.rho_star", dict(depths=[10], k0=0.05, sigma_w2=1.25, sigma_b2=0.05),
          dict(k0="pos", sigma_w2="pos", sigma_b2="nonneg")),
-        ("numeric.fluctuations.kernel_fluctuations", dict(k0=0.05, depth=10, width=100, rho=0.3, sigma_w2=1.25,
+        ("resprop.numeric.theories.fischer.fluctuations.kernel_fluctuations", dict(k0=0.05, depth=10, width=100, rho=0.3, sigma_w2=1.25,
                                                           sigma_b2=0.05),
          dict(k0="pos", depth=("int", 1), width=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
-        ("numeric.stable_resnet.two_input_kernels", dict(depths=[10], scaling="uniform", angle=1.0, sigma_w2=2.0, sigma_b2=0.0),
+        ("resprop.numeric.theories.stable.stable_resnet.two_input_kernels", dict(depths=[10], scaling="uniform", angle=1.0, sigma_w2=2.0, sigma_b2=0.0),
          dict(angle="angle", sigma_w2="pos", sigma_b2="nonneg")),
-        ("numeric.log_gaussian.theory", dict(n=100, d=10, alpha=0.7, lam=0.7, balanced=True),
+        ("resprop.numeric.theories.lognormal.log_gaussian.theory", dict(n=100, d=10, alpha=0.7, lam=0.7, balanced=True),
          dict(n=("closed-form int", 2), d=("closed-form int", 1), lam="nonneg")),
-        ("numeric.log_gaussian.interlayer_total", dict(n=100, d=10, alpha=0.7, lam=0.7),
+        ("resprop.numeric.theories.lognormal.log_gaussian.interlayer_total", dict(n=100, d=10, alpha=0.7, lam=0.7),
          dict(n=("closed-form int", 2), d=("int", 1), lam="nonneg")),
-        ("numeric.residual_mlp.nu", dict(gamma=0.5, activation="relu"), dict(gamma="unit_open")),
-        ("numeric.residual_mlp.r_star", dict(gamma=0.5, activation="relu", n_out=1),
+        ("resprop.numeric.theories.pdlt.residual_mlp.nu", dict(gamma=0.5, activation="relu"), dict(gamma="unit_open")),
+        ("resprop.numeric.theories.pdlt.residual_mlp.r_star", dict(gamma=0.5, activation="relu", n_out=1),
          dict(gamma="unit_open", n_out=("closed-form int", 1))),
-        ("numeric.residual_mlp.vertex_trajectory", dict(activation="tanh", gamma=0.5, depth=4),
+        ("resprop.numeric.theories.pdlt.residual_mlp.vertex_trajectory", dict(activation="tanh", gamma=0.5, depth=4),
          dict(gamma="unit_open", depth=("int", 1))),
-        ("numeric.residual_ntk.nngp_ntk", dict(K0=[[1.0, 0.5], [0.5, 1.0]], depth=5, rho=0.3, sigma_w2=1.25,
+        ("resprop.numeric.theories.stable.residual_ntk.nngp_ntk", dict(K0=[[1.0, 0.5], [0.5, 1.0]], depth=5, rho=0.3, sigma_w2=1.25,
                                                sigma_b2=0.05),
          dict(depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
-        ("numeric.monte_carlo.simulate_log_gaussian", dict(n=8, d=2, alpha=0.7, lam=0.7, samples=50, seed=0),
+        ("resprop.numeric.engine.monte_carlo.simulate_log_gaussian", dict(n=8, d=2, alpha=0.7, lam=0.7, samples=50, seed=0),
          dict(n=("int", 2), d=("int", 1), samples=("int", 2), lam="nonneg")),
-        ("numeric.monte_carlo.simulate_residual_mlp", dict(n=8, depth=2, gamma=0.5, C_W=0.75, samples=50, seed=0),
+        ("resprop.numeric.engine.monte_carlo.simulate_residual_mlp", dict(n=8, depth=2, gamma=0.5, C_W=0.75, samples=50, seed=0),
          dict(n=("int", 1), depth=("int", 1), samples=("int", 2), gamma="real", C_W="pos")),
     ]
     for path, base, params in table:
@@ -575,7 +575,7 @@ def _names(message: str, params: tuple[str, ...]) -> bool:
 
 def run_cli(case: Case, tmp: Path) -> tuple[str, str]:
     """Run a CLI case in-process; returns (outcome, detail)."""
-    from numeric.cli import main
+    from resprop.numeric.cli import main
 
     out_name = case.setup(tmp) if case.setup else "out"
     if case.id.startswith("path:sweep") or case.id.startswith("sweep-spec"):

@@ -57,10 +57,10 @@ def _preload(cases) -> None:
     """Import what the cases use once, in the parent, so that each forked child starts warm."""
     import importlib
 
-    for name in ("numeric.cli", "numeric.field_theory", "numeric.fluctuations", "numeric.stable_resnet",
-                 "numeric.log_gaussian", "numeric.residual_mlp", "numeric.residual_ntk", "numeric.monte_carlo",
-                 "numeric.sweep", "numeric.reproduce", "derive.registry", "generated.gaussian", "generated.fischer",
-                 "generated.log_gaussian", "generated.pdlt_residual", "generated.stable_resnet"):
+    for name in ("resprop.numeric.cli", "resprop.numeric.theories.fischer.field_theory", "resprop.numeric.theories.fischer.fluctuations", "resprop.numeric.theories.stable.stable_resnet",
+                 "resprop.numeric.theories.lognormal.log_gaussian", "resprop.numeric.theories.pdlt.residual_mlp", "resprop.numeric.theories.stable.residual_ntk", "resprop.numeric.engine.monte_carlo",
+                 "resprop.numeric.sweep.runner", "resprop.numeric.report.reproduce", "resprop.derive.registry", "resprop.generated.gaussian", "resprop.generated.fischer",
+                 "resprop.generated.lognormal", "resprop.generated.pdlt", "resprop.generated.stable"):
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a module the checkout lacks: the case will say so

@@ -39,10 +39,10 @@ def univariate_mean_quad(f, K, tol=1e-14):
 
 def interrupt_when(args: list[str], ready: Callable[[], bool], timeout: float, settle: float = 0.0,
                    what: str = "the run", sig: int = signal.SIGINT) -> subprocess.CompletedProcess:
-    """Run ``python -m numeric.cli *args``, poll ``ready()`` until it holds (failing after ``timeout`` s or if the
+    """Run ``python -m resprop.numeric.cli *args``, poll ``ready()`` until it holds (failing after ``timeout`` s or if the
     process exits first), wait ``settle`` s more, send ``sig`` (default SIGINT, Ctrl-C) and return the finished
     process (returncode, stdout, stderr as text).  The process is killed if it outlives the test."""
-    proc = subprocess.Popen([sys.executable, "-m", "numeric.cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "resprop.numeric.cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         t0 = time.monotonic()

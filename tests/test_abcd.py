@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from derive import abcd as A
-from numeric import abcd as M
-from numeric.validation import ParameterError
+from resprop.derive.theories import abcd as A
+from resprop.numeric.theories.abcd import abcd as M
+from resprop.numeric.engine.validation import ParameterError
 
 HALF = sp.Rational(1, 2)
 F = Fraction
@@ -229,7 +229,7 @@ def test_pc_rates_symbolic():
 
 
 def test_pc_rates_generated_kernels():
-    import generated.abcd as G
+    import resprop.generated.abcd as G
 
     N = np.logspace(2, 6, 9)
     assert M.loglog_slope(N, G.pc_r_scale(N, 3.0, 1.0)) == pytest.approx(-0.5, abs=5e-3)

@@ -20,7 +20,7 @@ def test_adversarial_case(case):
 
 def test_table_covers_every_subcommand():
     """No subcommand of the CLI is left out of the table (derive takes no values: --check is tested elsewhere)."""
-    from numeric.cli import build_parser
+    from resprop.numeric.cli import build_parser
 
     parser = build_parser()
     subcommands = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction").choices

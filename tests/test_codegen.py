@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from derive.codegen import content_hash, generated_files, recorded_hash_problem, stale_files, write_generated
-from derive.registry import THEORIES, derivation
+from resprop.derive.codegen import content_hash, generated_files, recorded_hash_problem, stale_files, write_generated
+from resprop.derive.registry import THEORIES, derivation
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +18,7 @@ def rendered() -> dict[str, str]:
 @pytest.fixture
 def cached_render(rendered, monkeypatch):
     """stale_files / write_generated against the module's single render instead of rendering again."""
-    import derive.codegen as codegen
+    import resprop.derive.codegen as codegen
 
     monkeypatch.setattr(codegen, "generated_files", lambda: rendered)
     return rendered
@@ -42,7 +42,7 @@ def test_stale_file_is_detected(tmp_path, cached_render):
 def test_every_recorded_hash_matches_its_body(rendered):
     """Each fresh render and each file on disk passes the on-disk check, and the check reproduces _render's hash:
     the file's text with its recorded hash blanked, hashed, gives the recorded hash."""
-    from derive.codegen import file_path
+    from resprop.derive.codegen import file_path
 
     for rel, text in rendered.items():
         assert recorded_hash_problem(text) is None, rel
@@ -57,7 +57,7 @@ def test_every_recorded_hash_matches_its_body(rendered):
 def test_templates_use_content_hash_once():
     """recorded_hash_problem blanks one hash on the header line; that mirrors _render only while every template
     renders ``content_hash`` exactly once."""
-    from derive.codegen import environment
+    from resprop.derive.codegen import environment
 
     env = environment()
     used = 0
@@ -152,8 +152,8 @@ def test_generated_functions_match_sympy(theory):
 
 
 def test_generated_functions_broadcast():
-    import generated.fischer as gen
-    import generated.gaussian as g
+    import resprop.generated.fischer as gen
+    import resprop.generated.gaussian as g
 
     K = np.array([[0.3, 0.1, 0.05], [0.1, 0.4, 0.2], [0.05, 0.2, 0.5]])
     d = np.diag(K)

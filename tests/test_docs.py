@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from derive.codegen import KERNEL_REFERENCE, file_path, generated_files, stale_files, write_generated
-from derive.registry import THEORIES
-from numeric.cli import main
+from resprop.derive.codegen import KERNEL_REFERENCE, file_path, generated_files, stale_files, write_generated
+from resprop.derive.registry import THEORIES
+from resprop.numeric.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -113,7 +113,7 @@ def test_kernel_reference_is_generated_and_fresh(rendered):
 
 
 def test_kernel_reference_staleness_is_detected(tmp_path, rendered, monkeypatch):
-    import derive.codegen as codegen
+    import resprop.derive.codegen as codegen
 
     monkeypatch.setattr(codegen, "generated_files", lambda: rendered)
     write_generated(tmp_path)

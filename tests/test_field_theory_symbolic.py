@@ -4,9 +4,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from derive import field_theory as FT
-
-
+from resprop.derive.theories import fischer as FT
 @pytest.fixture(scope="module")
 def action3():
     return FT.build_action(3, inputs=1)

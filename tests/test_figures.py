@@ -1,4 +1,4 @@
-"""Smoke tests of the reproduction figures (numeric.figures) in quick mode, plus the histogram helper."""
+"""Smoke tests of the reproduction figures (resprop.numeric.report.figures) in quick mode, plus the histogram helper."""
 import hashlib
 import math
 
@@ -6,8 +6,8 @@ import matplotlib.image as mpimg
 import numpy as np
 import pytest
 
-from numeric.figures import FIGURE_NAMES, histogram_density, log_output_norm_sq, make_figures
-from numeric.monte_carlo import simulate_log_gaussian
+from resprop.numeric.report.figures import FIGURE_NAMES, histogram_density, log_output_norm_sq, make_figures
+from resprop.numeric.engine.monte_carlo import simulate_log_gaussian
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from derive import gaussian as G
-from numeric.expectations import kernels
+from resprop.derive import gaussian as G
+from resprop.numeric.engine.expectations import kernels
 from scipy.special import erf, ndtr
 
 from conftest import bivariate_mean_quad, univariate_mean_quad
@@ -113,7 +113,7 @@ def test_mpmath_route_against_closed_forms_25_digits():
     >= 18 digits for the nested 2-D quadrature (run at 20 digits to keep the suite fast)."""
     import mpmath as mp
 
-    from numeric.mp_checks import gaussian_mean2_mp, gaussian_mean_mp
+    from resprop.numeric.engine.mp_checks import gaussian_mean2_mp, gaussian_mean_mp
 
     with mp.workdps(30):
         Ka, Kb, c = mp.mpf("0.7"), mp.mpf("0.4"), mp.mpf("0.2")

@@ -21,8 +21,8 @@ import sympy as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from derive.registry import THEORIES, derivation
-from numeric.validation import ParameterError
+from resprop.derive.registry import THEORIES, derivation
+from resprop.numeric.engine.validation import ParameterError
 
 SETTINGS = settings(derandomize=True, max_examples=25, deadline=None, database=None,
                     suppress_health_check=list(HealthCheck))
@@ -274,7 +274,7 @@ def test_relu_arccos_exact_limits_at_correlation_one():
     Tolerance: the kernels contain sqrt(1 - rho^2), whose derivative is infinite at rho = 1, so the round-off
     of rho = K_ab/(sqrt(K_aa) sqrt(K_bb)) itself (2.2e-16) becomes sqrt(2 * 2.2e-16) ~ 2e-8 relative; 1e-7 is that
     bound with a margin, not a fit to the observed error (6.7e-9)."""
-    import generated.gaussian as g
+    import resprop.generated.gaussian as g
 
     rng = np.random.default_rng(3)
     Ka, Kb = rng.uniform(0.01, 50, 200), rng.uniform(0.01, 50, 200)
@@ -312,7 +312,7 @@ def test_relu_nngp_parallel_inputs_matches_mpmath():
     """x and 2x (correlation exactly 1): the ReLU NNGP is finite (no false overflow error) and equals the
     recursion K += rho^2 (sw E[relu(u) relu(v)] + sb) iterated with an mpmath quadrature of the expectation
     (diagonal: E[relu(u)^2] = K/2 by symmetry)."""
-    from numeric.field_theory import input_kernel, nngp
+    from resprop.numeric.theories.fischer.field_theory import input_kernel, nngp
 
     rng = np.random.default_rng(11)
     x = rng.standard_normal(20)
@@ -330,9 +330,9 @@ def test_relu_nngp_parallel_inputs_matches_mpmath():
 
 
 def test_int_inputs_equal_float_inputs_known_cases():
-    import generated.fischer as gf
-    import generated.log_gaussian as lg
-    import generated.pdlt_residual as pr
+    import resprop.generated.fischer as gf
+    import resprop.generated.lognormal as lg
+    import resprop.generated.pdlt as pr
 
     L = np.array([10, 100, 1000], dtype=np.int64)
     # int64 arithmetic gave -9.2e18 here (issue 11)
@@ -352,7 +352,7 @@ def test_int_inputs_equal_float_inputs_known_cases():
 def test_unscaled_diagonal_large_depth():
     """Q_L = (q0 + 2 sb/sw) (1 + sw/2)^L - 2 sb/sw: finite where it is finite (mpmath), an overflow error
     naming the inputs where it is not."""
-    import generated.stable_resnet as gs
+    import resprop.generated.stable as gs
 
     with pytest.raises(ParameterError, match="q0, sigma_w2, sigma_b2, L"):
         gs.unscaled_diagonal(1., 2., 0., 2000)
@@ -365,7 +365,7 @@ def test_unscaled_diagonal_large_depth():
 @pytest.mark.parametrize("n_out", [1, 2, 343, 344, 1000, 10000])
 def test_log_chi2_density_matches_scipy(n_out):
     """p(y) for y = ln q, q ~ chi^2(n): log p(y) = chi2.logpdf(e^y, n) + y (change of variables)."""
-    import generated.log_gaussian as lg
+    import resprop.generated.lognormal as lg
 
     centre = math.log(n_out)
     y = np.linspace(centre - 3, centre + 1, 41)
@@ -379,7 +379,7 @@ def test_log_chi2_density_matches_scipy(n_out):
 
 
 def test_log_output_density_large_n_out():
-    from numeric.log_gaussian import infinite_width_log_density, log_output_density
+    from resprop.numeric.theories.lognormal.log_gaussian import infinite_width_log_density, log_output_density
 
     y = np.linspace(5, 11, 601)
     for n_out in (344, 1000, 10000):
@@ -389,7 +389,7 @@ def test_log_output_density_large_n_out():
 
 
 def test_output_corr_sq_stable_at_large_variance():
-    import generated.log_gaussian as lg
+    import resprop.generated.lognormal as lg
 
     v = np.array([1e-12, 1e-3, 1.0, 30.0, 700.0, 1000.0, 1e6])
     with mpmath.workdps(50):
@@ -399,7 +399,7 @@ def test_output_corr_sq_stable_at_large_variance():
 
 
 def test_public_log_gaussian_helpers_reject_degenerate_input():
-    from numeric.log_gaussian import cos_theta_k, interlayer_total
+    from resprop.numeric.theories.lognormal.log_gaussian import cos_theta_k, interlayer_total
 
     with pytest.raises(ParameterError, match="alpha, lam"):
         cos_theta_k(0, 0, 1)
@@ -410,8 +410,8 @@ def test_public_log_gaussian_helpers_reject_degenerate_input():
 
 
 def test_depth_one_billion_finite():
-    import generated.fischer as gf
-    import generated.log_gaussian as lg
+    import resprop.generated.fischer as gf
+    import resprop.generated.lognormal as lg
 
     L = 10**9
     assert math.isfinite(gf.rho_star_linearised(L, 1.25, 0.05, 4 / np.pi, 0.05, 0.5))

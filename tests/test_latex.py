@@ -5,8 +5,8 @@ import pytest
 import sympy as sp
 from sympy.parsing.latex import parse_latex
 
-from derive.latex import LATEX_NAMES, export_latex
-from derive.registry import THEORIES, derivation
+from resprop.derive.latex import LATEX_NAMES, export_latex
+from resprop.derive.registry import THEORIES, derivation
 
 EQUATION = re.compile(r"\\begin\{equation\}\n(.*?)\n\\label\{eq:(\w+):(\w+)\}\\tag\{([^}]*)\}\n\\end\{equation\}", re.S)
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from numeric.cli import main
-from numeric.latex_pdf import LatexError, compile_pdf
+from resprop.numeric.cli import main
+from resprop.numeric.report.latex_pdf import LatexError, compile_pdf
 
 
 def _require(tool: str) -> str:
@@ -47,7 +47,7 @@ def test_latex_pdf_compiles_every_document(tmp_path, capsys):
     out = tmp_path / "tex"
     assert main(["latex", "--out", str(out), "--pdf"]) == 0
     texs = sorted(out.glob("*.tex"))
-    assert len(texs) >= 7  # one per theory of derive.registry
+    assert len(texs) >= 7  # one per theory of resprop.derive.registry
     for tex in texs:
         pdf = tex.with_suffix(".pdf")
         assert pdf.exists(), f"no PDF for {tex.name}"

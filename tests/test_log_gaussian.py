@@ -11,13 +11,13 @@ import pytest
 import sympy as sp
 from scipy import integrate, special
 
-import generated.log_gaussian as glg
-from derive import log_gaussian as dlg
-from numeric import log_gaussian as L
-from numeric import monte_carlo as M
-from numeric.cli import main
-from numeric.mp_checks import j2bar_closed_mp, j2bar_quadrature_mp
-from numeric.validation import ParameterError
+import resprop.generated.lognormal as glg
+from resprop.derive.theories import lognormal as dlg
+from resprop.numeric.theories.lognormal import log_gaussian as L
+from resprop.numeric.engine import monte_carlo as M
+from resprop.numeric.cli import main
+from resprop.numeric.engine.mp_checks import j2bar_closed_mp, j2bar_quadrature_mp
+from resprop.numeric.engine.validation import ParameterError
 
 A = L_ = 2**-0.5
 

@@ -1,4 +1,4 @@
-"""Tests of the Monte Carlo engine numeric.monte_carlo / numeric.mc_estimators.
+"""Tests of the Monte Carlo engine resprop.numeric.engine.monte_carlo / resprop.numeric.engine.mc_estimators.
 
 Every statistical check uses fixed seeds and a 4-standard-error tolerance; the
 reference values come from exact identities derived independently of the code
@@ -13,8 +13,8 @@ import math
 import numpy as np
 import pytest
 
-from numeric.mc_estimators import jackknife, mean_se, variance_se
-from numeric.monte_carlo import (
+from resprop.numeric.engine.mc_estimators import jackknife, mean_se, variance_se
+from resprop.numeric.engine.monte_carlo import (
     block_correlators,
     conjecture5,
     four_point_vertex,
@@ -25,7 +25,7 @@ from numeric.monte_carlo import (
     simulate_log_gaussian,
     simulate_residual_mlp,
 )
-from numeric.validation import ParameterError
+from resprop.numeric.engine.validation import ParameterError
 
 Z = 4.0
 A = L = 1 / math.sqrt(2)
@@ -165,7 +165,7 @@ def test_vanilla_hypoactivation_is_negative():
 
 
 def _reference_vanilla_act_sq(n: int, d: int, alpha: float, lam: float, samples: int, seed: int) -> np.ndarray:
-    """Independent sampler of eq. (1) written from the paper, not from numeric.monte_carlo: explicit Gaussian
+    """Independent sampler of eq. (1) written from the paper, not from resprop.numeric.engine.monte_carlo: explicit Gaussian
     W^l, z^0 ~ N(0, I_n), z^{l+1} = alpha z^l + lam sqrt(2/n) W^l relu(z^l); returns
     ||relu(z^l)||^2 / ||z^l||^2 for l = 0..d-1, shape (samples, d)."""
     rng = np.random.default_rng(seed)

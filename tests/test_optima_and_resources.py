@@ -18,12 +18,12 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from numeric import field_theory as F
-from numeric import fluctuations as FL
-from numeric import stable_resnet as SR
-from numeric.cli import main
-from numeric.expectations import kernels
-from numeric.validation import ParameterError
+from resprop.numeric.theories.fischer import field_theory as F
+from resprop.numeric.theories.fischer import fluctuations as FL
+from resprop.numeric.theories.stable import stable_resnet as SR
+from resprop.numeric.cli import main
+from resprop.numeric.engine.expectations import kernels
+from resprop.numeric.engine.validation import ParameterError
 
 FIG4 = dict(k0=0.05, sigma_w2=1.25, sigma_b2=0.05)
 
@@ -149,7 +149,7 @@ def test_cli_rho_star_says_no_interior_maximum(capsys):
 
 
 def test_progress_bar_on_stderr_unless_quiet(capsys, monkeypatch):
-    import numeric.field_theory as ft
+    import resprop.numeric.theories.fischer.field_theory as ft
 
     made = []
     real = ft._layer_bar
@@ -193,7 +193,7 @@ def test_response_layers_preallocated_and_linear_in_depth():
 # --------------------------------------------------------------------------- kernel fluctuations
 def _dense_reference(k0, L, N, rho, sw, sb, activation):
     """The pre-issue-11 dense route: the (L+2) x (L+2) propagator G12, B = N w w^T kappa, G12 B G12^T."""
-    import generated.fischer as gen
+    import resprop.generated.fischer as gen
 
     kern = kernels(activation)
     K = F.response(k0, L, rho, sw, sb, activation=activation)["K"]
@@ -285,55 +285,55 @@ K2 = [[1.0, 0.5], [0.5, 1.0]]
 #: (function, a cheap valid call, {parameter: kind}); kinds: pos (0, inf), nonneg [0, inf), real, unit_open [0, 1),
 #: angle [0, pi], unit [0, 1] (sequence), matrix (PSD kernel), ("int", minimum)
 TABLE = [
-    ("numeric.field_theory.input_kernel", dict(X=X3), dict(sigma_w2_in="pos", sigma_b2_in="nonneg", X="real")),
-    ("numeric.field_theory.nngp", dict(K0=K2, depth=5, rho=0.3, sigma_w2=1.25, sigma_b2=0.05),
+    ("resprop.numeric.theories.fischer.field_theory.input_kernel", dict(X=X3), dict(sigma_w2_in="pos", sigma_b2_in="nonneg", X="real")),
+    ("resprop.numeric.theories.fischer.field_theory.nngp", dict(K0=K2, depth=5, rho=0.3, sigma_w2=1.25, sigma_b2=0.05),
      dict(K0="matrix", depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
-    ("numeric.field_theory.response", dict(k0=0.05, depth=10, rho=0.3, sigma_w2=1.25, sigma_b2=0.05, k0_offdiag=0.02),
+    ("resprop.numeric.theories.fischer.field_theory.response", dict(k0=0.05, depth=10, rho=0.3, sigma_w2=1.25, sigma_b2=0.05, k0_offdiag=0.02),
      dict(k0="pos", depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg", k0_offdiag="real")),
-    ("numeric.field_theory.chi_out_curves", dict(rho=[0.1, 0.3], depths=[5], k0=0.05, sigma_w2=1.25, sigma_b2=0.05),
+    ("resprop.numeric.theories.fischer.field_theory.chi_out_curves", dict(rho=[0.1, 0.3], depths=[5], k0=0.05, sigma_w2=1.25, sigma_b2=0.05),
      dict(rho="nonneg", depths=("int", 1), k0="pos", sigma_w2="pos", sigma_b2="nonneg")),
-    ("numeric.field_theory.rho_star", dict(depths=[10], k0=0.05, sigma_w2=1.25, sigma_b2=0.05, k0_offdiag=0.03),
+    ("resprop.numeric.theories.fischer.field_theory.rho_star", dict(depths=[10], k0=0.05, sigma_w2=1.25, sigma_b2=0.05, k0_offdiag=0.03),
      dict(depths=("int", 1), k0="pos", sigma_w2="pos", sigma_b2="nonneg", k0_offdiag="real")),
-    ("numeric.field_theory.rho_star_pairs", dict(K0=[[0.05, 0.03], [0.03, 0.05]], depth=10, sigma_w2=1.25,
+    ("resprop.numeric.theories.fischer.field_theory.rho_star_pairs", dict(K0=[[0.05, 0.03], [0.03, 0.05]], depth=10, sigma_w2=1.25,
                                                  sigma_b2=0.05),
      dict(K0="matrix", depth=("int", 1), sigma_w2="pos", sigma_b2="nonneg")),
-    ("numeric.field_theory.linearised_rho_star", dict(depths=[10], k0=0.05, sigma_w2=1.25, sigma_b2=0.05),
+    ("resprop.numeric.theories.fischer.field_theory.linearised_rho_star", dict(depths=[10], k0=0.05, sigma_w2=1.25, sigma_b2=0.05),
      dict(depths=("int", 1), sigma_w2="pos", sigma_b2="nonneg", target_variance="pos")),
-    ("numeric.fluctuations.kernel_fluctuations", dict(k0=0.5, depth=5, width=100, rho=0.3, sigma_w2=1.25,
+    ("resprop.numeric.theories.fischer.fluctuations.kernel_fluctuations", dict(k0=0.5, depth=5, width=100, rho=0.3, sigma_w2=1.25,
                                                       sigma_b2=0.05),
      dict(k0="pos", depth=("int", 1), width=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
-    ("numeric.stable_resnet.kernels", dict(Q0=K2, depth=5), dict(Q0="matrix", depth=("int", 1), sigma_w2="pos",
+    ("resprop.numeric.theories.stable.stable_resnet.kernels", dict(Q0=K2, depth=5), dict(Q0="matrix", depth=("int", 1), sigma_w2="pos",
                                                                  sigma_b2="nonneg")),
-    ("numeric.stable_resnet.two_input_kernels", dict(depths=[5]),
+    ("resprop.numeric.theories.stable.stable_resnet.two_input_kernels", dict(depths=[5]),
      dict(depths=("int", 1), angle="angle", sigma_w2="pos", sigma_b2="nonneg", d_in=("int", 2))),
-    ("numeric.stable_resnet.ode_limit", dict(Q0=K2, t_eval=[0.5, 1.0]),
+    ("resprop.numeric.theories.stable.stable_resnet.ode_limit", dict(Q0=K2, t_eval=[0.5, 1.0]),
      dict(Q0="matrix", t_eval="unit", sigma_w2="pos", sigma_b2="nonneg", rtol="pos")),
-    ("numeric.stable_resnet.input_kernel_matrix", dict(X=X3, sigma_w2=2.0, sigma_b2=0.0),
+    ("resprop.numeric.theories.stable.stable_resnet.input_kernel_matrix", dict(X=X3, sigma_w2=2.0, sigma_b2=0.0),
      dict(X="real", sigma_w2="pos", sigma_b2="nonneg")),
-    ("numeric.simulate.simulate_kernels", dict(X=X3, depth=3, width=8, rho=0.5, sigma_w2=1.25, sigma_b2=0.05,
+    ("resprop.numeric.engine.simulate.simulate_kernels", dict(X=X3, depth=3, width=8, rho=0.5, sigma_w2=1.25, sigma_b2=0.05,
                                                samples=4, seed=0),
      dict(X="real", depth=("int", 1), width=("int", 1), rho="nonneg", sigma_b2="nonneg", samples=("int", 1))),
-    ("numeric.simulate.finite_difference_response", dict(x=[1.0, 0.5, 0.2], delta=1e-3, depth=3, width=8, rho=0.5,
+    ("resprop.numeric.engine.simulate.finite_difference_response", dict(x=[1.0, 0.5, 0.2], delta=1e-3, depth=3, width=8, rho=0.5,
                                                          sigma_w2=1.25, sigma_b2=0.05, samples=4, seed=0),
      dict(x="real", delta="pos", depth=("int", 1), width=("int", 1), rho="nonneg", samples=("int", 1))),
-    ("numeric.residual_mlp.critical_C_W", dict(gamma=0.5, activation="tanh"), dict(gamma="unit_open")),
-    ("numeric.residual_mlp.nu", dict(gamma=0.5, activation="relu"), dict(gamma="unit_open")),
-    ("numeric.residual_mlp.gamma_star", dict(r=1.0, activation="relu", n_out=1), dict(r="pos")),
-    ("numeric.residual_mlp.vertex_trajectory", dict(activation="tanh", gamma=0.5, depth=4),
+    ("resprop.numeric.theories.pdlt.residual_mlp.critical_C_W", dict(gamma=0.5, activation="tanh"), dict(gamma="unit_open")),
+    ("resprop.numeric.theories.pdlt.residual_mlp.nu", dict(gamma=0.5, activation="relu"), dict(gamma="unit_open")),
+    ("resprop.numeric.theories.pdlt.residual_mlp.gamma_star", dict(r=1.0, activation="relu", n_out=1), dict(r="pos")),
+    ("resprop.numeric.theories.pdlt.residual_mlp.vertex_trajectory", dict(activation="tanh", gamma=0.5, depth=4),
      dict(gamma="unit_open", depth=("int", 1), K1="pos", C_b="nonneg")),
-    ("numeric.residual_mlp.xi_from_correlators", dict(gamma=0.5, G_RR=1.0, G_Rz=0.2, G_zz=1.0),
+    ("resprop.numeric.theories.pdlt.residual_mlp.xi_from_correlators", dict(gamma=0.5, G_RR=1.0, G_Rz=0.2, G_zz=1.0),
      dict(gamma="unit_open", G_RR="pos", G_Rz="real", G_zz="pos")),
-    ("numeric.residual_ntk.nngp_ntk", dict(K0=K2, depth=5, rho=0.3, sigma_w2=1.25, sigma_b2=0.05),
+    ("resprop.numeric.theories.stable.residual_ntk.nngp_ntk", dict(K0=K2, depth=5, rho=0.3, sigma_w2=1.25, sigma_b2=0.05),
      dict(K0="matrix", depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
-    ("numeric.mp_checks.chi_out_mp", dict(k0=0.05, depth=3, rho=0.3, sigma_w2=1.25, sigma_b2=0.05, dps=15,
+    ("resprop.numeric.engine.mp_checks.chi_out_mp", dict(k0=0.05, depth=3, rho=0.3, sigma_w2=1.25, sigma_b2=0.05, dps=15,
                                           route="closed"),
      dict(k0="pos", depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg", dps=("int", 1))),
-    ("numeric.mp_checks.j2bar_closed_mp", dict(theta=1.0, dps=10), dict(theta="angle", dps=("int", 1))),
-    ("numeric.mp_checks.vertex_trajectory_mp", dict(activation="relu", gamma=0.5, depth=3, dps=10),
+    ("resprop.numeric.engine.mp_checks.j2bar_closed_mp", dict(theta=1.0, dps=10), dict(theta="angle", dps=("int", 1))),
+    ("resprop.numeric.engine.mp_checks.vertex_trajectory_mp", dict(activation="relu", gamma=0.5, depth=3, dps=10),
      dict(gamma="unit_open", depth=("int", 1), dps=("int", 1))),
-    ("numeric.monte_carlo.simulate_log_gaussian", dict(n=8, d=2, alpha=0.7, lam=0.7, samples=50, seed=0),
+    ("resprop.numeric.engine.monte_carlo.simulate_log_gaussian", dict(n=8, d=2, alpha=0.7, lam=0.7, samples=50, seed=0),
      dict(n=("int", 2), d=("int", 1), samples=("int", 2), lam="nonneg", alpha="real")),
-    ("numeric.monte_carlo.simulate_residual_mlp", dict(n=8, depth=2, gamma=0.5, C_W=0.75, samples=50, seed=0),
+    ("resprop.numeric.engine.monte_carlo.simulate_residual_mlp", dict(n=8, depth=2, gamma=0.5, C_W=0.75, samples=50, seed=0),
      dict(n=("int", 1), depth=("int", 1), samples=("int", 2), gamma="real", C_W="pos", C_b="nonneg", K1="pos")),
 ]
 OPTIONAL = {"k0_offdiag"}  # None is their documented default

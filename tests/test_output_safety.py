@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
-import numeric.output as O
+import resprop.numeric.engine.output as O
 from conftest import interrupt_when
-from numeric.cli import main
-from numeric.output import MANIFEST_NAME, OutputPathError, Publication, check_replaceable
+from resprop.numeric.cli import main
+from resprop.numeric.engine.output import MANIFEST_NAME, OutputPathError, Publication, check_replaceable
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,9 +67,9 @@ def snapshot(path: Path) -> dict[str, bytes]:
 @pytest.fixture
 def fast_builders(monkeypatch):
     """Cheap stand-ins for the slow builders of latex, figures and reproduce; ``calls`` counts their runs."""
-    import derive.latex
-    import numeric.figures
-    import numeric.reproduce as R
+    import resprop.derive.latex
+    import resprop.numeric.report.figures
+    import resprop.numeric.report.reproduce as R
 
     calls = []
 
@@ -97,8 +97,8 @@ def fast_builders(monkeypatch):
                                                       "fails": 0, "seconds": 0.0}, "theories": {},
                 "cross_theory": {"rows": []}}
 
-    monkeypatch.setattr(derive.latex, "export_latex", export_latex)
-    monkeypatch.setattr(numeric.figures, "make_figures", make_figures)
+    monkeypatch.setattr(resprop.derive.latex, "export_latex", export_latex)
+    monkeypatch.setattr(resprop.numeric.report.figures, "make_figures", make_figures)
     monkeypatch.setattr(R, "_build", build)
     monkeypatch.setattr(R, "render_html", lambda report: "<!doctype html><title>report</title>")
     return calls
@@ -282,7 +282,7 @@ def test_two_concurrent_sweeps_into_one_path_never_mix(tmp_path, tiny_spec):
     one's lock); at least one published; the result is one complete output matching its manifest; nothing
     is left behind."""
     out = tmp_path / "race.zarr"
-    argv = [sys.executable, "-m", "numeric.cli", *_argv("sweep", out, tiny_spec)]
+    argv = [sys.executable, "-m", "resprop.numeric.cli", *_argv("sweep", out, tiny_spec)]
     procs = [subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
     results = [(p.wait(timeout=120), p.communicate()) for p in procs]
@@ -299,7 +299,7 @@ def test_two_concurrent_sweeps_into_one_path_never_mix(tmp_path, tiny_spec):
 
 # --------------------------------------------------------------------------- SIGINT and SIGTERM
 def _previous_report(out: Path) -> dict[str, bytes]:
-    from numeric.reproduce import GENERATOR
+    from resprop.numeric.report.reproduce import GENERATOR
 
     out.mkdir()
     (out / "report.json").write_text(json.dumps({"generator": GENERATOR, "summary": {"rows": 1, "fails": 0}}))
@@ -357,7 +357,7 @@ def test_signal_during_sweep_keeps_the_previous_output(sig, suffix, tmp_path, ti
      "grid.depth"),
 ])
 def test_sweep_domain_errors_name_the_key_before_any_worker(spec, key, tmp_path, monkeypatch):
-    import numeric.sweep as S
+    import resprop.numeric.sweep.runner as S
 
     monkeypatch.setattr(S, "_client", lambda *a, **k: pytest.fail("a worker was started"))
     with pytest.raises(ValueError) as err:
@@ -373,7 +373,7 @@ def test_sweep_point_refused_by_its_computation_is_one_line_and_leaves_nothing(t
     spec = tmp_path / "bad.toml"
     spec.write_text(TINY.replace("sigma_w2 = 1.0", "").replace("depth = [3, 6]", "depth = [3]\nsigma_w2 = [1.0, 1e300]"))
     out = tmp_path / "b.nc"
-    with caplog.at_level("INFO", logger="numeric.sweep"):
+    with caplog.at_level("INFO", logger="resprop.numeric.sweep.runner"):
         assert main(["sweep", str(spec), "--out", str(out), "--workers", "1", "--quiet"]) == 2
     assert [r.args for r in caplog.records if r.msg == "chunk %d computed"] == [(0,)]  # a part was written
     err = capfd.readouterr().err

@@ -12,10 +12,10 @@ import pytest
 import sympy as sp
 from scipy import optimize, stats
 
-import generated.predictive_coding as gen
-from derive import predictive_coding as dpc
-from numeric import predictive_coding as pc
-from numeric.validation import ParameterError
+import resprop.generated.predictive_coding as gen
+from resprop.derive.theories import predictive_coding as dpc
+from resprop.numeric.theories.abcd import predictive_coding as pc
+from resprop.numeric.engine.validation import ParameterError
 
 
 def _net_and_data(N, L, *, arch="mlp", param="mean_field", activation="linear", d_out=1, seed=0, P=7, D=5):
@@ -395,7 +395,7 @@ def test_bad_data_and_solver_inputs():
 def test_make_pc_figures_quick_writes_two_pngs(tmp_path):
     import matplotlib.image as mpimg
 
-    from numeric.pc_figures import PC_FIGURE_NAMES, make_pc_figures
+    from resprop.numeric.theories.abcd.figures import PC_FIGURE_NAMES, make_pc_figures
 
     paths = make_pc_figures(tmp_path / "pc", quick=True, seed=0)
     assert [p.name for p in paths] == list(PC_FIGURE_NAMES)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from numeric.reproduce import reproduce
+from resprop.numeric.report.reproduce import reproduce
 
 THEORIES = ("fischer", "pdlt", "stable")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from conftest import interrupt_when
-from numeric.cli import main
-from numeric.output import write_manifest
-from numeric.reproduce import GENERATOR, fmt, resolve_theories
+from resprop.numeric.cli import main
+from resprop.numeric.engine.output import write_manifest
+from resprop.numeric.report.reproduce import GENERATOR, fmt, resolve_theories
 
 
 
@@ -80,7 +80,7 @@ def test_refuses_a_previous_report_plus_the_users_own_files(tmp_path, capsys):
 
 
 def test_stale_temporary_directories_of_dead_runs_are_swept(tmp_path):
-    from numeric.output import sweep_stale_temps as _sweep_stale_temps
+    from resprop.numeric.engine.output import sweep_stale_temps as _sweep_stale_temps
 
     out = tmp_path / "report"
     dead = tmp_path / ".report.tmp-999999999-abc"  # no such pid
@@ -102,7 +102,7 @@ def test_theory_names_and_formatting():
 
 
 def test_stale_generated_tree_is_a_failed_row_and_exit_1(tmp_path, monkeypatch, capsys):
-    import derive.codegen as codegen
+    import resprop.derive.codegen as codegen
 
     monkeypatch.setattr(codegen, "stale_files", lambda: {"pdlt_residual.py": "--- diff", "log_gaussian.py": "x"})
     out = tmp_path / "report"

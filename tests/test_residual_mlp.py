@@ -8,15 +8,15 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import generated.pdlt_residual as gpr
-from derive import residual_mlp as dr
-from generated.gauss_hermite import expect1
-from numeric import log_gaussian as L
-from numeric import monte_carlo as M
-from numeric import residual_mlp as R
-from numeric.cli import main
-from numeric.mp_checks import nu_from_iteration_mp, vertex_trajectory_mp
-from numeric.validation import ParameterError
+import resprop.generated.pdlt as gpr
+from resprop.derive.theories import pdlt as dr
+from resprop.generated.gauss_hermite import expect1
+from resprop.numeric.theories.lognormal import log_gaussian as L
+from resprop.numeric.engine import monte_carlo as M
+from resprop.numeric.theories.pdlt import residual_mlp as R
+from resprop.numeric.cli import main
+from resprop.numeric.engine.mp_checks import nu_from_iteration_mp, vertex_trajectory_mp
+from resprop.numeric.engine.validation import ParameterError
 
 
 # --------------------------------------------------------------------------- symbolic
@@ -206,7 +206,7 @@ def test_cross_theory_pdlt_vs_li_nica_roy():
     n, d = 48, 48
     a, lam = gamma, np.sqrt(1 - gamma**2)
     # symbolic identity nu(gamma) d/n + 2/n = beta(alpha = gamma, lam^2 = 1 - gamma^2)
-    from derive import log_gaussian as dlg
+    from resprop.derive.theories import lognormal as dlg
     g = sp.Symbol("g", positive=True)
     nu_relu = dr.nu_scale_invariant().subs({dr.a_plus: 1, dr.a_minus: 0, dr.gamma: g})
     beta = dlg.beta_paper().subs({dlg.alpha: g, dlg.lam: sp.sqrt(1 - g**2)})

@@ -1,19 +1,19 @@
-"""numeric.residual_ntk: NNGP + NTK of the residual erf / ReLU network.
+"""resprop.numeric.theories.stable.residual_ntk: NNGP + NTK of the residual erf / ReLU network.
 
-(i)   ReLU equals numeric.stable_resnet.kernels (Hayou eqs. 5, 9) with the constant scaling lambda_l = rho;
+(i)   ReLU equals resprop.numeric.theories.stable.stable_resnet.kernels (Hayou eqs. 5, 9) with the constant scaling lambda_l = rho;
 (ii)  erf: the NTK recursion against the empirical NTK of wide finite residual networks (explicit NumPy
       backprop of a random projection of the last layer, averaged over seeds), within 4 standard errors;
-(iii) the NNGP part equals numeric.field_theory.nngp;
+(iii) the NNGP part equals resprop.numeric.theories.fischer.field_theory.nngp;
 plus the fused strip path equals the plain generated-kernel path, and input validation.
 """
 import numpy as np
 import pytest
 from scipy.special import erf
 
-from numeric import field_theory as ft
-from numeric import residual_ntk as R
-from numeric import stable_resnet as S
-from numeric.validation import ParameterError
+from resprop.numeric.theories.fischer import field_theory as ft
+from resprop.numeric.theories.stable import residual_ntk as R
+from resprop.numeric.theories.stable import stable_resnet as S
+from resprop.numeric.engine.validation import ParameterError
 
 RHO, SW2, SB2 = 0.3, 1.25, 0.05
 

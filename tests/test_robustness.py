@@ -2,7 +2,7 @@
 
 Every call must either fail cleanly or return a finite, correct answer.  A clean failure is a ``ValueError``
 (normally ``ParameterError``) whose message starts with the name(s) of the offending parameter(s); for
-``resprop`` (``numeric.cli.main`` called in process) it is exit code 2 and exactly one line ``resprop: error:
+``resprop`` (``resprop.numeric.cli.main`` called in process) it is exit code 2 and exactly one line ``resprop: error:
 <name>: ...`` on stderr (argparse may add its usage line), never a traceback.  A silent NaN or inf in a result is
 a failure too.
 """
@@ -23,14 +23,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from numeric import abcd as AB
-from numeric import field_theory as F
-from numeric import log_gaussian as LG
-from numeric import monte_carlo as MC
-from numeric import residual_mlp as RM
-from numeric import residual_ntk as RN
-from numeric import stable_resnet as SR
-from numeric.cli import main
+from resprop.numeric.theories.abcd import abcd as AB
+from resprop.numeric.theories.fischer import field_theory as F
+from resprop.numeric.theories.lognormal import log_gaussian as LG
+from resprop.numeric.engine import monte_carlo as MC
+from resprop.numeric.theories.pdlt import residual_mlp as RM
+from resprop.numeric.theories.stable import residual_ntk as RN
+from resprop.numeric.theories.stable import stable_resnet as SR
+from resprop.numeric.cli import main
 
 FUZZ = settings(max_examples=40, deadline=None, database=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

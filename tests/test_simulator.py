@@ -1,4 +1,4 @@
-"""Tests of the finite-width simulator numeric.simulate (no NNGP/response theory here).
+"""Tests of the finite-width simulator resprop.numeric.engine.simulate (no NNGP/response theory here).
 
 Statistical checks use fixed seeds and 4-standard-error tolerances.
 """
@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from numeric.simulate import (
+from resprop.numeric.engine.simulate import (
     finite_difference_response,
     finite_difference_response_offdiag,
     kernel_summary,

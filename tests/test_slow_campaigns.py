@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from numeric.field_theory import response
-from numeric.fluctuations import kernel_fluctuations
-from numeric.simulate import mean_and_se, simulate_kernels
+from resprop.numeric.theories.fischer.field_theory import response
+from resprop.numeric.theories.fischer.fluctuations import kernel_fluctuations
+from resprop.numeric.engine.simulate import mean_and_se, simulate_kernels
 
 FIG2 = dict(rho=1.0, sigma_w2=1.2, sigma_b2=0.2)
 
@@ -40,7 +40,7 @@ def test_mean_kernel_bias_is_order_inverse_width():
 def test_hypoactivation_constant_at_paper_setting():
     """App. C.3: C_{alpha,lambda} ~ -0.876 at alpha = lam = 1/sqrt2, n = d = 150 (the paper gives no error bar;
     we allow 4 SE + 0.02)."""
-    from numeric.monte_carlo import hypoactivation, simulate_log_gaussian
+    from resprop.numeric.engine.monte_carlo import hypoactivation, simulate_log_gaussian
 
     a = 2**-0.5
     h = hypoactivation(simulate_log_gaussian(n=150, d=150, alpha=a, lam=a, samples=20000, seed=150))
@@ -52,8 +52,8 @@ def test_hypoactivation_constant_at_paper_setting():
 def test_conjecture5_figure4_setting(n):
     """Fig. 4 (d = 200): absolute errors of eqs (11)-(13) scale as O(1/n^2) while the quantities are O(1/n):
     n^2 x |error| stays below 6 (measured 1-5 for n = 32..128 at d = 40)."""
-    from numeric.log_gaussian import conjecture5_theory
-    from numeric.monte_carlo import conjecture5, simulate_log_gaussian
+    from resprop.numeric.theories.lognormal.log_gaussian import conjecture5_theory
+    from resprop.numeric.engine.monte_carlo import conjecture5, simulate_log_gaussian
 
     a = 2**-0.5
     s = simulate_log_gaussian(n=n, d=200, alpha=a, lam=a, samples=10000, seed=n)

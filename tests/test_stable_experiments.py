@@ -1,13 +1,12 @@
-"""Hayou et al. (2021) Stable ResNet experiments (numeric.stable_experiments): the sphere (zonal) engine against the
+"""Hayou et al. (2021) Stable ResNet experiments (resprop.numeric.theories.stable.experiments): the sphere (zonal) engine against the
 direct P x P engine, Fig. 2 spectra, Fig. 3 GP regression, Table 2 digits, Prop. 10 KL, and the figures."""
 import json
 
 import numpy as np
 import pytest
 
-from numeric import stable_experiments as E
-from numeric import stable_resnet as sr
-
+from resprop.numeric.theories.stable import experiments as E
+from resprop.numeric.theories.stable import stable_resnet as sr
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

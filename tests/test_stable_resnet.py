@@ -7,12 +7,12 @@ import pytest
 import sympy as sp
 from scipy import integrate
 
-import generated.stable_resnet as gs
-from derive import stable_resnet as ds
-from numeric import stable_resnet as S
-from numeric.cli import main
-from numeric.field_theory import nngp
-from numeric.validation import ParameterError
+import resprop.generated.stable as gs
+from resprop.derive.theories import stable as ds
+from resprop.numeric.theories.stable import stable_resnet as S
+from resprop.numeric.cli import main
+from resprop.numeric.theories.fischer.field_theory import nngp
+from resprop.numeric.engine.validation import ParameterError
 
 
 def _pair(angle=1.0, d=2):

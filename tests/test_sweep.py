@@ -15,9 +15,9 @@ import pytest
 import xarray as xr
 
 from conftest import interrupt_when
-from numeric import field_theory as F
-from numeric.sweep import cli_sweep, dumps_toml, load_spec, normalize_spec, run_sweep
-from numeric.validation import ParameterError
+from resprop.numeric.theories.fischer import field_theory as F
+from resprop.numeric.sweep.runner import cli_sweep, dumps_toml, load_spec, normalize_spec, run_sweep
+from resprop.numeric.engine.validation import ParameterError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,7 +96,7 @@ def test_interrupt_and_resume(tmp_path, caplog):
     out = tmp_path / "resume.nc"
     parts = tmp_path / "resume.nc.parts"
     script = textwrap.dedent(f"""
-        from numeric.sweep import run_sweep
+        from resprop.numeric.sweep.runner import run_sweep
         run_sweep({RESUME!r}, {str(out)!r}, workers=1, progress=False)
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.DEVNULL,
@@ -132,10 +132,10 @@ def test_interrupt_and_resume(tmp_path, caplog):
             seen.append(all(p.stat().st_mtime_ns == t for p, t in mtimes.items()))
 
     watch = Watch(level=logging.INFO)
-    logger = logging.getLogger("numeric.sweep")
+    logger = logging.getLogger("resprop.numeric.sweep.runner")
     logger.addHandler(watch)
     try:
-        with caplog.at_level(logging.INFO, logger="numeric.sweep"):
+        with caplog.at_level(logging.INFO, logger="resprop.numeric.sweep.runner"):
             resumed = run_sweep(RESUME, out, workers=2, progress=False)
     finally:
         logger.removeHandler(watch)
@@ -229,11 +229,10 @@ def rm_sweep(tmp_path_factory):
 
 def test_residual_mlp_points_are_direct_calls_with_their_seed(rm_sweep):
     """Each grid point is simulate_residual_mlp with SeedSequence(seed, spawn_key=(flat index,)) at the critical
-    C_W, and the recursions of numeric.residual_mlp."""
-    from numeric import mc_estimators as est
-    from numeric import monte_carlo as mc
-    from numeric import residual_mlp as rm
-
+    C_W, and the recursions of resprop.numeric.theories.pdlt.residual_mlp."""
+    from resprop.numeric.engine import mc_estimators as est
+    from resprop.numeric.engine import monte_carlo as mc
+    from resprop.numeric.theories.pdlt import residual_mlp as rm
     shape = tuple(len(v) for v in RM["grid"].values())
     for n, gamma, act in [(48, 0.0, "relu"), (96, 0.5, "tanh")]:
         idx = [RM["grid"]["n"].index(n), RM["grid"]["gamma"].index(gamma), RM["grid"]["activation"].index(act)]

@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from numeric import field_theory as F
-from numeric.cli import main
+from resprop.numeric.theories.fischer import field_theory as F
+from resprop.numeric.cli import main
 
 GOOD = dict(k0=0.05, sigma_w2=1.25, sigma_b2=0.05)
 
@@ -99,7 +99,7 @@ def test_cli_bad_input_exits_2(argv, param, capsys):
 
 
 def test_console_script_derive_check():
-    proc = subprocess.run([sys.executable, "-m", "numeric.cli", "derive", "--check"], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "resprop.numeric.cli", "derive", "--check"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
 
 
@@ -107,7 +107,7 @@ def test_sweep_without_the_extra_names_it(monkeypatch, capsys, tmp_path):
     """Without resprop[sweep] installed, `resprop sweep` exits 2 and says which extra to install."""
     import importlib.util
 
-    from numeric.cli import main
+    from resprop.numeric.cli import main
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "xarray" else real(name, *a))

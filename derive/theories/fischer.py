@@ -1,0 +1,497 @@
+"""Fischer, Dahmen & Helias (2025): field theory of residual networks, derived in SymPy.
+
+The route follows the paper, but each step is computed rather than typed in:
+
+1. Action S(C, C~) (eqs 21-22, A30-A31).  W(C~|C) is the cumulant-generating
+   function of the observables X_l = w_l phi(h_{l-1})^2 + b_l under the
+   Gaussian measure fixed by C, so to second order in C~ it is
+   sum_l C~_l <X_l> + 1/2 sum_kn C~_k C~_n <X_k, X_n>^c, exactly, and
+   W(0|C) = 0 (normalisation, B7).
+2. Saddle point dS/dC~ = 0 gives the NNGP recursion (29-30, B9-B10).
+3. Hessian blocks at the saddle: S_CC = 0 (34), S_{C~C} lower triangular (37),
+   S_{C~C~} the fourth cumulants (35, C4).
+4. Propagator G = -(S^(2))^{-1}: G_{CC~} = -S_{C~C}^{-1} by forward
+   substitution (41, 43, C10, C13), G_CC = G_{CC~} S_{C~C~} G_{C~C} (40, C9,
+   C18), G_{C~C~} = 0 (42).
+5. The response eta^(l) = N G_{CC~}^{l0} (44); its one-step recursion (45, C15)
+   is read off the inverted matrix, and chi^(l), chi_out follow (47-48).
+6. Linearised optimum rho* (56-62) by solving the linear recursion with rsolve;
+   the maximum-entropy variance (E4-E5).
+
+Single-input (diagonal) and two-input (off-diagonal element) versions of the
+action are built; a test checks the eta recursion against the linear-response
+route (50-55).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import sympy as sp
+
+from resprop.derive.activations import x as _x
+from resprop.derive.gaussian import erf_mean_phi_sq
+from resprop.derive.results import Constraint, Derivation, Input
+
+PAPER = "fischer2025"
+
+# Hyperparameters ------------------------------------------------------------
+rho = sp.Symbol("rho", nonnegative=True)
+sigma_w2 = sp.Symbol("sigma_w2", positive=True)
+sigma_b2 = sp.Symbol("sigma_b2", nonnegative=True)
+sigma_w2_out = sp.Symbol("sigma_w2_out", positive=True)
+sigma_b2_out = sp.Symbol("sigma_b2_out", nonnegative=True)
+sigma_w2_in = sp.Symbol("sigma_w2_in", positive=True)
+sigma_b2_in = sp.Symbol("sigma_b2_in", nonnegative=True)
+N = sp.Symbol("N", positive=True)
+d_in = sp.Symbol("d_in", positive=True)
+overlap = sp.Symbol("overlap", real=True)  # x_a . x_b
+
+# Per-layer placeholders used by the generated one-step updates ---------------
+K_prev = sp.Symbol("K_prev", positive=True)
+C_new = sp.Symbol("C_new", nonnegative=True)
+mean_phi_phi = sp.Symbol("mean_phi_phi", real=True)
+price_factor = sp.Symbol("price_factor", real=True)
+chi_prev = sp.Symbol("chi_prev", real=True)
+eta_new = sp.Symbol("eta_new", real=True)
+depth = sp.Symbol("L", positive=True, integer=True)
+dphi0_sq = sp.Symbol("dphi0_sq", positive=True)
+target_variance = sp.Symbol("target_variance", positive=True)
+K0 = sp.Symbol("K0", positive=True)
+sigma2 = sp.Symbol("sigma2", positive=True)
+mean_phi_sq_a = sp.Symbol("mean_phi_sq_a", nonnegative=True)
+mean_phi_sq_b = sp.Symbol("mean_phi_sq_b", nonnegative=True)
+mean_phi_sq_phi_sq = sp.Symbol("mean_phi_sq_phi_sq", nonnegative=True)
+
+LATEX_NAMES = {
+    rho: r"\rho", sigma_w2: r"\sigma_{w}^{2}", sigma_b2: r"\sigma_{b}^{2}",
+    sigma_w2_out: r"\sigma_{wout}^{2}", sigma_b2_out: r"\sigma_{bout}^{2}",
+    sigma_w2_in: r"\sigma_{win}^{2}", sigma_b2_in: r"\sigma_{bin}^{2}", N: "N", d_in: r"d_{in}",
+    overlap: r"x_{a} x_{b}", K_prev: r"K_{l-1}", C_new: r"C_{l}", mean_phi_phi: r"M_{\phi\phi}",
+    price_factor: r"g_{l-1}", chi_prev: r"\chi_{l-1}", eta_new: r"\eta_{l}", depth: "L",
+    dphi0_sq: r"\phi_{0}'^{2}", target_variance: r"V_{t}", K0: r"K_{0}", sigma2: r"\sigma^{2}",
+    mean_phi_sq_a: r"M_{a}", mean_phi_sq_b: r"M_{b}", mean_phi_sq_phi_sq: r"M_{ab}",
+}
+
+
+# --------------------------------------------------------------------------- action
+@dataclass
+class Action:
+    """Second-order expansion of S(C, C~) for a network of depth L.
+
+    ``C`` and ``Ct`` are lists over layers 0..L+1 of lists over kernel elements
+    (one element for a single input, three -- (aa, bb, ab) -- for two inputs).
+    """
+
+    L: int
+    elements: tuple[str, ...]
+    C: list[list[sp.Symbol]]
+    Ct: list[list[sp.Symbol]]
+    S: sp.Expr
+    F: dict[str, sp.Function]
+
+    def flat(self, which: str) -> list[sp.Symbol]:
+        v = self.C if which == "C" else self.Ct
+        return [s for layer in v for s in layer]
+
+
+def kernel_elements(inputs: int) -> tuple[str, ...]:
+    """Independent elements of a symmetric P x P kernel, named by input letters: aa, bb, ..., ab, ac, ..."""
+    if not 1 <= inputs <= 26:
+        raise ValueError(f"inputs: must be between 1 and 26, got {inputs}")
+    letters = "abcdefghijklmnopqrstuvwxyz"[:inputs]
+    return tuple(c + c for c in letters) + tuple(a + b for i, a in enumerate(letters) for b in letters[i + 1:])
+
+
+def _is_diagonal(element: str) -> bool:
+    return element[0] == element[1]
+
+
+def _mean_arguments(element: str, kernel: dict[str, sp.Expr]) -> tuple[sp.Expr, ...]:
+    """<phi_a^2> depends on K_aa alone; <phi_a phi_b> on K_aa, K_bb and K_ab (and on no other element)."""
+    a, b = element
+    if a == b:
+        return (kernel[element],)
+    return (kernel[a + a], kernel[b + b], kernel[element])
+
+
+def _layer_weight(l: int, L: int) -> tuple[sp.Expr, sp.Expr]:
+    """(w_l, b_l) multiplying <phi phi> in C^(l): rho^2 sigma^2 inside, sigma^2_out at L+1 (eq. 25)."""
+    if l == L + 1:
+        return sigma_w2_out, sigma_b2_out
+    return rho**2 * sigma_w2, rho**2 * sigma_b2
+
+
+def build_action(L: int, inputs: int = 1) -> Action:
+    """The action (21)/(A30) to second order in C~, with the mean <phi_a phi_b> an
+    undefined function F_ab of the layer kernel and the cumulant kappa undefined.
+
+    ``inputs`` = P; the variables are the P(P+1)/2 independent elements of each
+    symmetric layer kernel (A21).  An off-diagonal element is one symmetric
+    variable: the sums over (alpha, beta) in A27 count it twice, so its terms
+    carry a factor 2.
+    """
+    elements = kernel_elements(inputs)
+    mult = {e: 1 if _is_diagonal(e) else 2 for e in elements}
+    C = [[sp.Symbol(f"C{l}_{e}") for e in elements] for l in range(L + 2)]
+    Ct = [[sp.Symbol(f"Ct{l}_{e}") for e in elements] for l in range(L + 2)]
+    F = {e: sp.Function(f"F_{e}") for e in elements}
+    kappa = sp.Function("kappa")
+    nu = [d_in / N] + [sp.Integer(1)] * (L + 1)
+
+    def K(l: int) -> dict[str, sp.Expr]:
+        return {e: sum(C[k][i] for k in range(l + 1)) for i, e in enumerate(elements)}
+
+    def mean(l: int, e: str) -> sp.Expr:
+        return F[e](*_mean_arguments(e, K(l - 1)))
+
+    S = 0
+    for l in range(L + 2):
+        for i, e in enumerate(elements):
+            S += -N * nu[l] * mult[e] * C[l][i] * Ct[l][i]
+    # W to first order: sum_l C~_l <X_l>
+    for i, e in enumerate(elements):
+        S += N * nu[0] * mult[e] * Ct[0][i] * (
+            sigma_w2_in / d_in * sp.Symbol(f"xx_{e}") + sigma_b2_in)
+        for l in range(1, L + 2):
+            w, b = _layer_weight(l, L)
+            S += N * mult[e] * Ct[l][i] * (w * mean(l, e) + b)
+    # W to second order: 1/2 sum_kn C~_k C~_n <X_k, X_n>^c
+    for l in range(1, L + 2):
+        for m in range(1, L + 2):
+            for i, e in enumerate(elements):
+                for j, f in enumerate(elements):
+                    wl, _ = _layer_weight(l, L)
+                    wm, _ = _layer_weight(m, L)
+                    S += (N / 2) * mult[e] * mult[f] * Ct[l][i] * Ct[m][j] * wl * wm * kappa(
+                        sp.Symbol(f"{e}{l - 1}"), sp.Symbol(f"{f}{m - 1}"))
+    return Action(L, elements, C, Ct, sp.expand(S), F)
+
+
+def saddle_point(action: Action) -> dict[sp.Symbol, sp.Expr]:
+    """Solve dS/dC~ = 0 at C~ = 0 layer by layer (eq. 24 -> 25, B2)."""
+    zero = {s: 0 for s in action.flat("Ct")}
+    sol: dict[sp.Symbol, sp.Expr] = {}
+    for l in range(action.L + 2):
+        for i in range(len(action.elements)):
+            eq = sp.diff(action.S, action.Ct[l][i]).subs(zero)
+            c = action.C[l][i]
+            (val,) = sp.solve(eq, c)
+            sol[c] = val
+    return sol
+
+
+def conjugate_saddle_vanishes(action: Action) -> bool:
+    """dS/dC at C~ = 0 is identically zero, so C~_* = 0 solves the saddle point (26, B3)."""
+    zero = {s: 0 for s in action.flat("Ct")}
+    return all(sp.simplify(sp.diff(action.S, c).subs(zero)) == 0 for c in action.flat("C"))
+
+
+def hessian_blocks(action: Action) -> tuple[sp.Matrix, sp.Matrix, sp.Matrix]:
+    """(S_CC, S_{C~C}, S_{C~C~}) at C~ = 0 (eqs 33-37, C3-C6); rows of S_{C~C} are C~."""
+    zero = {s: 0 for s in action.flat("Ct")}
+    C, Ct = action.flat("C"), action.flat("Ct")
+    S_CC = sp.Matrix([[sp.diff(action.S, a, b).subs(zero) for b in C] for a in C])
+    S_tC = sp.Matrix([[sp.diff(action.S, a, b).subs(zero) for b in C] for a in Ct])
+    S_tt = sp.Matrix([[sp.diff(action.S, a, b).subs(zero) for b in Ct] for a in Ct])
+    return S_CC, S_tC, S_tt
+
+
+def propagator(action: Action) -> tuple[sp.Matrix, sp.Matrix, sp.Matrix]:
+    """(G_CC, G_{CC~}, G_{C~C~}) with G = -(S^(2))^{-1}, using S_CC = 0.
+
+    G_{CC~} = -S_{C~C}^{-1} is obtained by forward substitution (S_{C~C} is lower
+    triangular), G_CC = G_{CC~} S_{C~C~} G_{CC~}^T.  The caller may verify
+    S^(2) G = -1 with :func:`check_propagator`.
+    """
+    S_CC, S_tC, S_tt = hessian_blocks(action)
+    if S_CC != sp.zeros(*S_CC.shape):
+        raise AssertionError("S_CC must vanish at the saddle point (eq. 34)")
+    n = S_tC.shape[0]
+    G_Ct = -S_tC.lower_triangular_solve(sp.eye(n))
+    G_CC = G_Ct * S_tt * G_Ct.T
+    return G_CC, G_Ct, sp.zeros(n, n)
+
+
+def check_propagator(action: Action) -> sp.Matrix:
+    """S^(2) G + 1 (must be the zero matrix), with blocks ordered (C, C~)."""
+    S_CC, S_tC, S_tt = hessian_blocks(action)
+    G_CC, G_Ct, G_tt = propagator(action)
+    S2 = sp.BlockMatrix([[S_CC, S_tC.T], [S_tC, S_tt]]).as_explicit()
+    G = sp.BlockMatrix([[G_CC, G_Ct], [G_Ct.T, G_tt]]).as_explicit()
+    return sp.simplify(S2 * G + sp.eye(S2.shape[0]))
+
+
+# --------------------------------------------------------------------------- response
+def response_from_propagator(action: Action, element: str = "aa") -> list[sp.Expr]:
+    """eta^(l) = N G_{CC~}^{(l, element), (0, element)} for l = 0..L+1 (eqs 32, 44, C12, C14)."""
+    _, G_Ct, _ = propagator(action)
+    ne = len(action.elements)
+    i = action.elements.index(element)
+    col = 0 * ne + i
+    mult = 1 if _is_diagonal(element) else 2  # the symmetric source couples with weight 2
+    return [sp.simplify(mult * N * G_Ct[l * ne + i, col]) for l in range(action.L + 2)]
+
+
+def cross_response(action: Action, element: str, source: str) -> list[sp.Expr]:
+    """N G_{CC~}^{(l, element), (0, source)}: response of one kernel element to another element's input.
+
+    The propagator is diagonal in the element index (the delta_{(ab),(cd)} of C13) whenever
+    ``element`` is off-diagonal and differs from ``source``."""
+    _, G_Ct, _ = propagator(action)
+    ne = len(action.elements)
+    i, j = action.elements.index(element), action.elements.index(source)
+    return [sp.simplify(N * G_Ct[l * ne + i, j]) for l in range(action.L + 2)]
+
+
+def response_update_from_propagator(action: Action, element: str = "aa") -> list[sp.Expr]:
+    """The factor eta^(l) / sum_{k<l} eta^(k) for l = 1..L+1, read off the propagator.
+
+    It must be layer independent up to the layer kernel it is evaluated at; the
+    caller extracts the one-step update (45, C15) from it.
+    """
+    eta = response_from_propagator(action, element)
+    return [sp.simplify(eta[l] / sum(eta[:l])) for l in range(1, action.L + 2)]
+
+
+def response_by_linear_response(L: int, element: str = "aa") -> list[sp.Expr]:
+    """Route of Sec. II D (50-55): eta^(l) = dC^(l)/dK^(0) by the chain rule through the NNGP map."""
+    k0 = {e: sp.Symbol(f"k0_{e}") for e in ("aa", "bb", "ab")}
+    F = {e: sp.Function(f"F_{e}") for e in ("aa", "bb", "ab")}
+    elements = ("aa",) if element == "aa" else ("aa", "bb", "ab")
+    Kl = {e: k0[e] for e in elements}
+    Cs = [dict(Kl)]
+    for l in range(1, L + 2):
+        w, b = _layer_weight(l, L)
+        Cl = {e: w * F[e](*_mean_arguments(e, Kl)) + b for e in elements}
+        Cs.append(Cl)
+        Kl = {e: Kl[e] + Cl[e] for e in elements}
+    # K^(L+1) is the readout kernel itself, not accumulated; C^(L+1) is what we return
+    return [sp.diff(Cl[element], k0[element]) for Cl in Cs]
+
+
+# --------------------------------------------------------------------------- fluctuations
+def kernel_fluctuations(action: Action) -> sp.Matrix:
+    """G_CC = G_{CC~} S_{C~C~} G_{C~C}: covariance of the residual kernels (C18-C19), O(1/N)."""
+    return propagator(action)[0]
+
+
+# --------------------------------------------------------------------------- rho*
+@lru_cache(maxsize=None)
+def linearised_kernel() -> sp.Expr:
+    """K^(L) of the linearised network (56-60), solved with rsolve.
+
+    With phi(h) ~ phi'(0) h the update is K_l = (1 + a) K_{l-1} + rho^2 sigma_b^2,
+    a = rho^2 sigma_w^2 phi'(0)^2.
+    """
+    k = sp.Function("k")
+    l = sp.Symbol("l", integer=True, nonnegative=True)
+    a = rho**2 * sigma_w2 * dphi0_sq
+    sol = sp.rsolve(k(l) - (1 + a) * k(l - 1) - rho**2 * sigma_b2, k(l), {k(0): K0})
+    return sp.simplify(sol.subs(l, depth))
+
+
+@lru_cache(maxsize=None)
+def rho_star_linearised() -> sp.Expr:
+    """rho* from K^(L) = target variance (V/2)^2 (eq. 61), solved for rho."""
+    r2 = sp.Symbol("r2", positive=True)
+    eq = sp.Eq(linearised_kernel().subs(rho, sp.sqrt(r2)), target_variance)
+    sols = sp.solve(eq, r2)
+    real = [s for s in sols if s.is_real is not False]
+    return sp.sqrt(sp.simplify(real[0]))
+
+
+def _check_equal(stable: sp.Expr, derived: sp.Expr, what: str) -> sp.Expr:
+    """``stable`` after checking it equals ``derived`` at generic rational points (40 digits)."""
+    syms = sorted(derived.free_symbols | stable.free_symbols, key=str)
+    for k in range(4):
+        pt = {s: sp.Rational(3 + k + 2 * j, 5 + j) + (4 if s == target_variance else 0) for j, s in enumerate(syms)}
+        s_diff = abs(sp.N((stable - derived).subs(pt), 40))
+        if s_diff > 1e-30 * max(1, abs(sp.N(derived.subs(pt), 40))):
+            raise ArithmeticError(f"stable form of {what} differs from the derived one ({s_diff})")
+    return stable
+
+
+def _log_ratio() -> sp.Expr:
+    """ln((a V + sb)/(a K0 + sb)), a = sigma_w^2 phi'(0)^2, as log(1 + a (V - K0)/(a K0 + sb)) (printed log1p)."""
+    a = sigma_w2 * dphi0_sq
+    return sp.log(1 + a * (target_variance - K0) / (a * K0 + sigma_b2))
+
+
+def linearised_kernel_stable() -> sp.Expr:
+    """The emitted K^(L) = K0 g + (sb/a)(g - 1), g = exp(L log(1 + rho^2 a)) (printed with expm1 and log1p):
+    no cancellation of (1 + rho^2 a)^L - 1 at small rho and no intermediate overflow of the power."""
+    a = sigma_w2 * dphi0_sq
+    g = sp.exp(depth * sp.log(1 + rho**2 * a))
+    return _check_equal(K0 * g + sigma_b2 / a * (g - 1), linearised_kernel(), "K^(L)")
+
+
+def rho_star_linearised_stable() -> sp.Expr:
+    """The emitted rho* = sqrt((exp(ln(ratio)/L) - 1)/a) (printed with expm1, log1p): the printed
+    ratio^(1/L) - 1 cancels at large L and V near K0."""
+    a = sigma_w2 * dphi0_sq
+    return _check_equal(sp.sqrt((sp.exp(_log_ratio() / depth) - 1) / a), rho_star_linearised(), "rho*")
+
+
+def rho_star_large_depth_stable() -> sp.Expr:
+    a = sigma_w2 * dphi0_sq
+    return _check_equal(sp.sqrt(_log_ratio() / (depth * a)), rho_star_large_depth(), "rho*_inf")
+
+
+@lru_cache(maxsize=None)
+def rho_star_large_depth() -> sp.Expr:
+    """Leading large-L form of :func:`rho_star_linearised` (eq. 62): rho* ~ sqrt(log(ratio) / (L sigma_w^2 phi'(0)^2))."""
+    eps = sp.Symbol("epsilon", positive=True)  # 1/L
+    r2 = sp.simplify(rho_star_linearised() ** 2).subs(depth, 1 / eps)
+    lead = sp.series(r2, eps, 0, 2).removeO()
+    return sp.sqrt(sp.simplify(lead.subs(eps, 1 / depth)))
+
+
+# --------------------------------------------------------------------------- max entropy
+@lru_cache(maxsize=None)
+def uniform_kl_erf() -> sp.Expr:
+    """D_KL(p_uni || p_phi) for y = erf(h), h ~ N(0, sigma^2), y uniform on [-1, 1] (E4).
+
+    -ln p_phi(y) = ln(sqrt(2 pi sigma^2)) + h^2/(2 sigma^2) + ln erf'(h) at h = erf^{-1}(y);
+    E_uni[h^2] = 1/2 int h^2 erf'(h) dh is computed, not assumed.
+    """
+    h = sp.Symbol("h", real=True)
+    dphi = sp.diff(sp.erf(h), h)
+    mean_h2 = sp.integrate(h**2 * dphi, (h, -sp.oo, sp.oo)) / 2
+    # E_uni[ln erf'(h)] = ln(2/sqrt(pi)) - E_uni[h^2]
+    mean_log_dphi = sp.log(2 / sp.sqrt(sp.pi)) - mean_h2
+    kl = sp.log(sp.Rational(1, 2)) + sp.log(sp.sqrt(2 * sp.pi * sigma2)) + mean_h2 / (2 * sigma2) + mean_log_dphi
+    return sp.simplify(sp.expand_log(kl, force=True))
+
+
+@lru_cache(maxsize=None)
+def max_entropy_variance() -> sp.Expr:
+    """The stationary point of :func:`uniform_kl_erf` in sigma^2 (E5).
+
+    It is a minimum of the divergence (the closest to uniform), at sigma^2 = 1/2,
+    where erf(h) is exactly uniform.  The paper's E5 differentiates (1/2) ln sigma^2
+    to 1/sigma^2 and so reports 1/4; see docs and tests.
+    """
+    (s,) = sp.solve(sp.diff(uniform_kl_erf(), sigma2), sigma2)
+    if not sp.diff(uniform_kl_erf(), sigma2, 2).subs(sigma2, s) > 0:
+        raise AssertionError("stationary point is not a minimum")
+    return s
+
+
+# --------------------------------------------------------------------------- registry
+def _one_step_updates() -> dict[str, sp.Expr]:
+    """Extract the layer-independent one-step updates from a small symbolic network."""
+    L = 3
+    act1 = build_action(L, inputs=1)
+    sol = saddle_point(act1)
+    # residual kernel update: C^(l) = rho^2 (sigma_w^2 F(K^(l-1)) + sigma_b^2), any 1 <= l <= L
+    updates = set()
+    for l in range(1, L + 1):
+        c = act1.C[l][0]
+        Kl = sum(act1.C[k][0] for k in range(l))
+        expr = sol[c].subs(act1.F["aa"](Kl), mean_phi_phi)
+        updates.add(sp.simplify(expr))
+    if len(updates) != 1:
+        raise AssertionError(f"saddle point is not a layer-independent update: {updates}")
+    residual = updates.pop()
+    Kl = sum(act1.C[k][0] for k in range(L + 1))
+    readout = sp.simplify(sol[act1.C[L + 1][0]].subs(act1.F["aa"](Kl), mean_phi_phi))
+    input_k = sp.simplify(sol[act1.C[0][0]].subs(sp.Symbol("xx_aa"), overlap))
+
+    def to_update(factors):
+        # replace dF/dK at the layer kernel by the Price factor g; keep which layer kind it is
+        return {(l <= L, sp.simplify(fac.doit().replace(
+            lambda e: isinstance(e, (sp.Derivative, sp.Subs)), lambda e: price_factor)))
+            for l, fac in enumerate(factors, start=1)}
+
+    diag = to_update(response_update_from_propagator(act1, "aa"))
+    offdiag = to_update(response_update_from_propagator(build_action(2, inputs=2), "ab"))
+    if {f for _, f in offdiag} != {f for _, f in diag}:
+        raise AssertionError(f"off-diagonal update differs in form from the diagonal one: {offdiag}")
+    hidden = {f for inner, f in diag if inner}
+    outer = {f for inner, f in diag if not inner}
+    if len(hidden) != 1 or len(outer) != 1:
+        raise AssertionError(f"response update not layer independent: {diag}")
+    return {
+        "residual": residual, "readout": readout, "input": input_k,
+        "eta_factor": hidden.pop(), "out_factor": outer.pop(),
+        "eta0_field": response_from_propagator(act1)[0],
+    }
+
+
+@lru_cache(maxsize=None)
+def derive_field_theory() -> Derivation:
+    d = Derivation("fischer", "Field theory of residual networks", PAPER)
+    u = _one_step_updates()
+    hyper = {
+        rho: Input(rho, "[0, inf)", "residual scaling"),
+        sigma_w2: Input(sigma_w2, "(0, inf)", "residual weight variance"),
+        sigma_b2: Input(sigma_b2, "[0, inf)", "residual bias variance"),
+        sigma_w2_out: Input(sigma_w2_out, "(0, inf)", "readout weight variance"),
+        sigma_b2_out: Input(sigma_b2_out, "[0, inf)", "readout bias variance"),
+        sigma_w2_in: Input(sigma_w2_in, "(0, inf)", "readin weight variance"),
+        sigma_b2_in: Input(sigma_b2_in, "[0, inf)", "readin bias variance"),
+        d_in: Input(d_in, "[1, inf)", "input dimension"),
+        N: Input(N, "[1, inf)", "network width"),
+        overlap: Input(overlap, "real", "input overlap x_a . x_b"),
+        mean_phi_phi: Input(mean_phi_phi, "real", "<phi_a phi_b> under N(0, K^(l-1))"),
+        price_factor: Input(price_factor, "real",
+                            "<phi'^2 + phi phi''> (diagonal) or <phi'_a phi'_b> (off-diagonal) under N(0, K^(l-1))"),
+        chi_prev: Input(chi_prev, "real", "chi^(l-1) = sum_{k<l} eta^(k)"),
+        eta_new: Input(eta_new, "real", "eta^(l)"),
+        K_prev: Input(K_prev, "(0, inf)", "K^(l-1)"),
+        C_new: Input(C_new, "[0, inf)", "C^(l)"),
+        depth: Input(depth, "[1, inf)", "depth L"),
+        dphi0_sq: Input(dphi0_sq, "(0, inf)", "phi'(0)^2"),
+        target_variance: Input(target_variance, "(0, inf)", "target variance (V/2)^2 of h^(L)"),
+        K0: Input(K0, "(0, inf)", "input kernel K^(0)"),
+        sigma2: Input(sigma2, "(0, inf)", "pre-activation variance"),
+        mean_phi_sq_a: Input(mean_phi_sq_a, "[0, inf)", "<phi(h_a)^2>"),
+        mean_phi_sq_b: Input(mean_phi_sq_b, "[0, inf)", "<phi(h_b)^2>"),
+        mean_phi_sq_phi_sq: Input(mean_phi_sq_phi_sq, "[0, inf)", "<phi(h_a)^2 phi(h_b)^2>"),
+    }
+
+    add = d.adder(hyper)
+
+    add("input_kernel", u["input"], [sigma_w2_in, sigma_b2_in, d_in, overlap], "B10",
+        "K^(0)_ab = sigma_w,in^2 / d_in x_a.x_b + sigma_b,in^2", sp.Symbol("K_{0}"))
+    add("residual_kernel", u["residual"], [rho, sigma_w2, sigma_b2, mean_phi_phi], "29, B9",
+        "C^(l) = rho^2 (sigma_w^2 <phi phi>_{K^(l-1)} + sigma_b^2)", sp.Symbol("C_{l}"), "recursion")
+    add("kernel_update", K_prev + C_new, [K_prev, C_new], "30, B10",
+        "K^(l) = K^(l-1) + C^(l)", sp.Symbol("K_{l}"), "recursion")
+    add("readout_kernel", u["readout"], [sigma_w2_out, sigma_b2_out, mean_phi_phi], "30, B10",
+        "K^(L+1) = sigma_w,out^2 <phi phi>_{K^(L)} + sigma_b,out^2", sp.Symbol("K_{L+1}"))
+    add("residual_response", u["eta_factor"] * chi_prev,
+        [rho, sigma_w2, price_factor, chi_prev], "45, C15",
+        "eta^(l) = rho^2 sigma_w^2 g(K^(l-1)) chi^(l-1), read off G_{CC~} = -S_{C~C}^{-1}",
+        sp.Symbol(r"\eta_{l}"), "recursion")
+    add("kernel_response", chi_prev + eta_new, [chi_prev, eta_new], "47, C16",
+        "chi^(l) = chi^(l-1) + eta^(l)", sp.Symbol(r"\chi_{l}"), "recursion")
+    add("output_response", u["out_factor"] * chi_prev, [sigma_w2_out, price_factor, chi_prev], "48, C17",
+        "chi_out = sigma_w,out^2 g(K^(L)) chi^(L)", sp.Symbol(r"\chi_{out}"))
+    add("input_response_field", u["eta0_field"], [N, d_in], "C15",
+        "eta^(0) = N/d_in in the field-theory normalisation (nu_0 = d_in/N); linear response gives 1",
+        sp.Symbol(r"\eta_{0}"))
+    add("fourth_cumulant", mean_phi_sq_phi_sq - mean_phi_sq_a * mean_phi_sq_b,
+        [mean_phi_sq_phi_sq, mean_phi_sq_a, mean_phi_sq_b], "36, C5",
+        "<phi_a^2, phi_b^2>^c, the entries of S_{C~C~}/(N w_k w_n)", sp.Symbol(r"\kappa_{ab}"))
+    add("linearised_kernel", linearised_kernel_stable(), [depth, rho, sigma_w2, sigma_b2, dphi0_sq, K0], "60",
+        "K^(L) of the linearised network", sp.Symbol("K_{L}"))
+    grows = [Constraint(sp.Ge(target_variance, K0), "target_variance >= K0 (K^(L) only grows with depth)")]
+    add("rho_star_linearised", rho_star_linearised_stable(),
+        [depth, sigma_w2, sigma_b2, dphi0_sq, K0, target_variance], "61",
+        "rho* from K^(L) = (V/2)^2", sp.Symbol(r"\rho_{*}"), constraints=grows)
+    add("rho_star_large_depth", rho_star_large_depth_stable(),
+        [depth, sigma_w2, sigma_b2, dphi0_sq, K0, target_variance], "62",
+        "leading large-L form of rho*", sp.Symbol(r"\rho_{*,\infty}"), constraints=grows)
+    add("uniform_kl_erf", uniform_kl_erf(), [sigma2], "E4",
+        "D_KL(uniform || law of erf(h)), h ~ N(0, sigma^2)", sp.Symbol(r"D_{KL}"))
+    add("max_entropy_variance", max_entropy_variance(), [], "E5",
+        "minimiser of D_KL: sigma^2 = 1/2 (paper: 1/4 from a slip in E5)", sp.Symbol(r"\sigma_{*}^{2}"),
+        note="corrected")
+    return d
+
+
+def erf_target_variance_check() -> sp.Expr:
+    """<erf(h)^2> at the max-entropy variance equals 1/3, the second moment of U[-1, 1]."""
+    return sp.nsimplify(erf_mean_phi_sq().subs(sp.Symbol("K", positive=True), max_entropy_variance()))

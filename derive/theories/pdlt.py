@@ -1,0 +1,414 @@
+"""Roberts, Yaida & Hanin, PDLT Appendix B: residual MLPs at criticality and finite width.
+
+The forward equation (B.3) with xi = 1 is z' = b + W sigma(z) + gamma z, b ~ N(0, C_b), W ~ N(0, C_W/n).
+What is derived here rather than typed in:
+
+* ``gaussian_derivative_identity``: d<f>_K/dK = <f (z^2 - K)>_K / (2 K^2), proved for polynomials, the
+  identity that turns B.15's form of chi_parallel into gamma^2 + C_W d<sigma^2>/dK;
+* ``four_point_recursion_from_forward``: the single-input four-point vertex recursion (B.26) from (B.3).
+  Conditional on layer l, the n next-layer pre-activations are independent with second moment
+  A + gamma^2 z_i^2, A = C_b + C_W (1/n) sum_k sigma_k^2.  Layer l enters through its leading-order
+  1/n law: neurons conditionally iid N(0, K + delta), E delta = 0, E delta^2 = V/n (the single-input
+  form of B.23).  Expanding to O(1/n) gives V' = n Cov(A + gamma^2 z_i^2, A + gamma^2 z_j^2), i != j;
+* criticality (B.20, B.21) by solving chi_par = chi_perp = 1 with the Gaussian integrals of a
+  piecewise-linear (a_+, a_-) activation, and of a smooth odd activation expanded at K = 0;
+* nu(gamma) for both classes (B.29; B.35 by matching K ~ kappa/l, V ~ B/l in the deep recursion);
+* r*(gamma) (B.36), its inverse gamma*(r) and the large-r asymptotics of footnote 8;
+* the xi recipe (B.45) solved for xi > 0.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import sympy as sp
+
+from resprop.derive import activations
+from resprop.derive.results import Constraint, Derivation, Input
+
+PAPER = "pdlt_appB"
+
+K = sp.Symbol("K", positive=True)
+V = sp.Symbol("V", real=True)
+C_W = sp.Symbol("C_W", positive=True)
+C_b = sp.Symbol("C_b", nonnegative=True)
+gamma = sp.Symbol("gamma", nonnegative=True)
+a_plus = sp.Symbol("a_plus", real=True)
+a_minus = sp.Symbol("a_minus", real=True)
+sigma1 = sp.Symbol("sigma_1", positive=True)
+a1 = sp.Symbol("a_1", negative=True)
+n_L = sp.Symbol("n_L", positive=True)
+r = sp.Symbol("r", positive=True)
+nu = sp.Symbol("nu", positive=True)
+chi_par = sp.Symbol("chi_par", real=True)
+chi_perp = sp.Symbol("chi_perp", real=True)
+dK1 = sp.Symbol("dK1", real=True)
+ddK2 = sp.Symbol("ddK2", real=True)
+h_K = sp.Symbol("h_K", real=True)
+mean_sigma_sq = sp.Symbol("mean_sigma_sq", nonnegative=True)  # <sigma^2>_K
+mean_sigma_sq_z_sq = sp.Symbol("mean_sigma_sq_z_sq", nonnegative=True)  # <sigma^2 z^2>_K
+mean_sigma_4 = sp.Symbol("mean_sigma_4", nonnegative=True)  # <sigma^4>_K
+mean_dsigma_sq = sp.Symbol("mean_dsigma_sq", nonnegative=True)  # <sigma'^2>_K
+mean_dsigma_sq_z_sq = sp.Symbol("mean_dsigma_sq_z_sq", nonnegative=True)  # <sigma'^2 z^2>_K
+G_RR = sp.Symbol("G_RR", positive=True)
+G_Rz = sp.Symbol("G_Rz", real=True)
+G_zz = sp.Symbol("G_zz", positive=True)
+
+_z = sp.Symbol("z", real=True)
+_delta = sp.Symbol("delta", real=True)
+_eps = sp.Symbol("epsilon", positive=True)  # 1/n
+_ell = sp.Symbol("ell", positive=True)
+_u = sp.Symbol("u", positive=True)  # 1 - gamma^2
+
+LATEX_NAMES = {
+    K: "K", V: "V", C_W: r"C_{W}", C_b: r"C_{b}", gamma: r"\gamma", a_plus: r"a_{p}", a_minus: r"a_{m}",
+    sigma1: r"\sigma_{1}", a1: r"a_{1}", n_L: r"n_{L}", r: "r", nu: r"\nu", chi_par: r"\chi_{p}",
+    chi_perp: r"\chi_{t}", dK1: r"\delta_{1}", ddK2: r"\delta_{2}", h_K: r"h_{K}",
+    mean_sigma_sq: r"g_{2}", mean_sigma_sq_z_sq: r"q_{2}", mean_sigma_4: r"g_{4}", mean_dsigma_sq: r"g_{d}",
+    mean_dsigma_sq_z_sq: r"q_{d}", G_RR: r"G_{RR}", G_Rz: r"G_{Rz}", G_zz: r"G_{zz}",
+}
+
+
+def _gauss_moment(p: int, kk: sp.Expr = K) -> sp.Expr:
+    """E z^p for z ~ N(0, kk)."""
+    return sp.Integer(0) if p % 2 else sp.factorial2(p - 1) * kk ** sp.Rational(p, 2)
+
+
+def _gauss_mean_poly(f: sp.Expr, kk: sp.Expr = K) -> sp.Expr:
+    poly = sp.Poly(sp.expand(f), _z)
+    return sp.expand(sum(coef * _gauss_moment(m[0], kk) for m, coef in poly.terms()))
+
+
+def gaussian_derivative_identity(degree: int = 8) -> sp.Expr:
+    """Residual of d<f>/dK - <f (z^2 - K)>/(2K^2) for the general polynomial of the given degree (0 if true)."""
+    coeffs = sp.symbols(f"f0:{degree + 1}")
+    f = sum(cf * _z**i for i, cf in enumerate(coeffs))
+    lhs = sp.diff(_gauss_mean_poly(f), K)
+    rhs = _gauss_mean_poly(f * (_z**2 - K)) / (2 * K**2)
+    return sp.simplify(lhs - rhs)
+
+
+# --------------------------------------------------------------------------- B.12, B.15-B.18
+def kernel_recursion() -> sp.Expr:
+    """B.11-B.12: the leading-order second moment of z' = b + W sigma(z) + gamma z."""
+    return C_b + C_W * mean_sigma_sq + gamma**2 * K
+
+
+def chi_parallel() -> sp.Expr:
+    """B.15: gamma^2 + C_W <sigma^2 (z^2 - K)>/(2K^2) = gamma^2 + C_W d<sigma^2>/dK."""
+    return gamma**2 + C_W * (mean_sigma_sq_z_sq - K * mean_sigma_sq) / (2 * K**2)
+
+
+def chi_perpendicular() -> sp.Expr:
+    """B.16."""
+    return gamma**2 + C_W * mean_dsigma_sq
+
+
+def h_function() -> sp.Expr:
+    """B.18: h = (1/2) d chi_perp/dK = (C_W/2) <sigma'^2 (z^2 - K)>/(2K^2)."""
+    return C_W * (mean_dsigma_sq_z_sq - K * mean_dsigma_sq) / (4 * K**2)
+
+
+# --------------------------------------------------------------------------- B.26 from B.3
+@lru_cache(maxsize=None)
+def four_point_recursion_from_forward() -> tuple[sp.Expr, sp.Expr]:
+    """(K', V') to leading order from the forward equation (B.3); see the module docstring.
+
+    g(K), q(K) = <sigma^2 z^2>, f(K) = <sigma^4> are undefined functions, Taylor-expanded in delta.
+    Returns expressions in mean_sigma_sq, mean_sigma_sq_z_sq, mean_sigma_4, the derivative g'(K)
+    eliminated by ``gaussian_derivative_identity``.
+    """
+    g, q, f = (sp.Function(name) for name in ("g", "q", "f"))
+    kd = K + _delta
+    n_inv = _eps
+
+    def taylor(fn):
+        return fn(K) + sp.diff(fn(K), K) * _delta + sp.diff(fn(K), K, 2) * _delta**2 / 2
+
+    gd, qd, fd = taylor(g), taylor(q), taylor(f)
+    # conditional moments given delta (neurons iid N(0, K + delta)), i != j
+    e_A = C_b + C_W * gd
+    e_A2 = (C_b + C_W * gd) ** 2 + C_W**2 * n_inv * (fd - gd**2)
+    e_A_zi2 = C_b * kd + C_W * (n_inv * qd + (1 - n_inv) * gd * kd)
+    e_zi2_zj2 = kd**2
+    second = e_A2 + 2 * gamma**2 * e_A_zi2 + gamma**4 * e_zi2_zj2
+    first = e_A + gamma**2 * kd
+
+    def average(expr):  # E delta = 0, E delta^2 = V/n, higher moments O(1/n^2)
+        poly = sp.Poly(sp.expand(expr), _delta)
+        out = sum(coef * {0: 1, 2: V * n_inv}.get(m[0], 0) for m, coef in poly.terms())
+        return sp.expand(out)
+
+    cov = sp.expand(average(second) - average(first) ** 2)
+    v_next = sp.expand(sp.series(cov, _eps, 0, 2).removeO() / _eps)
+    k_next = average(first).subs(_eps, 0)
+    # identify <sigma^2>, <sigma^2 z^2>, <sigma^4> and g' = (q - K g)/(2 K^2)
+    subs = {sp.Derivative(g(K), K): (q(K) - K * g(K)) / (2 * K**2)}
+    v_next = v_next.subs(subs)
+    names = {g(K): mean_sigma_sq, q(K): mean_sigma_sq_z_sq, f(K): mean_sigma_4}
+    v_next = sp.simplify(v_next.subs(names))
+    k_next = sp.simplify(k_next.subs(names))
+    return k_next, v_next
+
+
+def four_point_recursion_paper() -> sp.Expr:
+    """B.26 as printed, with chi_par = B.15."""
+    chi = chi_parallel()
+    return C_W**2 * (mean_sigma_4 - mean_sigma_sq**2) + chi**2 * V + 4 * gamma**2 * (chi - gamma**2) * K**2
+
+
+def four_point_update() -> sp.Expr:
+    """B.26 in terms of a given chi_par (the form the numeric driver iterates), checked against the derivation."""
+    expr = C_W**2 * (mean_sigma_4 - mean_sigma_sq**2) + chi_par**2 * V + 4 * gamma**2 * (chi_par - gamma**2) * K**2
+    derived = four_point_recursion_from_forward()[1]
+    if sp.simplify(expr.subs(chi_par, chi_parallel()) - derived) != 0:
+        raise ArithmeticError("B.26 does not follow from the forward equation")
+    return expr
+
+
+# --------------------------------------------------------------------------- scale-invariant class
+def scale_invariant_moments() -> dict[str, sp.Expr]:
+    """<sigma^2>, <sigma^4>, <sigma^2 z^2>, <sigma'^2> for sigma = a_+ z (z > 0), a_- z (z < 0)."""
+    pdf = sp.exp(-_z**2 / (2 * K)) / sp.sqrt(2 * sp.pi * K)
+
+    def mean(fp, fm):
+        return sp.simplify(sp.integrate(fp * pdf, (_z, 0, sp.oo)) + sp.integrate(fm * pdf, (_z, -sp.oo, 0)))
+
+    return {
+        "sigma_sq": mean(a_plus**2 * _z**2, a_minus**2 * _z**2),
+        "sigma_4": mean(a_plus**4 * _z**4, a_minus**4 * _z**4),
+        "sigma_sq_z_sq": mean(a_plus**2 * _z**4, a_minus**2 * _z**4),
+        "dsigma_sq": mean(a_plus**2, a_minus**2),
+    }
+
+
+def _scale_invariant_subs() -> dict:
+    m = scale_invariant_moments()
+    return {mean_sigma_sq: m["sigma_sq"], mean_sigma_4: m["sigma_4"], mean_sigma_sq_z_sq: m["sigma_sq_z_sq"],
+            mean_dsigma_sq: m["dsigma_sq"]}
+
+
+@lru_cache(maxsize=None)
+def criticality_scale_invariant() -> dict[sp.Symbol, sp.Expr]:
+    """B.20: C_b = 0 (the kernel is a fixed point) and chi_par = chi_perp = 1."""
+    s = _scale_invariant_subs()
+    chi_p = sp.simplify(chi_parallel().subs(s))
+    chi_t = sp.simplify(chi_perpendicular().subs(s))
+    if sp.simplify(chi_p - chi_t) != 0:
+        raise ArithmeticError("chi_par != chi_perp for a scale-invariant activation")
+    cw = sp.solve(sp.Eq(chi_p, 1), C_W)[0]
+    cb = sp.solve(sp.Eq(kernel_recursion().subs(s).subs(C_W, cw), K), C_b)[0]
+    return {C_W: sp.simplify(cw), C_b: sp.simplify(cb)}
+
+
+def nu_scale_invariant() -> sp.Expr:
+    """B.28-B.29: at criticality K is fixed and V grows by a constant times K^2 per layer."""
+    s = _scale_invariant_subs()
+    crit = criticality_scale_invariant()
+    v_next = four_point_recursion_from_forward()[1].subs(s).subs(crit)
+    increment = sp.simplify(v_next - V)
+    if increment.has(V):
+        raise ArithmeticError("V recursion at criticality is not additive")
+    return sp.factor(sp.simplify(increment / K**2))
+
+
+def nu_scale_invariant_paper() -> sp.Expr:
+    A2 = (a_plus**2 + a_minus**2) / 2
+    A4 = (a_plus**4 + a_minus**4) / 2
+    return (1 - gamma**2) * ((1 - gamma**2) * (3 * A4 / A2**2 - 1) + 4 * gamma**2)
+
+
+# --------------------------------------------------------------------------- K* = 0 class
+def odd_activation_series(expr: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
+    """(sigma_1, a_1) of a smooth odd activation: sigma = sigma_1 z + sigma_3 z^3/6 + ..., a_1 = sigma_3/sigma_1."""
+    x = activations.x
+    ser = sp.series(expr, x, 0, 5).removeO()
+    s0 = ser.coeff(x, 0)
+    s1 = ser.coeff(x, 1)
+    s3 = 6 * ser.coeff(x, 3)
+    if sp.simplify(s0) != 0 or sp.simplify(ser.coeff(x, 2)) != 0:
+        raise ValueError(f"activation: {expr} is not odd at the origin (sigma(0) = 0, sigma''(0) = 0 needed)")
+    return sp.simplify(s1), sp.simplify(s3 / s1)
+
+
+def k0_class_expansions() -> dict[str, sp.Expr]:
+    """g(K) = sigma_1^2 (K + a_1 K^2) (B.30) and <sigma^4> - <sigma^2>^2 = sigma_1^4 (2K^2 + O(K^3)) (B.34)."""
+    s3 = sp.Symbol("s3")
+    sig = sigma1 * _z + s3 * _z**3 / 6
+    g = sp.series(_gauss_mean_poly(sig**2), K, 0, 3).removeO()
+    q = sp.series(_gauss_mean_poly(sig**2 * _z**2), K, 0, 4).removeO()
+    f4 = sp.series(_gauss_mean_poly(sig**4), K, 0, 3).removeO()
+    sub = {s3: a1 * sigma1}
+    return {"sigma_sq": sp.expand(g.subs(sub)), "sigma_sq_z_sq": sp.expand(q.subs(sub)),
+            "sigma_4": sp.expand(f4.subs(sub)), "dsigma_sq_at_0": sigma1**2}
+
+
+def criticality_k0() -> dict[sp.Symbol, sp.Expr]:
+    """B.21: chi_perp(K = 0) = gamma^2 + C_W sigma_1^2 = 1, C_b = 0 so that K* = 0 is a fixed point."""
+    cw = sp.solve(sp.Eq(gamma**2 + C_W * sigma1**2, 1), C_W)[0]
+    return {C_W: sp.simplify(cw), C_b: sp.Integer(0)}
+
+
+@lru_cache(maxsize=None)
+def nu_k0() -> sp.Expr:
+    """B.35 by matching the deep asymptotics K = kappa/l, V = B/l of the recursions at criticality."""
+    e = k0_class_expansions()
+    crit = criticality_k0()
+    kappa, B = sp.symbols("kappa B", positive=True)
+    k_next, v_next = four_point_recursion_from_forward()
+    subs = {mean_sigma_sq: e["sigma_sq"], mean_sigma_sq_z_sq: e["sigma_sq_z_sq"], mean_sigma_4: e["sigma_4"]}
+    k_next = k_next.subs(subs).subs(crit)
+    v_next = v_next.subs(subs).subs(crit)
+    t = sp.Symbol("t", positive=True)  # 1/l
+    K_l, V_l = kappa * t, B * t
+    K_l1, V_l1 = kappa * t / (1 + t), B * t / (1 + t)
+    eq_k = sp.series((k_next.subs({K: K_l}) - K_l1), t, 0, 3).removeO().coeff(t, 2)
+    kap = sp.solve(eq_k, kappa)
+    kap = [s for s in kap if s != 0][0]
+    eq_v = sp.series((v_next.subs({K: K_l, V: V_l}) - V_l1), t, 0, 3).removeO().coeff(t, 2)
+    b_sol = sp.solve(eq_v.subs(kappa, kap), B)[0]
+    return sp.factor(sp.simplify(b_sol / kap**2))  # V/K^2 = (B/l)/(kappa^2/l^2) = (B/kappa^2) l
+
+
+# --------------------------------------------------------------------------- B.36, gamma*(r), footnote 8
+def r_star() -> sp.Expr:
+    """B.36."""
+    return 4 / ((20 + 3 * n_L) * nu)
+
+
+def _gamma_star(nu_of_u: sp.Expr) -> sp.Expr:
+    """Solve nu(u) = 4/((20 + 3 n_L) r) for u = 1 - gamma^2 on the branch with u -> 0 as r -> oo.
+
+    The branch is picked at a probe point (ReLU and linear slopes, n_L = 1, r = 100): it must be small
+    and positive there; the tests check it on the whole range.
+    """
+    target = 4 / ((20 + 3 * n_L) * r)
+    roots = sp.solve(sp.Eq(nu_of_u, target), _u)
+    for probe_slopes in ({a_plus: 1, a_minus: 0}, {a_plus: 1, a_minus: 1}):
+        probe = {n_L: 1, r: 100, **probe_slopes}
+        roots = [u for u in roots if 0 < complex(u.subs(probe).evalf()).real < 0.1
+                 and abs(complex(u.subs(probe).evalf()).imag) < 1e-12]
+    if len(roots) != 1:
+        raise ArithmeticError(f"no unique branch of gamma*(r) with 1 - gamma^2 -> 0: {roots}")
+    return sp.sqrt(1 - roots[0])
+
+
+def gamma_star_scale_invariant() -> sp.Expr:
+    """gamma*(r) for the scale-invariant class.
+
+    nu(u) = (Q - 5) u^2 + 4 u with u = 1 - gamma^2 and Q = 3 A_4/A_2^2, so the branch vanishing at large r
+    is u = t / (2 + sqrt(4 + (Q - 5) t)), t = 4/((20 + 3 n_L) r): the rationalised root, finite at Q = 5
+    where the quadratic formula divides by zero.  It is checked to solve nu(u) = t exactly and to agree
+    with SymPy's root of the quadratic.
+    """
+    A2 = (a_plus**2 + a_minus**2) / 2
+    A4 = (a_plus**4 + a_minus**4) / 2
+    Q, t = sp.symbols("Q t", positive=True)
+    nu_u = sp.expand(nu_scale_invariant_paper().subs(gamma, sp.sqrt(1 - _u)))
+    if sp.simplify(nu_u - ((Q - 5) * _u**2 + 4 * _u).subs(Q, 3 * A4 / A2**2)) != 0:
+        raise ArithmeticError("nu(u) is not (Q - 5) u^2 + 4 u")
+    u_t = t / (2 + sp.sqrt(4 + (Q - 5) * t))
+    if sp.simplify(sp.radsimp((Q - 5) * u_t**2 + 4 * u_t - t)) != 0:
+        raise ArithmeticError("rationalised root does not solve (Q - 5) u^2 + 4 u = t")
+    quad_root = (-4 + sp.sqrt(16 + 4 * (Q - 5) * t)) / (2 * (Q - 5))  # the branch -> 0 as t -> 0
+    for probe in ({Q: 6, t: sp.Rational(1, 7)}, {Q: 3, t: sp.Rational(2, 9)}, {Q: sp.Rational(41, 5), t: 1}):
+        if abs(sp.N((u_t - quad_root).subs(probe), 30)) > 1e-25:
+            raise ArithmeticError("rationalised root is not the vanishing branch of the quadratic")
+    u = u_t.subs({Q: 3 * A4 / A2**2, t: 4 / ((20 + 3 * n_L) * r)})
+    return sp.sqrt(1 - u)
+
+
+def gamma_star_k0() -> sp.Expr:
+    nu_u = nu_k0().subs(gamma, sp.sqrt(1 - _u))
+    return sp.simplify(_gamma_star(sp.expand(nu_u)))
+
+
+def footnote8_asymptotics(gamma_star: sp.Expr) -> sp.Expr:
+    """Leading large-r form of 1 - gamma*(r)^2 (footnote 8: ~ 1/r)."""
+    one_minus = sp.simplify(1 - gamma_star**2)
+    return sp.simplify(sp.limit(one_minus * r, r, sp.oo) / r)
+
+
+# --------------------------------------------------------------------------- B.45
+def xi_recipe() -> sp.Expr:
+    """B.44-B.45: (1 - gamma^2) G_zz = xi^2 G_RR + 2 gamma xi G_Rz, the root that is positive."""
+    xi = sp.Symbol("xi", real=True)
+    roots = sp.solve(sp.Eq((1 - gamma**2) * G_zz, xi**2 * G_RR + 2 * gamma * xi * G_Rz), xi)
+    probe = {gamma: sp.Rational(1, 2), G_RR: 1, G_Rz: sp.Rational(1, 5), G_zz: 1}
+    (positive,) = [x for x in roots if x.subs(probe) > 0]
+    return sp.simplify(positive)
+
+
+# --------------------------------------------------------------------------- registry
+def derive_residual_mlp() -> Derivation:
+    dv = Derivation("pdlt", "Residual MLPs at criticality (PDLT App. B)", PAPER)
+    dom = {
+        K: Input(K, "(0, inf)", "single-input kernel K^(l)"), V: Input(V, "real", "four-point vertex V^(l)"),
+        C_W: Input(C_W, "(0, inf)", "rescaled weight variance"), C_b: Input(C_b, "[0, inf)", "bias variance"),
+        gamma: Input(gamma, "[0, 1)", "residual hyperparameter gamma"),
+        a_plus: Input(a_plus, "real", "slope for z > 0"), a_minus: Input(a_minus, "real", "slope for z < 0"),
+        sigma1: Input(sigma1, "(0, inf)", "sigma'(0)"), n_L: Input(n_L, "[1, inf)", "output width n_L"),
+        r: Input(r, "(0, inf)", "aspect ratio L/n"), nu: Input(nu, "(0, inf)", "nu(gamma)"),
+        chi_par: Input(chi_par, "real", "chi_parallel(K^(l))"), chi_perp: Input(chi_perp, "real", "chi_perp(K^(l))"),
+        dK1: Input(dK1, "real", "delta K_[1]^(l)"), ddK2: Input(ddK2, "real", "delta delta K_[2]^(l)"),
+        h_K: Input(h_K, "real", "h(K^(l))"),
+        mean_sigma_sq: Input(mean_sigma_sq, "[0, inf)", "<sigma^2>_K"),
+        mean_sigma_sq_z_sq: Input(mean_sigma_sq_z_sq, "[0, inf)", "<sigma^2 z^2>_K"),
+        mean_sigma_4: Input(mean_sigma_4, "[0, inf)", "<sigma^4>_K"),
+        mean_dsigma_sq: Input(mean_dsigma_sq, "[0, inf)", "<sigma'^2>_K"),
+        mean_dsigma_sq_z_sq: Input(mean_dsigma_sq_z_sq, "[0, inf)", "<sigma'^2 z^2>_K"),
+        G_RR: Input(G_RR, "(0, inf)", "measured block-block correlator (B.42)"),
+        G_Rz: Input(G_Rz, "real", "measured block-input cross correlator (B.43)"),
+        G_zz: Input(G_zz, "(0, inf)", "measured input correlator (B.42)"),
+    }
+
+    add = dv.adder(dom)
+    slopes = [Constraint(sp.Gt(a_plus**2 + a_minus**2, 0), "a_plus^2 + a_minus^2 > 0 (a nonzero activation)")]
+    nu0_si = sp.factor(nu_scale_invariant().subs(gamma, 0))  # nu(0); gamma* exists for r >= r*(0) = 4/((20 + 3 n_L) nu(0))
+    exists_si = [*slopes, Constraint(sp.Ge(r * (20 + 3 * n_L) * sp.numer(nu0_si), 4 * sp.denom(nu0_si)),
+                                     "r >= r*(0) = 4/((20 + 3 n_L) nu(0)) (no gamma* in [0, 1) below it)")]
+    exists_k0 = [Constraint(sp.Ge(r * (20 + 3 * n_L) * nu_k0().subs(gamma, 0), 4),
+                            "r >= r*(0) = 6/(20 + 3 n_L) (no gamma* in [0, 1) below it)")]
+
+    crit_si = criticality_scale_invariant()
+    crit_k0 = criticality_k0()
+    g_si = gamma_star_scale_invariant()
+    g_k0 = gamma_star_k0()
+    add("kernel_update", four_point_recursion_from_forward()[0], [C_b, C_W, mean_sigma_sq, gamma, K], "B.12",
+        "K^(l+1) = C_b + C_W <sigma^2>_K + gamma^2 K", r"K_{l+1}", "recursion")
+    add("chi_parallel", chi_parallel(), [gamma, C_W, mean_sigma_sq_z_sq, K, mean_sigma_sq], "B.15",
+        "chi_par = gamma^2 + C_W <sigma^2 (z^2 - K)>/(2K^2)", r"\chi_{p}")
+    add("chi_perpendicular", chi_perpendicular(), [gamma, C_W, mean_dsigma_sq], "B.16",
+        "chi_perp = gamma^2 + C_W <sigma'^2>", r"\chi_{t}")
+    add("h_function", h_function(), [C_W, mean_dsigma_sq_z_sq, K, mean_dsigma_sq], "B.18",
+        "h(K) = (1/2) d chi_perp / dK", r"h_{K}")
+    add("delta_K1_update", chi_par * dK1, [chi_par, dK1], "B.13", "delta K_[1]^(l+1) = chi_par delta K_[1]^(l)",
+        r"\delta_{1}", "recursion")
+    add("delta_K2_update", chi_perp * ddK2 + h_K * dK1**2, [chi_perp, ddK2, h_K, dK1], "B.14",
+        "delta delta K_[2]^(l+1) = chi_perp delta delta K_[2] + h (delta K_[1])^2", r"\delta_{2}", "recursion")
+    add("four_point_update", four_point_update(), [V, K, C_W, gamma, chi_par, mean_sigma_4, mean_sigma_sq], "B.26",
+        "V^(l+1), derived from the forward equation B.3", r"V_{l+1}", "recursion")
+    add("critical_C_W_scale_invariant", crit_si[C_W], [gamma, a_plus, a_minus], "B.20",
+        "C_W(gamma) = (1 - gamma^2)/A_2, C_b = 0", r"C_{W}", constraints=slopes)
+    add("critical_C_W_k0", crit_k0[C_W], [gamma, sigma1], "B.21", "C_W(gamma) = (1 - gamma^2)/sigma_1^2, C_b = 0",
+        r"C_{W}")
+    add("nu_scale_invariant", nu_scale_invariant(), [gamma, a_plus, a_minus], "B.29",
+        "nu(gamma) of the scale-invariant class, V^(L)/(n K^2) = nu L/n", r"\nu", constraints=slopes)
+    add("nu_k0", nu_k0(), [gamma], "B.35", "nu(gamma) of the K* = 0 class", r"\nu")
+    add("r_star", r_star(), [nu, n_L], "B.36", "optimal aspect ratio r* = 4/((20 + 3 n_L) nu)", r"r_{*}")
+    add("gamma_star_scale_invariant", g_si, [r, n_L, a_plus, a_minus], "B.36",
+        "gamma*(r), inverse of r*(gamma), scale-invariant class (valid for r > r*(0))", r"\gamma_{*}",
+        constraints=exists_si)
+    add("gamma_star_k0", g_k0, [r, n_L], "B.36", "gamma*(r), K* = 0 class (valid for r > r*(0))", r"\gamma_{*}",
+        constraints=exists_k0)
+    add("one_minus_gamma_star_sq_asymptotic_scale_invariant", footnote8_asymptotics(g_si), [r, n_L, a_plus, a_minus],
+        "fn. 8", "1 - gamma*(r)^2 at large r, scale-invariant class", r"u_{\infty}")
+    add("one_minus_gamma_star_sq_asymptotic_k0", footnote8_asymptotics(g_k0), [r, n_L], "fn. 8",
+        "1 - gamma*(r)^2 at large r, K* = 0 class", r"u_{\infty}")
+    add("xi_recipe", xi_recipe(), [gamma, G_RR, G_Rz, G_zz], "B.45",
+        "xi solving (1 - gamma^2) G_zz = xi^2 G_RR + 2 gamma xi G_Rz", r"\xi")
+    for name in ("tanh", "erf"):
+        s1, aa = odd_activation_series(activations.activation_expr(name))
+        add(f"sigma1_{name}", s1, [], "B.21", f"sigma'(0) for {name}", r"\sigma_{1}")
+        add(f"a1_{name}", aa, [], "B.30", f"a_1 = sigma'''(0)/sigma'(0) for {name}, so that g(K) = sigma_1^2 (K + a_1 K^2 + ...)",
+            r"a_{1}")
+    return dv

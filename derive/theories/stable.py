@@ -1,0 +1,225 @@
+"""Hayou et al. (2021), "Stable ResNet": ReLU NNGP and NTK recursions with scaled residual blocks.
+
+Derived here rather than typed in:
+
+* ``f_from_arccos``: f of eq. (4) is 2 k_1(C) - C, with k_1 the degree-1 arc-cosine kernel that
+  `resprop.derive.gaussian` derives from the orthant probability (the foundation's ReLU expectations), and
+  E[phi'(u) phi'(v)] = k_0(C) = (pi - arccos C)/(2 pi) (eq. 9's Psi');
+* ``nngp_recursion_from_expectation``: eq. (5) from Q_l = Q_{l-1} + lam^2 (sigma_b^2 + sigma_w^2 E[phi phi]);
+* ``diagonal_solution``: the unscaled diagonal recursion solved exactly by `rsolve`.  It shows that
+  Lemma 1's lower bound is off by 2 sigma_b^2/sigma_w^2: the exact Q_L is *below* the printed bound
+  whenever sigma_b > 0 (with sigma_b = 0 the bound is an equality);
+* ``lemma4_constant``: for sigma_b = 0, 1 - C_l obeys e_l = e_{l-1} - s k e_{l-1}^{3/2} + ... with
+  f(C) = k (1 - C)^{3/2} + ..., so L^2 (1 - C_L) -> 4/(s k)^2 = 9 pi^2 / (2 s^2), s = (sigma_w^2/2)/(1 + sigma_w^2/2);
+* ``ode_diagonal_solution``: the diagonal of the ODE limit (8) by `dsolve`;
+* ``limit_kernel_gap``: Prop. 7's leading term for the diagonal, (Q_inf + c) a sum_{k>L} lam_k^2.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import sympy as sp
+
+from resprop.derive import gaussian
+from resprop.derive.results import Derivation, Input
+
+PAPER = "hayou2021"
+
+C = sp.Symbol("C", real=True)  # correlation in [-1, 1]
+Q_prev = sp.Symbol("Q_prev", positive=True)
+Q_ab = sp.Symbol("Q_ab", real=True)
+Q_aa = sp.Symbol("Q_aa", positive=True)
+Q_bb = sp.Symbol("Q_bb", positive=True)
+Theta_prev = sp.Symbol("Theta_prev", real=True)
+Psi = sp.Symbol("Psi", real=True)
+Psi_d = sp.Symbol("Psi_d", real=True)
+lam2 = sp.Symbol("lam2", nonnegative=True)  # lambda_{l,L}^2
+sigma_w2 = sp.Symbol("sigma_w2", positive=True)
+sigma_b2 = sp.Symbol("sigma_b2", nonnegative=True)
+L = sp.Symbol("L", positive=True, integer=True)
+t = sp.Symbol("t", nonnegative=True)
+q0 = sp.Symbol("q0", positive=True)
+x_dot = sp.Symbol("x_dot", real=True)  # x . x'
+d_in = sp.Symbol("d_in", positive=True)
+tail = sp.Symbol("tail", nonnegative=True)  # sum_{k>L} lambda_k^2
+Q_inf = sp.Symbol("Q_inf", positive=True)
+lam_sum = sp.Symbol("lam_sum", nonnegative=True)  # sum_l lambda_{l,L}^2
+root_qq = sp.Symbol("root_qq", positive=True)  # sqrt(Q_aa Q_bb)
+
+_r = sp.Symbol("r", real=True)
+_l = sp.Symbol("l", positive=True, integer=True)
+_e = sp.Symbol("e", positive=True)
+
+LATEX_NAMES = {
+    C: "C", Q_prev: r"Q_{p}", Q_ab: r"Q_{ab}", Q_aa: r"Q_{aa}", Q_bb: r"Q_{bb}", Theta_prev: r"\Theta_{p}",
+    Psi: r"\Psi", Psi_d: r"\Psi_{d}", lam2: r"\lambda_{2}", sigma_w2: r"\sigma_{w}^{2}", sigma_b2: r"\sigma_{b}^{2}",
+    L: "L", t: "t", q0: r"q_{0}", x_dot: r"x_{d}", d_in: r"d_{in}", tail: r"T_{L}", Q_inf: r"Q_{\infty}",
+    lam_sum: r"S_{\lambda}", root_qq: r"R_{ab}",
+}
+
+
+def f_paper(c: sp.Expr = C) -> sp.Expr:
+    """Eq. (4): f(gamma) = (sqrt(1 - gamma^2) - gamma arccos gamma) / pi."""
+    return (sp.sqrt(1 - c**2) - c * sp.acos(c)) / sp.pi
+
+
+def f_from_arccos() -> sp.Expr:
+    """f = 2 k_1 - C from the foundation's derived degree-1 arc-cosine kernel; checked equal to eq. (4)."""
+    k1 = gaussian.relu_arccos_normalised()[1].subs(gaussian._r, C)
+    f = sp.simplify(2 * k1 - C)
+    if sp.simplify((f - f_paper()).rewrite(sp.asin)) != 0:
+        raise ArithmeticError("2 k_1(C) - C is not eq. (4)")
+    return f_paper()
+
+
+def dphi_mean_from_arccos() -> sp.Expr:
+    """E[phi'(u) phi'(v)] = k_0(C) (orthant probability), the normalised Psi' of eq. (9)."""
+    k0 = gaussian.relu_arccos_normalised()[0].subs(gaussian._r, C)
+    target = (sp.pi - sp.acos(C)) / (2 * sp.pi)
+    if sp.simplify((k0 - target).rewrite(sp.asin)) != 0:
+        raise ArithmeticError("k_0 is not (pi - arccos C)/(2 pi)")
+    return target
+
+
+def psi_relu() -> sp.Expr:
+    """Psi_{l-1} = sigma_b^2 + sigma_w^2 E[phi phi] = sigma_b^2 + sigma_w^2 sqrt(Q_aa Q_bb) k_1(C) (eqs 5, 9),
+    written with root = sqrt(Q_aa Q_bb); checked against eq. (5)'s (1 + f(C)/C) Q_ab/2 form."""
+    psi = sigma_b2 + sigma_w2 * root_qq * (C + f_from_arccos()) / 2
+    paper = sigma_b2 + sigma_w2 / 2 * (1 + f_paper() / C) * Q_ab
+    if sp.simplify((psi - paper).subs(Q_ab, C * root_qq)) != 0:
+        raise ArithmeticError("eq. (5) does not follow from E[phi phi] = sqrt(Q Q) k_1")
+    return psi
+
+
+def nngp_recursion_from_expectation() -> sp.Expr:
+    """Q_l(x, x') = Q_{l-1}(x, x') + lam^2 Psi_{l-1} (eq. 5)."""
+    return Q_ab + lam2 * Psi
+
+
+@lru_cache(maxsize=None)
+def diagonal_solution() -> sp.Expr:
+    """Unscaled (lam = 1) diagonal: Q_l = (1 + sigma_w^2/2) Q_{l-1} + sigma_b^2 (f(1) = 0), solved exactly."""
+    Qf = sp.Function("Q")
+    sol = sp.rsolve(Qf(_l) - (1 + sigma_w2 / 2) * Qf(_l - 1) - sigma_b2, Qf(_l), {Qf(0): q0})
+    return sp.simplify(sol.subs(_l, L))
+
+
+def diagonal_solution_stable() -> sp.Expr:
+    """The emitted form q0 g + (2 sb/sw) (g - 1), g = exp(L log(1 + sw/2)) (printed with expm1 and log1p):
+    rsolve's 2^-L ((sw + 2)^L ...) gives 0 * inf = NaN beyond L = 1024 and cancels for small sw."""
+    g = sp.exp(L * sp.log(1 + sigma_w2 / 2))
+    stable = q0 * g + 2 * sigma_b2 / sigma_w2 * (g - 1)
+    if sp.simplify(sp.powsimp(sp.expand_power_base(stable - diagonal_solution(), force=True), force=True)) != 0:
+        raise ArithmeticError("stable Q_L differs from the solution of the recursion")
+    return stable
+
+
+def lemma1_bound(q_init: sp.Expr = q0) -> sp.Expr:
+    """Lemma 1 as printed, with Q_0 = sigma_b^2 + sigma_w^2 |x|^2/d = q0: (1 + sw/2)^L (sb (1 + 2/sw) + q0 - sb)."""
+    return (1 + sigma_w2 / 2) ** L * (sigma_b2 * (1 + 2 / sigma_w2) + (q_init - sigma_b2))
+
+
+def lemma1_gap() -> sp.Expr:
+    """Exact Q_L minus Lemma 1's bound: -2 sigma_b^2/sigma_w^2 (<= 0, so the printed bound fails for sigma_b > 0)."""
+    return sp.simplify(diagonal_solution() - lemma1_bound())
+
+
+def f_near_one() -> sp.Expr:
+    """Leading term of f(C) as C -> 1: k (1 - C)^{3/2} with k = 2 sqrt(2)/(3 pi)."""
+    ser = sp.series(f_paper().subs(C, 1 - _e), _e, 0, 2).removeO()
+    return sp.simplify(ser)
+
+
+def lemma4_constant() -> sp.Expr:
+    """lim L^2 (1 - C_L) for the unscaled ResNet without bias (Lemma 4's O(L^-2), with its constant)."""
+    k = sp.simplify(f_near_one() / _e ** sp.Rational(3, 2))
+    s = (sigma_w2 / 2) / (1 + sigma_w2 / 2)
+    A = sp.Symbol("A", positive=True)
+    # e_l = A/l^2: e_l - e_{l-1} = -2A/l^3 + ...  must equal -s k e^{3/2} = -s k A^{3/2}/l^3
+    sol = sp.solve(sp.Eq(-2 * A, -s * k * A ** sp.Rational(3, 2)), A)
+    return sp.simplify(sol[0])
+
+
+def correlation_update_no_bias() -> sp.Expr:
+    """C_l from C_{l-1} when sigma_b = 0: diagonals grow by (1 + lam^2 sw/2), so C_l = (C + lam^2 sw (C + f)/2)/(1 + lam^2 sw/2)."""
+    return (C + lam2 * sigma_w2 * (C + f_paper()) / 2) / (1 + lam2 * sigma_w2 / 2)
+
+
+def ode_diagonal_solution() -> sp.Expr:
+    """Diagonal of the ODE limit (8): q' = sigma_b^2 + sigma_w^2 q/2 (c_t(x, x) = 1, f(1) = 0)."""
+    qf = sp.Function("q")
+    sol = sp.dsolve(sp.Eq(qf(t).diff(t), sigma_b2 + sigma_w2 / 2 * qf(t)), qf(t), ics={qf(0): q0})
+    return sp.simplify(sol.rhs)
+
+
+def ode_diagonal_stable() -> sp.Expr:
+    """The emitted form q0 e^{sw t/2} + (2 sb/sw) (e^{sw t/2} - 1) (printed with expm1: exact for small sw)."""
+    g = sp.exp(sigma_w2 * t / 2)
+    stable = q0 * g + 2 * sigma_b2 / sigma_w2 * (g - 1)
+    if sp.simplify(stable - ode_diagonal_solution()) != 0:
+        raise ArithmeticError("stable q_t differs from the ODE solution")
+    return stable
+
+
+def limit_kernel_gap() -> sp.Expr:
+    """Prop. 7 for the diagonal: Q_inf - Q_L = (Q_inf + c)(1 - prod_{k>L} (1 + a lam_k^2)^{-1}) ~ (Q_inf + c) a tail.
+
+    With c = 2 sigma_b^2/sigma_w^2 and a = sigma_w^2/2, Q_l + c = (1 + a lam_l^2)(Q_{l-1} + c) exactly.
+    """
+    a = sigma_w2 / 2
+    c = 2 * sigma_b2 / sigma_w2
+    check = sp.simplify((1 + a * lam2) * (Q_prev + c) - c - (Q_prev + lam2 * (sigma_b2 + a * Q_prev)))
+    if check != 0:
+        raise ArithmeticError("the diagonal recursion is not Q + c = (1 + a lam^2)(Q_prev + c)")
+    return (Q_inf + c) * a * tail
+
+
+def derive_stable_resnet() -> Derivation:
+    dv = Derivation("stable", "Stable ResNet: ReLU NNGP and NTK with scaled blocks", PAPER)
+    dom = {
+        C: Input(C, "[-1, 1]", "correlation C_{l-1}"), Q_prev: Input(Q_prev, "(0, inf)", "diagonal Q_{l-1}(x, x)"),
+        Q_ab: Input(Q_ab, "real", "Q_{l-1}(x, x')"), Q_aa: Input(Q_aa, "(0, inf)", "Q_{l-1}(x, x)"),
+        Q_bb: Input(Q_bb, "(0, inf)", "Q_{l-1}(x', x')"), Theta_prev: Input(Theta_prev, "real", "Theta_{l-1}(x, x')"),
+        Psi: Input(Psi, "real", "Psi_{l-1} = sigma_b^2 + sigma_w^2 E[phi phi]"),
+        Psi_d: Input(Psi_d, "real", "Psi'_{l-1} = sigma_w^2 E[phi' phi']"),
+        lam2: Input(lam2, "[0, inf)", "lambda_{l,L}^2"), sigma_w2: Input(sigma_w2, "(0, inf)", "weight variance"),
+        sigma_b2: Input(sigma_b2, "[0, inf)", "bias variance"), L: Input(L, "[1, inf)", "depth L"),
+        t: Input(t, "[0, 1]", "continuous depth t = l/L"), q0: Input(q0, "(0, inf)", "Q_0(x, x)"),
+        x_dot: Input(x_dot, "real", "x . x'"), d_in: Input(d_in, "[1, inf)", "input dimension d"),
+        tail: Input(tail, "[0, inf)", "sum_{k>L} lambda_k^2"), Q_inf: Input(Q_inf, "(0, inf)", "Q_inf(x, x)"),
+        lam_sum: Input(lam_sum, "[0, inf)", "sum_l lambda_{l,L}^2"),
+        root_qq: Input(root_qq, "(0, inf)", "sqrt(Q_aa Q_bb)"),
+    }
+
+    add = dv.adder(dom)
+
+    f = f_from_arccos()
+    add("f_relu", f, [C], "4", "f(C) = (sqrt(1 - C^2) - C arccos C)/pi", "f")
+    add("mean_phi_phi_normalised", (C + f) / 2, [C], "5", "E[phi(u) phi(v)]/sqrt(Q_aa Q_bb) = (C + f(C))/2",
+        r"k_{1}")
+    add("mean_dphi_dphi", dphi_mean_from_arccos(), [C], "9", "E[phi'(u) phi'(v)] = (pi - arccos C)/(2 pi)",
+        r"k_{0}")
+    add("input_kernel", sigma_b2 + sigma_w2 * x_dot / d_in, [sigma_b2, sigma_w2, x_dot, d_in], "5",
+        "Q_0(x, x') = sigma_b^2 + sigma_w^2 x.x'/d", r"Q_{0}")
+    add("psi_relu", psi_relu(), [C, root_qq, sigma_b2, sigma_w2], "5, 9",
+        "Psi = sigma_b^2 + sigma_w^2 E[phi phi], C = Q_ab/sqrt(Q_aa Q_bb)", r"\Psi")
+    add("nngp_update", nngp_recursion_from_expectation(), [Q_ab, lam2, Psi], "5",
+        "Q_l(x, x') = Q_{l-1}(x, x') + lambda_l^2 Psi_{l-1}", r"Q_{l}", "recursion")
+    add("ntk_update", Theta_prev + lam2 * (Psi + Psi_d * Theta_prev), [Theta_prev, lam2, Psi, Psi_d], "9",
+        "Theta_l = Theta_{l-1} + lambda_l^2 (Psi_{l-1} + Psi'_{l-1} Theta_{l-1})", r"\Theta_{l}", "recursion")
+    add("correlation_update_no_bias", correlation_update_no_bias(), [C, lam2, sigma_w2], "3, 5",
+        "C_l from C_{l-1} when sigma_b = 0 (depth-free, no overflow)", r"C_{l}", "recursion")
+    add("unscaled_diagonal", diagonal_solution_stable(), [q0, sigma_w2, sigma_b2, L], "Lemma 1",
+        "exact Q_L(x, x) of the unscaled ResNet", r"Q_{L}")
+    add("lemma1_gap", lemma1_gap(), [sigma_b2, sigma_w2], "Lemma 1",
+        "exact Q_L minus Lemma 1's bound (negative for sigma_b > 0: the printed bound fails)", r"\Delta_{1}",
+        note="corrected")
+    add("lemma4_constant", lemma4_constant(), [sigma_w2], "Lemma 4",
+        "lim L^2 (1 - C_L), unscaled, sigma_b = 0", r"A_{4}")
+    add("ode_diagonal", ode_diagonal_stable(), [q0, sigma_b2, sigma_w2, t], "8",
+        "q_t(x, x) of the ODE limit (uniform scaling)", r"q_{t}")
+    add("prop7_diagonal_gap", sp.expand(limit_kernel_gap()), [Q_inf, sigma_b2, sigma_w2, tail], "Prop. 7",
+        "leading Q_inf - Q_L on the diagonal: (Q_inf + 2 sb/sw) (sw/2) sum_{k>L} lam_k^2", r"\Delta_{7}")
+    add("gradient_bound_factor", sp.exp(sigma_w2 / 2 * lam_sum), [sigma_w2, lam_sum], "Prop. 1",
+        "exp(sigma_w^2/2 sum_l lambda_{l,L}^2), the gradient bound up to a constant", r"B_{1}")
+    return dv

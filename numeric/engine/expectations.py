@@ -1,0 +1,163 @@
+"""Gaussian expectations of an activation, dispatched to the generated kernels.
+
+For each activation the same five functions are provided:
+``mean_phi_phi(K_aa, K_bb, K_ab)``, ``mean_dphi_dphi(...)``, ``mean_phi_sq(K)``,
+``price_diag(K)`` = <phi'^2 + phi phi''> and ``mean_phi_sq_phi_sq(...)``.
+erf, ReLU and linear use the closed forms of `resprop.generated.gaussian`; tanh, GELU
+and any SymPy expression use generated Gauss--Hermite kernels (the module for a
+custom expression is rendered from the same template and loaded in memory).
+"""
+from __future__ import annotations
+
+import hashlib
+import types
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable
+
+import numpy as np
+import sympy as sp
+
+import resprop.generated.activation_erf as gh_erf
+import resprop.generated.activation_gelu as gh_gelu
+import resprop.generated.activation_tanh as gh_tanh
+import resprop.generated.gaussian as closed
+from resprop.generated.gauss_hermite import PANELS_1D, panel_nodes
+from resprop.derive import activations
+from resprop.numeric.engine.validation import ParameterError
+
+Array = np.ndarray
+
+
+@dataclass(frozen=True)
+class ActivationKernels:
+    name: str
+    mean_phi_phi: Callable[[Array, Array, Array], Array]
+    mean_dphi_dphi: Callable[[Array, Array, Array], Array]
+    mean_phi_sq: Callable[[Array], Array]
+    price_diag: Callable[[Array], Array]
+    mean_phi_sq_phi_sq: Callable[[Array, Array, Array], Array]
+    dphi0_sq: float
+    closed_form: bool
+
+
+def _from_module(name: str, mod: types.ModuleType, closed_form_overrides: dict | None = None) -> ActivationKernels:
+    fns = dict(mean_phi_phi=mod.mean_phi_phi, mean_dphi_dphi=mod.mean_dphi_dphi, mean_phi_sq=mod.mean_phi_sq,
+               price_diag=mod.price_diag, mean_phi_sq_phi_sq=mod.mean_phi_sq_phi_sq)
+    fns.update(closed_form_overrides or {})
+    with np.errstate(over="ignore"):
+        d0 = float(mod.dphi(np.array(0.0))) ** 2
+    return ActivationKernels(name=name, dphi0_sq=d0, closed_form=bool(closed_form_overrides), **fns)
+
+
+def erf_mean_phi_sq_phi_sq(K_aa, K_bb, K_ab) -> Array:
+    """<erf(u)^2 erf(v)^2> by a one-dimensional reduction (fourth moment of Fischer et al. 35/C4).
+
+    Given u, v ~ N(mu, s^2) with mu = K_ab u / K_aa, s^2 = K_bb - K_ab^2/K_aa.  Writing
+    erf(v) = 2 Phi(sqrt2 v) - 1 and E[Phi(a v)^2] as a bivariate normal orthant
+    probability in Owen's T gives E[erf(v)^2 | u] = 1 - 8 T(sqrt2 mu / sqrt(1 + 2 s^2), 1/sqrt(1 + 4 s^2))
+    (at mu = 0 this is (2/pi) asin(2 s^2 / (1 + 2 s^2)), the erf dual kernel).  The outer integral
+    over u uses composite Gauss--Legendre panels, which resolve the steep erf(u)^2 at large K_aa
+    where Gauss--Hermite does not.
+    """
+    from scipy.special import erf, owens_t
+
+    K_aa, K_bb, K_ab = np.broadcast_arrays(*(np.asarray(k, dtype=float) for k in (K_aa, K_bb, K_ab)))
+    z, wz = panel_nodes(PANELS_1D)
+    u = np.sqrt(K_aa)[..., None] * z
+    mu = (K_ab / K_aa)[..., None] * u
+    s2 = np.maximum(K_bb - K_ab**2 / K_aa, 0.0)[..., None]
+    inner = 1 - 8 * owens_t(np.sqrt(2) * mu / np.sqrt(1 + 2 * s2), 1 / np.sqrt(1 + 4 * s2))
+    return (erf(u) ** 2 * inner) @ wz
+
+
+def _linear() -> ActivationKernels:
+    return ActivationKernels(
+        name="linear",
+        mean_phi_phi=lambda a, b, c: np.asarray(c, dtype=float) + 0.0 * np.asarray(a),
+        mean_dphi_dphi=lambda a, b, c: np.ones(np.broadcast(a, b, c).shape),
+        mean_phi_sq=lambda k: np.asarray(k, dtype=float),
+        price_diag=lambda k: np.ones(np.shape(k)),
+        mean_phi_sq_phi_sq=lambda a, b, c: np.asarray(a) * b + 2 * np.asarray(c) ** 2,  # Isserlis
+        dphi0_sq=1.0, closed_form=True)
+
+
+def _relu() -> ActivationKernels:
+    return ActivationKernels(
+        name="relu",
+        mean_phi_phi=closed.relu_arccos1,
+        mean_dphi_dphi=closed.relu_arccos0,
+        mean_phi_sq=lambda k: np.asarray(k, dtype=float) / 2,
+        price_diag=lambda k: closed.relu_price_diag(np.asarray(k, dtype=float)),
+        mean_phi_sq_phi_sq=closed.relu_arccos2,
+        dphi0_sq=0.25,  # one-sided: phi'(0) is undefined; the symmetric value 1/2 squared
+        closed_form=True)
+
+
+def kernels(activation: str | sp.Expr = "erf") -> ActivationKernels:
+    """The expectation kernels of a named activation or a SymPy expression in ``x``."""
+    if isinstance(activation, str):
+        if "__" in activation:  # sympify evaluates its input: no dunder access from a user string
+            raise ParameterError("activation", f"not a SymPy expression in x: {activation!r}")
+    elif not isinstance(activation, sp.Expr):
+        raise ParameterError("activation", f"must be a name ({', '.join(activations.KNOWN)}) or a SymPy expression "
+                                           f"in x, got {activation!r}")
+    return _kernels(activation)
+
+
+@lru_cache(maxsize=None)
+def _kernels(activation: str | sp.Expr) -> ActivationKernels:
+    if isinstance(activation, str):
+        if activation == "erf":
+            return _from_module("erf", gh_erf, dict(
+                mean_phi_phi=closed.erf_mean_phi_phi, mean_dphi_dphi=closed.erf_mean_dphi_dphi,
+                mean_phi_sq=closed.erf_mean_phi_sq, price_diag=closed.erf_price_diag,
+                mean_phi_sq_phi_sq=erf_mean_phi_sq_phi_sq))
+        if activation == "relu":
+            return _relu()
+        if activation == "linear":
+            return _linear()
+        if activation == "tanh":
+            return _from_module("tanh", gh_tanh)
+        if activation == "gelu":
+            return _from_module("gelu", gh_gelu)
+        try:
+            expr = sp.sympify(activation, locals={"x": activations.x})
+        except Exception:  # noqa: BLE001  (SympifyError, SyntaxError, TokenError, AttributeError, ...)
+            expr = None
+        if expr is None or not isinstance(expr, sp.Expr) or expr.free_symbols != {activations.x}:
+            raise ParameterError("activation", f"unknown activation {activation!r}; allowed: "
+                                 f"{', '.join(activations.KNOWN)} or a SymPy expression in x")
+        return custom_kernels(expr)
+    return custom_kernels(activation)
+
+
+#: where a custom activation and its first two derivatives must be finite real numbers
+_PROBE = np.linspace(-12.0, 12.0, 241)
+#: bound on |phi|, |phi'|, |phi''| on the probe: rules out exp(x^2)-like growth (polynomials and exp(x) pass)
+_GROWTH_BOUND = 1e12
+
+
+def custom_kernels(expr: sp.Expr) -> ActivationKernels:
+    """Render the activation template for an arbitrary SymPy expression and load it in memory."""
+    from resprop.derive.codegen import render_activation_module
+
+    expr = expr.subs(sp.Symbol("x"), activations.x)
+    if expr.free_symbols != {activations.x}:
+        raise ParameterError("activation", f"expression must depend on x only, got {expr}")
+    name = "custom_" + hashlib.sha256(sp.srepr(expr).encode()).hexdigest()[:10]
+    try:
+        source = render_activation_module(name, expr)
+        mod = types.ModuleType(f"generated.{name}")
+        exec(compile(source, f"<generated {name}>", "exec"), mod.__dict__)
+        with np.errstate(all="ignore"):
+            values = [np.asarray(f(_PROBE)) for f in (mod.phi, mod.dphi, mod.ddphi)]
+    except Exception as exc:  # noqa: BLE001  (any failure to print or evaluate the expression)
+        raise ParameterError("activation", f"cannot generate kernels for {expr}: {type(exc).__name__}") from None
+    if not all(np.isrealobj(v) and np.all(np.isfinite(v)) for v in values):
+        raise ParameterError("activation", f"{expr} and its first two derivatives must be finite real numbers on "
+                                           "the real line (checked on [-12, 12])")
+    if max(float(np.max(np.abs(v))) for v in values) > _GROWTH_BOUND:
+        raise ParameterError("activation", f"{expr} grows too fast for its Gaussian expectations to exist at every "
+                                           f"variance (|phi|, |phi'| or |phi''| exceeds {_GROWTH_BOUND:g} on [-12, 12])")
+    return _from_module(name, mod)

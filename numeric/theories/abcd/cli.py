@@ -1,0 +1,29 @@
+"""`resprop` subcommands of the abcd theory (abcd ...): declared in its registry entry."""
+from __future__ import annotations
+
+import argparse
+
+from resprop.numeric.cli_support import emit, interrupted  # noqa: F401
+
+
+def cmd_abcd(args) -> int:
+    """Innocenti et al. abcd parameterisations: exact solution family, Table 2, or --check of one assignment."""
+    from resprop.numeric.theories.abcd.abcd import cli_abcd
+
+    return cli_abcd(args.check, args.json, reading=args.reading, widths=args.widths, depth=args.depth,
+                    gamma0=args.gamma0)
+
+
+def add_subcommands(sub) -> None:
+    """Add this theory's subcommands to the ``resprop`` parser's sub-parsers."""
+    p = sub.add_parser("abcd", help="Innocenti et al. (2025) abcd parameterisations: exact family, Table 2, --check")
+    p.add_argument("--check", nargs="+", metavar="KEY=VALUE", default=None,
+                   help="exponents a1 b1 a b c d (rationals, e.g. a=1/2), optional alpha and nu (N = L^nu)")
+    p.add_argument("--reading", choices=["paper", "literal"], default="paper",
+                   help="paper: every layer's own update at order one (eq. 15); literal: total dh/dt = Theta(1)")
+    p.add_argument("--widths", nargs="+", type=float, default=None, metavar="N",
+                   help="evaluate the PC-specific rates on the eq.-15 family at these widths (N >= 1)")
+    p.add_argument("--depth", type=int, default=3, help="depth L for --widths (>= 2)")
+    p.add_argument("--gamma0", type=float, default=1.0, help="output-scale constant gamma_0 for --widths (> 0)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_abcd)

@@ -1,0 +1,106 @@
+"""`resprop` subcommands of the lognormal theory (j2bar ...): declared in its registry entry."""
+from __future__ import annotations
+
+import argparse
+
+from resprop.numeric.cli_support import emit, interrupted  # noqa: F401
+
+
+def cmd_j2bar(args) -> int:
+    """J2-bar(theta) at --digits digits: derived closed form and 2-D quadrature of eq. (23), as decimal strings."""
+    import mpmath as mp
+
+    from resprop.numeric.engine.mp_checks import j2bar_closed_mp, j2bar_quadrature_mp
+    from resprop.numeric.engine.validation import ParameterError
+
+    digits = args.digits
+    if not 1 <= digits <= 100:
+        raise ParameterError("digits", f"must be an integer in [1, 100], got {digits}")
+    out = {"theta": [], "closed_form": [], "quadrature": []}
+    with mp.workdps(digits + 10):
+        for text in args.theta:
+            try:
+                theta = mp.mpf(text)
+            except (ValueError, TypeError):
+                raise ParameterError("theta", f"must be a number in [0, pi], got {text!r}") from None
+            if not 0 <= theta <= mp.pi:
+                raise ParameterError("theta", f"must lie in [0, pi], got {text}")
+            out["theta"].append(mp.nstr(theta, digits))
+            out["closed_form"].append(mp.nstr(j2bar_closed_mp(theta, digits), digits))
+            out["quadrature"].append(mp.nstr(j2bar_quadrature_mp(theta, digits), digits))
+    if args.json:
+        print(json.dumps(out))
+    else:
+        for t, c, q in zip(out["theta"], out["closed_form"], out["quadrature"]):
+            print(f"theta={t}  closed_form={c}  quadrature={q}")
+    return 0
+def cmd_log_gaussian(args) -> int:
+    """Li-Nica-Roy E[G], Var[G]: theory (Thm 1 / Thm 4) and, with --simulate, Monte Carlo with SEs."""
+    from resprop.numeric.theories.lognormal import log_gaussian as lg
+    from resprop.numeric.engine import monte_carlo as mc
+    from resprop.numeric.engine import validation as V
+    lg.check_architecture(args.n, args.d, args.alpha, args.lam)
+    V.integer("hypo_samples", args.hypo_samples, 2)
+    sim = None
+    hypo = args.hypo_constant
+    hypo_source = "given" if hypo is not None else None
+    def alive(s):  # with alpha = 0 a network dies (z = 0, G = -inf) when all n ReLUs of a layer are off
+        dead = int(np.count_nonzero(~np.isfinite(s.G)))
+        if dead:
+            raise V.ParameterError("alpha, n", f"{dead} of {s.samples} simulated networks died (alpha = 0 and all "
+                                               f"n = {s.n} ReLUs of a layer off, probability 2^-n per layer), so "
+                                               "E[G] = -inf; use alpha != 0 or a larger n")
+        return s
+
+    if args.simulate:
+        sim = alive(mc.simulate_log_gaussian(n=args.n, d=args.d, alpha=args.alpha, lam=args.lam,
+                                             balanced=args.balanced, samples=args.samples, seed=args.seed))
+    if not args.balanced and hypo is None:
+        est = sim if sim is not None else alive(mc.simulate_log_gaussian(
+            n=args.n, d=args.d, alpha=args.alpha, lam=args.lam, samples=args.hypo_samples, seed=args.seed))
+        hyp = mc.hypoactivation(est)
+        hypo, hypo_source = float(hyp["C_hat"]), f"Monte Carlo ({est.samples} samples, seed {args.seed})"
+        hypo_se = float(hyp["C_hat_se"])
+    th = lg.theory(args.n, args.d, args.alpha, args.lam, balanced=args.balanced, hypo_constant=hypo)
+    theory = {"mean_G": th["mean_G"], "var_G": th["var_G"], "beta": th["beta"], "c": th["c"],
+              "I_total": th["I_total"], "h_total": th["h_total"]}
+    if not args.balanced:
+        theory["hypo_constant"] = hypo
+        theory["hypo_constant_source"] = hypo_source
+        if hypo_source != "given":
+            theory["hypo_constant_se"] = hypo_se
+    out = {"theory": theory}
+    if sim is not None:
+        g = mc.g_moments(sim)
+        out["simulation"] = {k: float(g[k]) for k in ("mean_G", "mean_G_se", "var_G", "var_G_se")}
+        out["simulation"].update(samples=sim.samples, seed=args.seed)
+    if args.json:
+        print(json.dumps(out))
+    else:
+        for part, vals in out.items():
+            print(part + ": " + ", ".join(f"{k}={v}" for k, v in vals.items()))
+    return 0
+
+
+def add_subcommands(sub) -> None:
+    """Add this theory's subcommands to the ``resprop`` parser's sub-parsers."""
+    p = sub.add_parser("j2bar", help="Li-Nica-Roy J2-bar(theta): closed form vs 2-D mpmath quadrature")
+    p.add_argument("theta", nargs="+", help="angles in [0, pi]")
+    p.add_argument("--digits", type=int, default=30)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_j2bar)
+    p = sub.add_parser("log-gaussian", help="Li-Nica-Roy E[G], Var[G]: theory and Monte Carlo")
+    p.add_argument("--n", type=int, required=True, help="hidden width (>= 2)")
+    p.add_argument("--d", type=int, required=True, help="number of residual layers (>= 1)")
+    p.add_argument("--alpha", type=float, required=True, help="skip coefficient")
+    p.add_argument("--lam", type=float, required=True, help="residual-branch coefficient (>= 0)")
+    p.add_argument("--balanced", action="store_true", help="balanced ResNet (random activation signs, Thm 4)")
+    p.add_argument("--simulate", action="store_true", help="add a Monte Carlo estimate with standard errors")
+    p.add_argument("--samples", type=int, default=5000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--hypo-constant", type=float, default=None,
+                   help="C_{alpha,lambda} of Prop. 2 (default: estimated by Monte Carlo)")
+    p.add_argument("--hypo-samples", type=int, default=2000,
+                   help="samples for estimating C_{alpha,lambda} when neither --hypo-constant nor --simulate")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_log_gaussian)

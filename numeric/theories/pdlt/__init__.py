@@ -1,0 +1,21 @@
+"""Roberts, Yaida & Hanin: residual MLPs (The Principles of Deep Learning Theory, App. B) (Roberts, Yaida & Hanin (2022), The Principles of Deep Learning Theory, Appendix B).
+
+The theory's registry entry: see resprop.registry and docs/adding-a-theory.md."""
+from resprop.registry import Theory
+
+THEORY = Theory(
+    slug="pdlt",
+    title="Roberts, Yaida & Hanin: residual MLPs (The Principles of Deep Learning Theory, App. B)",
+    citation="Roberts, Yaida & Hanin (2022), The Principles of Deep Learning Theory, Appendix B",
+    paper="pdlt_appB",
+    citation_tex="Roberts, Yaida \\& Hanin (2022), The Principles of Deep Learning Theory, Appendix B",
+    summary="Residual MLPs at criticality: kernel and four-point vertex recursions, nu(gamma), optimal aspect ratio r*.",
+    derivations={"pdlt": "resprop.derive.theories.pdlt:derive_residual_mlp"},
+    cli="resprop.numeric.theories.pdlt.cli:add_subcommands",
+    subcommands=('nu',),
+    claims="resprop.numeric.theories.pdlt.claims:claims",
+    figures="resprop.numeric.theories.pdlt.figures:make_figures",
+    generated_shared=('gauss_hermite.py',),
+    steps=7,
+    docs="docs/quickstart/pdlt.md",
+)

@@ -1,0 +1,173 @@
+"""Numeric driver for PDLT Appendix B (residual MLPs): criticality, nu(gamma), r*(gamma), gamma*(r), xi(gamma).
+
+Formulas are the generated kernels of `resprop.generated.pdlt` (derived in `derive/residual_mlp.py`);
+Gaussian expectations of the activation come from the generated composite Gauss--Legendre rule.
+
+Activation classes (PDLT §5): ``relu``, ``linear`` and ``leaky_relu:s`` are scale-invariant with
+(a_+, a_-) = (1, 0), (1, 1), (1, s); ``tanh`` and ``erf`` are smooth odd activations of the K* = 0 class.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import erf
+
+import resprop.generated.pdlt as pr
+from resprop.generated.gauss_hermite import expect1
+
+from resprop.numeric.engine import validation as V
+from resprop.numeric.engine.validation import ParameterError
+
+__all__ = ["ActivationClass", "activation_class", "check_gamma", "critical_C_W", "nu", "r_star", "gamma_star",
+           "vertex_trajectory", "xi_from_correlators", "ACTIVATION_CLASSES"]
+
+ACTIVATION_CLASSES = ("relu", "linear", "leaky_relu:<slope>", "tanh", "erf")
+
+
+@dataclass(frozen=True)
+class ActivationClass:
+    name: str
+    kind: str  # "scale_invariant" or "k0"
+    a_plus: float = 1.0
+    a_minus: float = 0.0
+    sigma1: float = 1.0
+    a1: float = 0.0
+
+    def sigma(self, z: np.ndarray) -> np.ndarray:
+        if self.kind == "scale_invariant":
+            return np.where(z > 0, self.a_plus * z, self.a_minus * z)
+        return np.tanh(z) if self.name == "tanh" else erf(z)
+
+
+def activation_class(spec: str) -> ActivationClass:
+    """Parse ``relu | linear | leaky_relu:<s> | tanh | erf``; anything else names the allowed classes."""
+    allowed = ", ".join(ACTIVATION_CLASSES)
+    if not isinstance(spec, str):
+        raise ParameterError("activation", f"must be one of {allowed}, got {spec!r}")
+    if spec == "relu":
+        return ActivationClass("relu", "scale_invariant", 1.0, 0.0)
+    if spec == "linear":
+        return ActivationClass("linear", "scale_invariant", 1.0, 1.0)
+    if spec.startswith("leaky_relu:"):
+        try:
+            s = float(spec.split(":", 1)[1])
+        except ValueError:
+            raise ParameterError("activation", f"leaky_relu needs a numeric slope, e.g. leaky_relu:0.1, got {spec!r}") \
+                from None
+        if not np.isfinite(s):
+            raise ParameterError("activation", f"leaky_relu slope must be finite, got {spec!r}")
+        return ActivationClass(spec, "scale_invariant", 1.0, s)
+    if spec in ("tanh", "erf"):
+        return ActivationClass(spec, "k0", sigma1=float(getattr(pr, f"sigma1_{spec}")()),
+                               a1=float(getattr(pr, f"a1_{spec}")()))
+    raise ParameterError("activation", f"unknown activation class {spec!r}; allowed: {allowed}")
+
+
+def check_gamma(gamma) -> np.ndarray:
+    g = V.real("gamma", gamma)
+    if np.any((g < 0) | (g >= 1)):
+        raise ParameterError("gamma", f"must lie in [0, 1) (criticality needs gamma^2 < 1), got {g[(g < 0) | (g >= 1)]}")
+    return g
+
+
+def _unit_slopes(ac: ActivationClass) -> tuple[float, float]:
+    """(a_+, a_-) / max(|a_+|, |a_-|): nu and gamma* are homogeneous of degree 0 in the slopes, and the unit
+    scale keeps a_-^4 in float64 range for any finite leaky slope."""
+    m = max(abs(ac.a_plus), abs(ac.a_minus))
+    return ac.a_plus / m, ac.a_minus / m
+
+
+def critical_C_W(gamma, activation: str) -> np.ndarray:
+    """C_W(gamma): B.20 (scale-invariant) or B.21 (K* = 0); C_b = 0 in both."""
+    g, ac = check_gamma(gamma), activation_class(activation)
+    if ac.kind == "scale_invariant":
+        with np.errstate(all="ignore"):
+            out = pr.critical_C_W_scale_invariant(g, np.float64(ac.a_plus), np.float64(ac.a_minus))
+        if np.any(~np.isfinite(out) | ((out == 0) & (g < 1))):
+            raise ParameterError("activation", f"the critical C_W = 2(1 - gamma^2)/(a_+^2 + a_-^2) of {ac.name} is "
+                                               "outside the float64 range; use a leaky slope of moderate size")
+        return out
+    return pr.critical_C_W_k0(g, ac.sigma1)
+
+
+def nu(gamma, activation: str) -> np.ndarray:
+    """nu(gamma) of B.29 or B.35."""
+    g, ac = check_gamma(gamma), activation_class(activation)
+    if ac.kind == "scale_invariant":
+        return pr.nu_scale_invariant(g, *_unit_slopes(ac))
+    return pr.nu_k0(g)
+
+
+def r_star(gamma, activation: str, n_out: int = 1) -> np.ndarray:
+    """Optimal aspect ratio r*(gamma) = 4/((20 + 3 n_L) nu(gamma)) (B.36)."""
+    n_out = V.integer("n_out", n_out, minimum=1)
+    return pr.r_star(nu(gamma, activation), n_out)
+
+
+def gamma_star(r, activation: str, n_out: int = 1) -> np.ndarray:
+    """Inverse of r*(gamma): 0 for r <= r*(0), where the criterion cannot be met (§B.3)."""
+    r = V.positive("r", r)
+    n_out = V.integer("n_out", n_out, minimum=1)
+    ac = activation_class(activation)
+    r0 = r_star(0.0, activation, n_out)
+    # the bare kernels (.unchecked): r below r*(0), where the generated functions refuse, is masked to 0 below
+    with np.errstate(invalid="ignore", over="ignore"):
+        if ac.kind == "scale_invariant":
+            g = pr.gamma_star_scale_invariant.unchecked(r, float(n_out), *map(float, _unit_slopes(ac)))
+        else:
+            g = pr.gamma_star_k0.unchecked(r, float(n_out))
+    # 1 - gamma*^2 ~ 3/((20 + 3 n_L) r): gamma* rounds to 1 in float64 long before the formula overflows
+    g = np.where(r >= 1e20, 1.0, np.minimum(g, 1.0))
+    return np.where(r <= r0, 0.0, g)
+
+
+#: vertex_trajectory evaluates three 1-D quadratures per layer (~0.3 ms): 10^5 layers take about half a minute
+MAX_TRAJECTORY_DEPTH = 10**5
+
+
+def _moments(ac: ActivationClass, K: float) -> dict[str, float]:
+    s = ac.sigma
+    return {"sigma_sq": float(expect1(lambda z: s(z) ** 2, K)),
+            "sigma_sq_z_sq": float(expect1(lambda z: s(z) ** 2 * z**2, K)),
+            "sigma_4": float(expect1(lambda z: s(z) ** 4, K))}
+
+
+def vertex_trajectory(activation: str, *, gamma: float, depth: int, K1: float = 1.0, C_W: float | None = None,
+                      C_b: float = 0.0) -> dict[str, np.ndarray]:
+    """Iterate the kernel (B.12) and four-point vertex (B.26) recursions from V^(1) = 0.
+
+    Returns K^(l), V^(l) and V^(l)/K^(l)^2 for l = 1..depth (V/(n K^2) = that / n).  C_W defaults to
+    the critical C_W(gamma).
+    """
+    ac = activation_class(activation)
+    g = check_gamma(gamma)
+    if g.ndim:
+        raise ParameterError("gamma", f"must be a scalar here, got shape {g.shape}")
+    g = float(g)
+    depth = V.integer("depth", depth, minimum=1, maximum=MAX_TRAJECTORY_DEPTH)
+    K1 = float(V.positive("K1", K1))
+    C_b = float(V.nonnegative("C_b", C_b))
+    C_W = float(critical_C_W(g, activation)) if C_W is None else float(V.positive("C_W", C_W))
+    K = np.empty(depth)
+    Vv = np.empty(depth)
+    K[0], Vv[0] = K1, 0.0
+    try:
+        for l in range(depth - 1):
+            m = _moments(ac, K[l])
+            chi = pr.chi_parallel(g, C_W, m["sigma_sq_z_sq"], K[l], m["sigma_sq"])
+            Vv[l + 1] = pr.four_point_update(Vv[l], K[l], C_W, g, chi, m["sigma_4"], m["sigma_sq"])
+            K[l + 1] = pr.kernel_update(C_b, C_W, m["sigma_sq"], g, K[l])
+    except ParameterError:  # inputs are valid here, so a generated kernel can only object to float64 overflow
+        raise ParameterError("K1, C_W, C_b, gamma, depth", "K^(l) or V^(l) leaves the float64 range (overflow); "
+                                                           "use values of moderate size") from None
+    if not (np.all(np.isfinite(K)) and np.all(np.isfinite(Vv)) and np.all(K > 0)):
+        raise ParameterError("K1, C_W, C_b, gamma, depth", "K^(l) or V^(l) leaves the float64 range (overflow or "
+                                                           "underflow); use values of moderate size")
+    return {"K": K, "V": Vv, "V_over_K2": Vv / K**2, "layers": np.arange(1, depth + 1), "C_W": C_W}
+
+
+def xi_from_correlators(gamma, G_RR, G_Rz, G_zz) -> np.ndarray:
+    """B.45: the residual weight xi that preserves the measured two-point correlator."""
+    g = check_gamma(gamma)
+    return pr.xi_recipe(g, V.positive("G_RR", G_RR), V.real("G_Rz", G_Rz), V.positive("G_zz", G_zz))

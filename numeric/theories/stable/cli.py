@@ -1,0 +1,31 @@
+"""`resprop` subcommands of the stable theory (stable-kernel ...): declared in its registry entry."""
+from __future__ import annotations
+
+import argparse
+
+from resprop.numeric.cli_support import emit, interrupted  # noqa: F401
+
+
+def cmd_stable_kernel(args) -> int:
+    """Hayou et al. NNGP/NTK for two unit inputs at --angle, in natural logs so deep unscaled nets stay finite."""
+    from resprop.numeric.theories.stable.stable_resnet import two_input_kernels
+
+    res = two_input_kernels(args.depth, args.scaling, angle=args.angle, sigma_w2=args.sigma_w2,
+                            sigma_b2=args.sigma_b2, d_in=args.d_in, progress=not args.quiet)
+    emit({k: res[k] for k in ("depth", "log_Q_diag", "correlation", "log_ntk_diag")}, args.json)
+    return 0
+
+
+def add_subcommands(sub) -> None:
+    """Add this theory's subcommands to the ``resprop`` parser's sub-parsers."""
+    p = sub.add_parser("stable-kernel", help="Hayou et al. Stable ResNet NNGP/NTK (log diagonal, correlation)")
+    p.add_argument("--depth", type=int, nargs="+", required=True)
+    p.add_argument("--scaling", default="uniform",
+                   help="unscaled, uniform (1/sqrt(L)), decreasing (1/(sqrt(l) log(l+1))) or a SymPy expression in l, L")
+    p.add_argument("--angle", type=float, default=1.0, help="angle between the two unit inputs, in [0, pi]")
+    p.add_argument("--sigma-w2", type=float, default=2.0)
+    p.add_argument("--sigma-b2", type=float, default=0.0)
+    p.add_argument("--d-in", type=int, default=2, help="input dimension d in Q_0 = sigma_b^2 + sigma_w^2 x.x'/d")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
+    p.set_defaults(func=cmd_stable_kernel)

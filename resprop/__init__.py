@@ -1,0 +1,13 @@
+"""resprop: derive, generate and verify the theory of signal propagation in residual networks.
+
+The import packages are ``resprop.derive`` (SymPy derivations), ``resprop.generated`` (NumPy kernels written by
+``resprop derive``), ``resprop.numeric`` (numeric drivers, Monte Carlo, report, CLI) and ``resprop.templates``
+(the Jinja2 templates).  In the source tree they are the top-level folders ``derive/``, ``generated/``,
+``numeric/`` and ``templates/`` (mapped with setuptools ``package-dir``).
+"""
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("resprop")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree without an install
+    __version__ = "0+unknown"

@@ -1,0 +1,196 @@
+"""The theory registry: one entry per theory, and every list of theories in resprop is read from here.
+
+A theory is a folder ``numeric/theories/<slug>/`` whose ``__init__.py`` declares ``THEORY = Theory(...)``: its
+slug, title and citation, its derivations (``derive/theories/<name>.py``; each becomes ``generated/<name>.py`` and
+a LaTeX document), its CLI subcommands, its report claims and its figures.  ``BUILTIN`` below lists the packages
+of the five theories of the seed papers; :func:`register` adds one at run time (a test's example theory, a
+notebook), and installed distributions can add one through the ``resprop.theories`` entry-point group (the
+entry point names the package that holds ``THEORY``).
+
+Everything here is referenced by dotted name (``"package.module:function"``) and imported only when used, so
+``resprop derive`` can regenerate a theory's kernels before its numeric code (which imports them) is importable.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any, Callable
+
+#: the built-in theories, in report order (one line per theory: the "registry entry")
+BUILTIN = (
+    "resprop.numeric.theories.fischer",
+    "resprop.numeric.theories.lognormal",
+    "resprop.numeric.theories.pdlt",
+    "resprop.numeric.theories.stable",
+    "resprop.numeric.theories.abcd",
+)
+
+#: the shared foundation (not a theory): Gaussian expectations used by several theories
+FOUNDATION = {"gaussian": "resprop.derive.gaussian:derive_gaussian"}
+FOUNDATION_PAPERS = {"cho_saul2009": "Cho \\& Saul (2009), Kernel methods for deep learning"}
+
+_SLUG = re.compile(r"^[a-z][a-z0-9]*$")
+
+
+class UnknownTheoryError(ValueError):
+    """A theory slug that is not registered (names the parameter and the allowed slugs)."""
+
+
+def resolve(ref: str) -> Any:
+    """``"package.module:attribute"`` -> the attribute (imported now)."""
+    module, _, attr = ref.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in attr.split(".") if attr else ():
+        obj = getattr(obj, part)
+    return obj
+
+
+@dataclass(frozen=True)
+class Theory:
+    """Everything resprop knows about one theory, declared once in ``numeric/theories/<slug>/__init__.py``.
+
+    ``derivations`` maps each derivation name (the stem of ``generated/<name>.py`` and ``latex/<name>.tex``) to
+    the ``"module:function"`` returning its :class:`resprop.derive.results.Derivation`.  ``cli`` is a
+    ``"module:function"`` called with argparse's sub-parsers object to add ``subcommands``.  ``claims`` is a
+    ``"module:function"`` ``(quick, step) -> (claims, extra)`` giving the report's claims; ``figures`` a
+    ``"module:function"`` ``(out_dir, quick=..., seed=...) -> [paths]`` drawing the theory's PNGs (names start
+    with the slug).  ``cross_claims`` (optional) gives claims that compare this theory with others; they run
+    when any of ``cross_with`` (or this theory) is reproduced.  ``figures_before_claims``: the claims read a file
+    the figures write (``figures_dir``), so the report draws the figures first.  ``generated_shared`` lists generated files
+    outside its own derivations that its numbers depend on (for the report's freshness row).
+    """
+
+    slug: str
+    title: str
+    citation: str
+    paper: str
+    citation_tex: str
+    derivations: dict[str, str]
+    summary: str = ""
+    cli: str | None = None
+    subcommands: tuple[str, ...] = ()
+    claims: str | None = None
+    figures: str | None = None
+    cross_claims: str | None = None
+    cross_with: tuple[str, ...] = ()
+    generated_shared: tuple[str, ...] = ()
+    figures_before_claims: bool = False
+    steps: int = 1
+    docs: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not _SLUG.match(self.slug):
+            raise ValueError(f"slug: must match {_SLUG.pattern} (one lower-case word), got {self.slug!r}")
+        if not self.derivations:
+            raise ValueError(f"derivations: theory {self.slug!r} declares none")
+
+    @property
+    def generated_files(self) -> tuple[str, ...]:
+        """Its files under generated/ (relative): one kernel module and one LaTeX document per derivation."""
+        own = tuple(f for name in self.derivations for f in (f"{name}.py", f"latex/{name}.tex"))
+        return own + tuple(self.generated_shared)
+
+    def derivation(self, name: str):
+        return resolve(self.derivations[name])()
+
+    def load(self, what: str) -> Callable:
+        ref = getattr(self, what)
+        if ref is None:
+            raise ValueError(f"{what}: theory {self.slug!r} declares no {what}")
+        return resolve(ref)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"slug": self.slug, "title": self.title, "citation": self.citation, "summary": self.summary,
+                "derivations": list(self.derivations), "subcommands": list(self.subcommands),
+                "generated": list(self.generated_files), "docs": self.docs}
+
+
+_REGISTERED: dict[str, Theory] = {}
+_LOADED = False
+
+
+def _load() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    found: list[Theory] = [importlib.import_module(pkg).THEORY for pkg in BUILTIN]
+    for ep in entry_points(group="resprop.theories"):
+        found.append(importlib.import_module(ep.value).THEORY)
+    for th in found:
+        _add(th)
+    _LOADED = True
+
+
+def _add(theory: Theory) -> None:
+    if not isinstance(theory, Theory):
+        raise TypeError(f"theory: expected a resprop.registry.Theory, got {type(theory).__name__}")
+    clash = [name for other in _REGISTERED.values() if other.slug != theory.slug for name in theory.derivations
+             if name in other.derivations or name in FOUNDATION]
+    if clash:
+        raise ValueError(f"derivations: {clash} already belong to another theory or the foundation")
+    _REGISTERED[theory.slug] = theory
+
+
+def register(theory: Theory) -> Theory:
+    """Add (or replace) a theory at run time; returns it.  See docs/adding-a-theory.md."""
+    _load()
+    _add(theory)
+    return theory
+
+
+def unregister(slug: str) -> None:
+    """Remove a run-time theory (tests use this to clean up)."""
+    _load()
+    _REGISTERED.pop(slug, None)
+
+
+def theories() -> dict[str, Theory]:
+    """All registered theories by slug, in report order."""
+    _load()
+    return dict(_REGISTERED)
+
+
+def slugs() -> tuple[str, ...]:
+    return tuple(theories())
+
+
+def theory(slug: str) -> Theory:
+    try:
+        return theories()[slug]
+    except KeyError:
+        raise UnknownTheoryError(f"theory: unknown theory {slug!r}; allowed: {', '.join(theories())}") from None
+
+
+def derivations() -> dict[str, tuple[str, str]]:
+    """Every derivation, foundation first: name -> (``"module:function"``, theory slug or "foundation")."""
+    out = {name: (ref, "foundation") for name, ref in FOUNDATION.items()}
+    for th in theories().values():
+        out.update({name: (ref, th.slug) for name, ref in th.derivations.items()})
+    return out
+
+
+def derivation(name: str):
+    """The :class:`~resprop.derive.results.Derivation` called ``name`` (a generated module's stem)."""
+    table = derivations()
+    if name not in table:
+        raise UnknownTheoryError(f"derivation: unknown derivation {name!r}; allowed: {', '.join(table)}")
+    return resolve(table[name][0])()
+
+
+def derivation_source(name: str) -> str:
+    """Path of the module defining derivation ``name``, relative to the source tree (e.g. derive/theories/x.py)."""
+    module = derivations()[name][0].partition(":")[0]
+    parts = module.split(".")
+    if parts[0] == "resprop":
+        parts = parts[1:]
+    return "/".join(parts) + ".py"
+
+
+def papers() -> dict[str, str]:
+    """Paper key -> TeX citation, for every theory and the foundation."""
+    out = dict(FOUNDATION_PAPERS)
+    out.update({th.paper: th.citation_tex for th in theories().values()})
+    return out
