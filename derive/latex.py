@@ -56,3 +56,9 @@ def export_latex(out: Path) -> list[Path]:
         p.write_text(render_latex_document(registry.derivation(name), registry.derivation_source(name)))
         paths.append(p)
     return paths
+
+
+def __getattr__(name: str):
+    if name == "LATEX_NAMES":  # the merged table, built on first use (theories are found through the registry)
+        return latex_names()
+    raise AttributeError(name)
