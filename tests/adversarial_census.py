@@ -59,7 +59,7 @@ def _preload(cases) -> None:
 
     for name in ("resprop.numeric.cli", "resprop.numeric.theories.fischer.field_theory", "resprop.numeric.theories.fischer.fluctuations", "resprop.numeric.theories.stable.stable_resnet",
                  "resprop.numeric.theories.lognormal.log_gaussian", "resprop.numeric.theories.pdlt.residual_mlp", "resprop.numeric.theories.stable.residual_ntk", "resprop.numeric.engine.monte_carlo",
-                 "resprop.numeric.sweep.runner", "resprop.numeric.report.reproduce", "resprop.derive.registry", "resprop.generated.gaussian", "resprop.generated.fischer",
+                 "resprop.numeric.sweep.runner", "resprop.numeric.report.reproduce", "resprop.registry", "resprop.generated.gaussian", "resprop.generated.fischer",
                  "resprop.generated.lognormal", "resprop.generated.pdlt", "resprop.generated.stable"):
         try:
             importlib.import_module(name)

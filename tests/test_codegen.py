@@ -6,7 +6,9 @@ import pytest
 import sympy as sp
 
 from resprop.derive.codegen import content_hash, generated_files, recorded_hash_problem, stale_files, write_generated
-from resprop.derive.registry import THEORIES, derivation
+from resprop.registry import derivation, derivations
+
+THEORIES = derivations()  # every derivation (foundation first), by name
 
 
 @pytest.fixture(scope="module")

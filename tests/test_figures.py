@@ -1,4 +1,4 @@
-"""Smoke tests of the reproduction figures (resprop.numeric.report.figures) in quick mode, plus the histogram helper."""
+"""Smoke tests of the Li-Nica-Roy and PDLT reproduction figures in quick mode, plus the histogram helper."""
 import hashlib
 import math
 
@@ -6,7 +6,16 @@ import matplotlib.image as mpimg
 import numpy as np
 import pytest
 
-from resprop.numeric.report.figures import FIGURE_NAMES, histogram_density, log_output_norm_sq, make_figures
+from resprop.numeric.report.plotting import histogram_density
+from resprop.numeric.theories.lognormal import figures as lognormal_figures
+from resprop.numeric.theories.lognormal.figures import log_output_norm_sq
+from resprop.numeric.theories.pdlt import figures as pdlt_figures
+
+FIGURE_NAMES = lognormal_figures.FIGURE_NAMES + pdlt_figures.FIGURE_NAMES
+
+
+def make_figures(out, **kw):
+    return lognormal_figures.make_figures(out, **kw) + pdlt_figures.make_figures(out, **kw)
 from resprop.numeric.engine.monte_carlo import simulate_log_gaussian
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -55,7 +64,7 @@ def test_histogram_density_integrates_to_one():
 def test_log_output_norm_sq_rescales_to_unit_input():
     # d = 1 with alpha = 1, lam = 0: z^1 = z^0 ~ N(0, I_n) (||x||^2 = n_in), so ||z_out||^2 ~ (||z^0||^2/n) chi^2_{n_out};
     # after the rescaling to ||x|| = 1 the mean of ||z_out||^2 is n_out / n_in.
-    s = simulate_log_gaussian(n=50, d=1, alpha=1.0, lam=0.0, samples=20000, seed=1, n_out=10)
+    s = simulate_log_gaussian(width=50, depth=1, alpha=1.0, lam=0.0, samples=20000, seed=1, n_out=10)
     y = log_output_norm_sq(s, n_in=10)
     assert y.shape == (20000,)
     m = np.exp(y).mean()

@@ -21,7 +21,9 @@ import sympy as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from resprop.derive.registry import THEORIES, derivation
+from resprop.registry import derivation, derivations
+
+THEORIES = derivations()  # every derivation (foundation first), by name
 from resprop.numeric.engine.validation import ParameterError
 
 SETTINGS = settings(derandomize=True, max_examples=25, deadline=None, database=None,

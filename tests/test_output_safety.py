@@ -68,7 +68,7 @@ def snapshot(path: Path) -> dict[str, bytes]:
 def fast_builders(monkeypatch):
     """Cheap stand-ins for the slow builders of latex, figures and reproduce; ``calls`` counts their runs."""
     import resprop.derive.latex
-    import resprop.numeric.report.figures
+    import resprop.numeric.theories.lognormal.figures as lognormal_figures
     import resprop.numeric.report.reproduce as R
 
     calls = []
@@ -86,8 +86,8 @@ def fast_builders(monkeypatch):
         calls.append("figures")
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "lnr_x.png").write_bytes(b"\x89PNG fake " + str(len(calls)).encode())
-        return [out / "lnr_x.png"]
+        (out / "lognormal_x.png").write_bytes(b"\x89PNG fake " + str(len(calls)).encode())
+        return [out / "lognormal_x.png"]
 
     def build(work, theories, quick, quiet, check_generated, build_pdf):
         calls.append("reproduce")
@@ -98,7 +98,7 @@ def fast_builders(monkeypatch):
                 "cross_theory": {"rows": []}}
 
     monkeypatch.setattr(resprop.derive.latex, "export_latex", export_latex)
-    monkeypatch.setattr(resprop.numeric.report.figures, "make_figures", make_figures)
+    monkeypatch.setattr(lognormal_figures, "make_figures", make_figures)
     monkeypatch.setattr(R, "_build", build)
     monkeypatch.setattr(R, "render_html", lambda report: "<!doctype html><title>report</title>")
     return calls
@@ -107,7 +107,7 @@ def fast_builders(monkeypatch):
 COMMANDS = {
     "reproduce": lambda out: ["reproduce", "fischer", "--out", str(out), "--quick", "--quiet"],
     "latex": lambda out: ["latex", "--out", str(out)],
-    "figures": lambda out: ["figures", "--out", str(out), "--only", "lnr_pdlt", "--quiet"],
+    "figures": lambda out: ["figures", "--out", str(out), "--only", "lognormal", "--quiet"],
 }
 
 
@@ -345,7 +345,7 @@ def test_signal_during_sweep_keeps_the_previous_output(sig, suffix, tmp_path, ti
 
 # --------------------------------------------------------------------------- sweep specs: validated up front
 @pytest.mark.parametrize("spec,key", [
-    ({"kind": "rho_star", "grid": {"depth": [10, 2_000_000]}, "fixed": {"k0": 0.1, "sigma_w2": 1.0,
+    ({"kind": "rho_star", "grid": {"depth": [10, 2_000_000]}, "fixed": {"input_kernel": 0.1, "sigma_w2": 1.0,
                                                                        "sigma_b2": 0.0}}, "grid.depth"),
     ({"kind": "log_gaussian", "grid": {"alpha": [1.0, 1e100]}, "fixed": {"n": 4, "d": 2, "lam": 1.0,
                                                                         "samples": 10}}, "grid.alpha, fixed.lam"),

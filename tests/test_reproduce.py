@@ -104,7 +104,7 @@ def test_theory_names_and_formatting():
 def test_stale_generated_tree_is_a_failed_row_and_exit_1(tmp_path, monkeypatch, capsys):
     import resprop.derive.codegen as codegen
 
-    monkeypatch.setattr(codegen, "stale_files", lambda: {"pdlt_residual.py": "--- diff", "log_gaussian.py": "x"})
+    monkeypatch.setattr(codegen, "stale_files", lambda: {"pdlt.py": "--- diff", "lognormal.py": "x"})
     out = tmp_path / "report"
     assert main(["reproduce", "pdlt", "--out", str(out), "--quick", "--quiet"]) == 1
     err = capsys.readouterr().err
@@ -112,12 +112,12 @@ def test_stale_generated_tree_is_a_failed_row_and_exit_1(tmp_path, monkeypatch, 
     assert "%|" not in err  # --quiet: no progress bars
     report = json.loads((out / "report.json").read_text())
     first = report["theories"]["pdlt"]["rows"][0]
-    assert first["verdict"] == "FAILS" and first["details"]["stale_files"] == ["pdlt_residual.py"]
+    assert first["verdict"] == "FAILS" and first["details"]["stale_files"] == ["pdlt.py"]
     assert report["generated"]["fresh"] is False and report["summary"]["fails"] == 1
     # everything else still ran: the other rows, the figures, the documents and the cross-theory checks
     assert all(r["verdict"] != "FAILS" for r in report["theories"]["pdlt"]["rows"][1:])
     assert report["theories"]["pdlt"]["figures"] and report["cross_theory"]["rows"]
-    assert "generated/: STALE: log_gaussian.py, pdlt_residual.py" in (out / "index.html").read_text()
+    assert "generated/: STALE: lognormal.py, pdlt.py" in (out / "index.html").read_text()
     assert _strays(out) == []
 
 
