@@ -1,25 +1,61 @@
-"""LaTeX export: one document per theory, each result an equation tagged with the paper's number."""
+"""LaTeX export: one document per theory, each result an equation tagged with the paper's number.
+
+The printer takes every symbol's LaTeX from the declarations the derivation carries (``Derivation.symbols``,
+see :mod:`derive.symbols`), so this module knows no theory: Gaussian expectations print as
+``\\langle \\sigma^{2} \\rangle_{K^{(\\ell)}}``, per-layer inputs with their layer as a superscript, and
+products by juxtaposition (``\\cdot`` only between two numbers).
+"""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import sympy as sp
+from sympy.printing.latex import LatexPrinter
 
-from . import abcd, field_theory, gaussian, log_gaussian, predictive_coding, residual_mlp, stable_resnet
 from .registry import PAPERS, THEORIES, derivation
 from .results import Derivation, Result
 
-#: symbol -> LaTeX name; each name parses back (sympy.parsing.latex) to an expression of plain symbols
-LATEX_NAMES: dict[sp.Symbol, str] = {**gaussian.LATEX_NAMES, **field_theory.LATEX_NAMES,
-                                       **log_gaussian.LATEX_NAMES, **residual_mlp.LATEX_NAMES,
-                                       **stable_resnet.LATEX_NAMES,
-                                       **predictive_coding.LATEX_NAMES,
-                                       **abcd.LATEX_NAMES}
+
+#: a LaTeX name that takes a power without parentheses: one letter or command, primes, one subscript
+_SIMPLE = re.compile(r"^\\?[A-Za-z]+'*(_\{[^{}]*\})?$")
 
 
-def equation_tex(result: Result) -> str:
-    names = {s: LATEX_NAMES.get(s, sp.latex(s)) for s in result.expr.free_symbols}
-    rhs = sp.latex(result.expr, symbol_names=names, inv_trig_style="full", ln_notation=True, mul_symbol="dot")
+class _PaperPrinter(LatexPrinter):
+    """SymPy's printer with implicit multiplication and the declared symbol names.
+
+    A power of a composite name (``K^{(\\ell)}``, ``\\cos\\theta``, an expectation) is parenthesised, so that
+    it cannot be read as a power of its last token; a name already in ``\\left(...\\right)`` is not wrapped twice.
+    """
+
+    def __init__(self, names: dict[sp.Symbol, str]):
+        super().__init__({"symbol_names": names, "mul_symbol": None, "inv_trig_style": "full",
+                          "ln_notation": True})
+        self._names = names
+
+    def _print_Pow(self, expr):
+        base, exp = expr.base, expr.exp
+        if base.is_Symbol and base in self._names and (exp.is_Integer and exp > 1 or not exp.is_number):
+            name = self._names[base]
+            if not _SIMPLE.match(name):
+                if not (name.startswith(r"\left(") and name.endswith(r"\right)")):
+                    name = rf"\left({name}\right)"
+                return f"{name}^{{{self._print(exp)}}}"
+        return super()._print_Pow(expr)
+
+
+def symbol_tex(result: Result, d: Derivation) -> dict[sp.Symbol, str]:
+    """symbol -> LaTeX for every free symbol of ``result``: its declaration, or the result's override."""
+    names = {s: p.tex() for s, p in d.symbols.items() if s in result.expr.free_symbols}
+    names.update(dict(result.tex))
+    missing = sorted(s.name for s in result.expr.free_symbols if s not in names)
+    if missing:
+        raise ValueError(f"result {result.name!r}: no LaTeX declaration for {missing}")
+    return names
+
+
+def equation_tex(result: Result, d: Derivation) -> str:
+    rhs = _PaperPrinter(symbol_tex(result, d)).doprint(result.expr)
     lhs = result.lhs.name if isinstance(result.lhs, sp.Symbol) else sp.latex(result.lhs)
     return f"{lhs} = {rhs}"
 
@@ -31,8 +67,8 @@ def equation_tag(result: Result) -> str:
 def render_latex_document(d: Derivation, derivation_path: str) -> str:
     from .codegen import _render
 
-    rows = [{"name": r.name, "description": r.description, "source": r.source.cite(), "kind": r.kind,
-             "equation": equation_tex(r), "tag": equation_tag(r)} for r in d.results]
+    rows = [{"name": r.name, "statement": r.statement, "source": r.source.cite(), "kind": r.kind,
+             "equation": equation_tex(r, d), "tag": equation_tag(r)} for r in d.results]
     return _render("theory.tex.j2", results=rows, theory=d.theory, title=d.title,
                    derivation_path=derivation_path, paper_tex=PAPERS.get(d.paper, d.paper))
 
