@@ -720,9 +720,14 @@ def derive_abcd() -> Derivation:
     add("pc_depth_term_alpha_half", sp.simplify(pc_depth.xreplace({alpha: p5.solution[alpha]})), "124",
         "the PC depth term at alpha = 1/2: (L/N^2) / (1 + L/N)^2 = Theta(L/N^2) for N >> L", r"F_{P}^{\star}",
         note="s from eq. 107")
-    exponents = {f"exponent_{key}": rf"The width power counting gives the $N$-exponent of the {pcw[key].description} "
-                 rf"(predictive coding, $d \geq 0$; backpropagation has the same exponent without the PC terms)."
-                 for key in ("q_first", "q_hidden", "r_hidden", "e_first", "e_hidden", "D_hidden")}
+    what = {"q_first": r"the first layer's NTK term of $df/dt$", "q_hidden": r"the NTK term of $df/dt$ of a layer $l \geq 2$",
+            "r_hidden": r"the PC energy-gradient term $r$ of $df/dt$",
+            "e_first": r"$dh^{(1)}/dt$, the first layer's own update",
+            "e_hidden": r"the backpropagation term of $dh^{(l)}/dt$, $l \geq 2$",
+            "D_hidden": r"the PC $D$-term of $dh^{(l)}/dt$, $l \geq 2$"}
+    exponents = {f"exponent_{key}": rf"The width power counting gives the $N$-exponent of {text} (predictive "
+                                    rf"coding, $d \geq 0$; backpropagation is the same without the PC terms)."
+                 for key, text in what.items()}
     dv.state({**STATEMENTS, **exponents})
     return dv
 

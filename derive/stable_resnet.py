@@ -45,7 +45,7 @@ PARAMETERS = (
     _P("L", "[1, inf)", "L", "depth L", integer=True),
     _P("t", "[0, 1]", "t", "continuous depth t = l/L"),
     _P("q0", "(0, inf)", r"Q_{0}(x, x)", "Q_0(x, x)"),
-    _P("x_dot", "real", r"x \cdot x'", "x . x'"),
+    _P("x_dot", "real", r"x^{\top} x'", "x . x'"),
     _P("d_in", "[1, inf)", "d", "input dimension d"),
     _P("tail", "[0, inf)", r"\left(\sum_{k>L} \lambda_{k}^{2}\right)", "sum_{k>L} lambda_k^2"),
     _P("Q_inf", "(0, inf)", r"Q_{\infty}(x, x)", "Q_inf(x, x)"),
