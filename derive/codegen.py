@@ -197,7 +197,7 @@ def render_kernel_reference() -> str:
             "name": r.name, "anchor": f"{theory}-{r.name}".lower(), "description": r.description, "kind": r.kind,
             "signature": f"{r.name}(" + ", ".join(f"{i.name}: {i.domain}" for i in r.inputs) + ")",
             "inputs": r.inputs, "source": r.source.cite(), "paper": _plain_paper(r.source.paper),
-            "equation": r.source.equation, "note": r.source.note, "equation_tex": equation_tex(r),
+            "equation": r.source.equation, "note": r.source.note, "equation_tex": equation_tex(r, d),
         } for r in d.results]
         theories.append({"theory": theory, "anchor": f"module-{theory}".lower(), "title": d.title,
                          "derivation_path": path, "paper": _plain_paper(d.paper), "results": rows})

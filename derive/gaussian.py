@@ -16,23 +16,22 @@ from itertools import product
 
 import sympy as sp
 
-from resprop.derive.results import Derivation, Input, Result, Source
+from resprop.derive.results import Derivation, Result, Source
+from resprop.derive.symbols import Parameter
 
-K_aa = sp.Symbol("K_aa", positive=True)
-K_bb = sp.Symbol("K_bb", positive=True)
-K_ab = sp.Symbol("K_ab", real=True)
-K = sp.Symbol("K", positive=True)
+#: the inputs of the closed forms, declared once (symbol, domain, LaTeX, meaning)
+PARAMETERS = (
+    Parameter("K_aa", "(0, inf)", r"K_{aa}", "variance of the first Gaussian argument"),
+    Parameter("K_bb", "(0, inf)", r"K_{bb}", "variance of the second Gaussian argument"),
+    Parameter("K_ab", "|K_ab| <= sqrt(K_aa K_bb)", r"K_{ab}", "covariance of the two arguments"),
+    Parameter("K", "(0, inf)", "K", "variance of the Gaussian argument"),
+)
+K_aa, K_bb, K_ab, K = (p.symbol for p in PARAMETERS)
 _r = sp.Symbol("r", real=True)  # correlation coefficient
 _u = sp.Symbol("u", real=True)
 
-PAIR_INPUTS = (
-    Input(K_aa, "(0, inf)", "variance of the first Gaussian argument"),
-    Input(K_bb, "(0, inf)", "variance of the second Gaussian argument"),
-    Input(K_ab, "|K_ab| <= sqrt(K_aa K_bb)", "covariance of the two arguments"),
-)
-DIAG_INPUTS = (Input(K, "(0, inf)", "variance of the Gaussian argument"),)
-
-LATEX_NAMES = {K_aa: r"K_{aa}", K_bb: r"K_{bb}", K_ab: r"K_{ab}", K: "K"}
+PAIR_INPUTS = tuple(p.input() for p in PARAMETERS[:3])
+DIAG_INPUTS = (PARAMETERS[3].input(),)
 
 
 # --------------------------------------------------------------------------- moments
@@ -168,24 +167,32 @@ PAPER = "fischer2025"
 def derive_gaussian() -> Derivation:
     """Closed-form Gaussian expectations used by every theory."""
     d = Derivation("gaussian", "Gaussian toolbox: closed-form dual kernels", PAPER)
+    d.declare(PARAMETERS)
+    pair = r"$(u, v) \sim \mathcal{N}(0, K)$ with $K = \begin{pmatrix} K_{aa} & K_{ab} \\ K_{ab} & K_{bb} \end{pmatrix}$"
     src_d4 = Source(PAPER, "D4", "Price's theorem")
     d.add(Result("erf_mean_phi_phi", erf_mean_phi_phi(), PAIR_INPUTS,
                  Source(PAPER, "29", "erf dual kernel, Price-integrated"),
                  "<erf(u) erf(v)> for (u, v) ~ N(0, [[K_aa, K_ab], [K_ab, K_bb]])",
-                 sp.Symbol(r"\langle\phi_a\phi_b\rangle")))
+                 sp.Symbol(r"\langle \operatorname{erf}(u) \operatorname{erf}(v) \rangle"),
+                 statement=r"For " + pair + r", integrating Price's theorem from $K_{ab} = 0$ gives the erf dual kernel."))
     d.add(Result("erf_mean_dphi_dphi", erf_mean_dphi_dphi(), PAIR_INPUTS, src_d4,
-                 "<erf'(u) erf'(v)>", sp.Symbol(r"\langle\phi'_a\phi'_b\rangle")))
+                 "<erf'(u) erf'(v)>", sp.Symbol(r"\langle \operatorname{erf}'(u) \operatorname{erf}'(v) \rangle"),
+                 statement=r"For " + pair + r", the expectation of the product of the derivatives is a Gaussian integral."))
     d.add(Result("erf_mean_phi_sq", erf_mean_phi_sq(), DIAG_INPUTS, Source(PAPER, "29"),
-                 "<erf(u)^2> for u ~ N(0, K)", sp.Symbol(r"\langle\phi^2\rangle")))
+                 "<erf(u)^2> for u ~ N(0, K)", sp.Symbol(r"\langle \operatorname{erf}(u)^{2} \rangle_{K}"),
+                 statement=r"On the diagonal, $u \sim \mathcal{N}(0, K)$, the erf kernel reduces to"))
     d.add(Result("erf_price_diag", erf_price_diag(), DIAG_INPUTS, Source(PAPER, "45", "via D4"),
                  "<erf'(u)^2 + erf(u) erf''(u)> for u ~ N(0, K)",
-                 sp.Symbol(r"\langle\phi'^2+\phi\phi''\rangle")))
+                 sp.Symbol(r"\langle \operatorname{erf}'^{2} + \operatorname{erf} \operatorname{erf}'' \rangle_{K}"),
+                 statement=r"By Price's theorem the derivative of $\langle \operatorname{erf}(u)^{2} \rangle_{K}$ with respect to $K$ is"))
     for n in range(3):
         d.add(Result(f"relu_arccos{n}", _relu_kernel(n), PAIR_INPUTS,
                      Source("cho_saul2009", f"arc-cosine degree {n}", "Price-integrated"),
                      f"E[relu(u)^{n} relu(v)^{n}]" if n else "E[H(u) H(v)] (Heaviside)",
-                     sp.Symbol(rf"k_{{{n}}}")))
+                     sp.Symbol(rf"k_{{{n}}}"),
+                     statement=(rf"For {pair}, the degree-{n} arc-cosine kernel, integrated from the orthant probability with Price's theorem, is" if n else rf"For {pair}, the probability that both arguments are positive (the degree-0 arc-cosine kernel) is")))
     d.add(Result("relu_price_diag", sp.diff(_relu_kernel(1).subs({K_aa: K, K_bb: K, K_ab: K}), K),
                  DIAG_INPUTS, Source(PAPER, "45", "via D4"),
-                 "<relu'(u)^2 + relu(u) relu''(u)> = d<relu^2>/dK", sp.Symbol(r"g_{\mathrm{relu}}")))
+                 "<relu'(u)^2 + relu(u) relu''(u)> = d<relu^2>/dK", sp.Symbol(r"\langle \mathrm{relu}'^{2} + \mathrm{relu}\, \mathrm{relu}'' \rangle_{K}"),
+                 statement=r"For the ReLU the Price-theorem derivative of $\langle \mathrm{relu}(u)^{2} \rangle_{K}$ is a constant."))
     return d

@@ -1,35 +1,62 @@
-"""LaTeX export: one document per derivation, each result an equation tagged with the paper's number.
+"""LaTeX export: one document per theory, each result an equation tagged with the paper's number.
 
-The symbol names come from the derivation modules' declarations (``LATEX_NAMES`` of each module that defines a
-derivation), found through the theory registry: this module imports no theory.
+The printer takes every symbol's LaTeX from the declarations the derivation carries (``Derivation.symbols``,
+see :mod:`resprop.derive.symbols`), so this module knows no theory: Gaussian expectations print as
+``\\langle \\sigma^{2} \\rangle_{K^{(\\ell)}}``, per-layer inputs with their layer as a superscript, and
+products by juxtaposition (``\\cdot`` only between two numbers).
 """
 from __future__ import annotations
 
-import importlib
+import re
 from pathlib import Path
 
 import sympy as sp
+from sympy.printing.latex import LatexPrinter
 
 from resprop import registry
 from resprop.derive.results import Derivation, Result
 from resprop.derive.templating import render
 
 
-def latex_names() -> dict[sp.Symbol, str]:
-    """symbol -> LaTeX name, merged over every registered derivation module; each name parses back
-    (sympy.parsing.latex) to an expression of plain symbols."""
-    names: dict[sp.Symbol, str] = {}
-    for ref, _ in registry.derivations().values():
-        module = importlib.import_module(ref.partition(":")[0])
-        names.update(getattr(module, "LATEX_NAMES", {}))
+#: a LaTeX name that takes a power without parentheses: one letter or command, primes, one subscript
+_SIMPLE = re.compile(r"^\\?[A-Za-z]+'*(_\{[^{}]*\})?$")
+
+
+class _PaperPrinter(LatexPrinter):
+    """SymPy's printer with implicit multiplication and the declared symbol names.
+
+    A power of a composite name (``K^{(\\ell)}``, ``\\cos\\theta``, an expectation) is parenthesised, so that
+    it cannot be read as a power of its last token; a name already in ``\\left(...\\right)`` is not wrapped twice.
+    """
+
+    def __init__(self, names: dict[sp.Symbol, str]):
+        super().__init__({"symbol_names": names, "mul_symbol": None, "inv_trig_style": "full",
+                          "ln_notation": True})
+        self._names = names
+
+    def _print_Pow(self, expr):
+        base, exp = expr.base, expr.exp
+        if base.is_Symbol and base in self._names and (exp.is_Integer and exp > 1 or not exp.is_number):
+            name = self._names[base]
+            if not _SIMPLE.match(name):
+                if not (name.startswith(r"\left(") and name.endswith(r"\right)")):
+                    name = rf"\left({name}\right)"
+                return f"{name}^{{{self._print(exp)}}}"
+        return super()._print_Pow(expr)
+
+
+def symbol_tex(result: Result, d: Derivation) -> dict[sp.Symbol, str]:
+    """symbol -> LaTeX for every free symbol of ``result``: its declaration, or the result's override."""
+    names = {s: p.tex() for s, p in d.symbols.items() if s in result.expr.free_symbols}
+    names.update(dict(result.tex))
+    missing = sorted(s.name for s in result.expr.free_symbols if s not in names)
+    if missing:
+        raise ValueError(f"result {result.name!r}: no LaTeX declaration for {missing}")
     return names
 
 
-def equation_tex(result: Result, names: dict[sp.Symbol, str] | None = None) -> str:
-    table = latex_names() if names is None else names
-    symbol_names = {s: table.get(s, sp.latex(s)) for s in result.expr.free_symbols}
-    rhs = sp.latex(result.expr, symbol_names=symbol_names, inv_trig_style="full", ln_notation=True,
-                   mul_symbol="dot")
+def equation_tex(result: Result, d: Derivation) -> str:
+    rhs = _PaperPrinter(symbol_tex(result, d)).doprint(result.expr)
     lhs = result.lhs.name if isinstance(result.lhs, sp.Symbol) else sp.latex(result.lhs)
     return f"{lhs} = {rhs}"
 
@@ -39,9 +66,8 @@ def equation_tag(result: Result) -> str:
 
 
 def render_latex_document(d: Derivation, derivation_path: str) -> str:
-    names = latex_names()
-    rows = [{"name": r.name, "description": r.description, "source": r.source.cite(), "kind": r.kind,
-             "equation": equation_tex(r, names), "tag": equation_tag(r)} for r in d.results]
+    rows = [{"name": r.name, "statement": r.statement, "source": r.source.cite(), "kind": r.kind,
+             "equation": equation_tex(r, d), "tag": equation_tag(r)} for r in d.results]
     return render("theory.tex.j2", results=rows, theory=d.theory, title=d.title,
                   derivation_path=derivation_path, paper_tex=registry.papers().get(d.paper, d.paper))
 
@@ -56,9 +82,3 @@ def export_latex(out: Path) -> list[Path]:
         p.write_text(render_latex_document(registry.derivation(name), registry.derivation_source(name)))
         paths.append(p)
     return paths
-
-
-def __getattr__(name: str):
-    if name == "LATEX_NAMES":  # the merged table, built on first use (theories are found through the registry)
-        return latex_names()
-    raise AttributeError(name)

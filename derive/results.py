@@ -128,6 +128,10 @@ class Result:
     lhs: sp.Expr
     kind: str = "expression"
     constraints: tuple[Constraint, ...] = ()
+    #: one English sentence stating the result for a paper (LaTeX text, inline math in $...$)
+    statement: str = ""
+    #: per-result LaTeX of inputs read at another layer than declared, e.g. <phi phi> at K^(L) in the readout
+    tex: tuple[tuple[sp.Symbol, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in ("expression", "recursion"):
@@ -159,6 +163,19 @@ class Derivation:
     title: str
     paper: str
     results: list[Result] = field(default_factory=list)
+    #: symbol -> its declaration (a :class:`derive.symbols.Parameter`): domain, LaTeX, meaning
+    symbols: dict = field(default_factory=dict)
+
+    def declare(self, params) -> dict[sp.Symbol, Input]:
+        """Register parameter declarations; returns symbol -> Input (the ``domains`` of :meth:`adder`)."""
+        from .symbols import by_symbol
+        self.symbols = by_symbol([*self.symbols.values(), *params])
+        return {p.symbol: p.input() for p in params}
+
+    @property
+    def parameters(self) -> tuple:
+        """The declarations of this theory's inputs, in declaration order."""
+        return tuple(self.symbols.values())
 
     def add(self, result: Result) -> Result:
         if any(r.name == result.name for r in self.results):
@@ -166,16 +183,33 @@ class Derivation:
         self.results.append(result)
         return result
 
-    def adder(self, domains: Mapping[sp.Symbol, Input]):
-        """``add(name, expr, order, eq, desc, lhs, kind="expression", note="")``: add a Result of this theory's
-        paper at equation ``eq``, whose inputs are the domains of the symbols of ``order`` that occur in ``expr``
-        (in that order); ``lhs`` is a symbol or its name; ``constraints`` are compound :class:`Constraint`s."""
-        def add(name, expr, order, eq, desc, lhs, kind="expression", note="", constraints=()):
+    def adder(self, domains: Mapping[sp.Symbol, Input] | None = None):
+        """``add(name, expr, order, eq, desc, lhs, kind="expression", note="", constraints=(), statement="",
+        tex={})``: add a Result of this theory's paper at equation ``eq``, whose inputs are the domains of the
+        symbols of ``order`` that occur in ``expr`` (in that order; by default the declared :attr:`symbols`);
+        ``lhs`` is a symbol or its LaTeX; ``constraints`` are compound :class:`Constraint`s; ``statement`` the
+        one-sentence prose of the LaTeX export; ``tex`` LaTeX overrides of inputs for this result only."""
+        if domains is None:
+            domains = {s: p.input() for s, p in self.symbols.items()}
+
+        def add(name, expr, order, eq, desc, lhs, kind="expression", note="", constraints=(), statement="",
+                tex=None):
             inputs = tuple(domains[s] for s in order if s in expr.free_symbols)
             lhs = sp.Symbol(lhs) if isinstance(lhs, str) else lhs
             return self.add(Result(name, expr, inputs, Source(self.paper, eq, note), desc, lhs, kind,
-                                   tuple(constraints)))
+                                   tuple(constraints), statement, tuple((tex or {}).items())))
         return add
+
+    def state(self, statements: Mapping[str, str]) -> None:
+        """Set the one-sentence prose statement of each named result (every result must get one)."""
+        from dataclasses import replace
+        unknown = set(statements) - set(self.names())
+        missing = set(self.names()) - set(statements) - {r.name for r in self.results if r.statement}
+        if unknown or missing:
+            raise ValueError(f"{self.theory}: statements for unknown results {sorted(unknown)}, "
+                             f"none for {sorted(missing)}")
+        self.results = [replace(r, statement=statements[r.name]) if r.name in statements else r
+                        for r in self.results]
 
     def __getitem__(self, name: str) -> Result:
         for r in self.results:

@@ -60,7 +60,7 @@ def test_generated_kernel_matches_the_sympy_closed_form(example):
 
 def test_latex_export_writes_its_document(example, tmp_path):
     paths = {p.stem: p for p in export_latex(tmp_path / "tex")}
-    assert "linear" in paths and "rho" in paths["linear"].read_text()
+    assert "linear" in paths and r"\rho" in paths["linear"].read_text() and r"K^{(\ell+1)}" in paths["linear"].read_text()
 
 
 def test_its_subcommand_runs_and_rejects_bad_input(example, capsys):

@@ -81,7 +81,8 @@ from typing import Iterable, Mapping, Sequence
 
 import sympy as sp
 
-from resprop.derive.results import Derivation, Input, Result, Source
+from resprop.derive.results import Derivation, Result, Source
+from resprop.derive.symbols import Parameter
 
 PAPER = "innocenti2025"
 ALGORITHMS = ("bp", "pc")
@@ -90,27 +91,29 @@ WIDTH_DESIDERATA = (1, 2, 3)
 DEPTH_DESIDERATA = (4, 5)
 
 # --------------------------------------------------------------------------- symbols
-a1 = sp.Symbol("a_1", real=True)
+_P = Parameter
+#: the inputs of the results below, declared once (symbol, domain, the paper's LaTeX, meaning)
+PARAMETERS = (
+    _P("a_1", "real", r"a_{1}", "first-layer preactivation exponent a_1"),
+    _P("a_l", "real", r"a_{l}", "preactivation exponent a_l of layers l = 2..L"),  # every l in {2, ..., L}
+    _P("c", "real", "c", "learning-rate exponent c (eta = eta_0 gamma^2 N^-c)"),
+    # real, not nonnegative: the width power counting solves for d on both branches
+    _P("d", "[0, inf)", "d", "output exponent d (gamma = gamma_0 N^d); the d >= 0 branch, where s -> 1",
+       assumptions=(("real", True),)),
+    _P("alpha", "real", r"\alpha", "residual-branch depth exponent alpha (L^-alpha)"),
+    _P("N", "[1, inf)", "N", "width N"),  # same symbol as resprop.derive.theories.fischer.N
+    _P("L", "[2, inf)", "L", "depth L", integer=True),  # same symbol as resprop.derive.theories.fischer.depth
+    _P("gamma_0", "(0, inf)", r"\gamma_{0}", "output-scale constant gamma_0"),
+)
+a1, a, c, d, alpha, N, L, gamma0 = (p.symbol for p in PARAMETERS)
 b1 = sp.Symbol("b_1", real=True)
-a = sp.Symbol("a_l", real=True)  # a_l for every l in {2, ..., L} (hidden and output layers)
 b = sp.Symbol("b_l", real=True)
-c = sp.Symbol("c", real=True)
-d = sp.Symbol("d", real=True)
-alpha = sp.Symbol("alpha", real=True)
-nu = sp.Symbol("nu", positive=True)  # N = L^nu (same symbol as resprop.derive.theories.pdlt.nu, same LaTeX name)
-N = sp.Symbol("N", positive=True)  # same symbol as resprop.derive.theories.fischer.N
-L = sp.Symbol("L", positive=True, integer=True)  # same symbol as resprop.derive.theories.fischer.depth
-gamma0 = sp.Symbol("gamma_0", positive=True)
+nu = sp.Symbol("nu", positive=True)  # N = L^nu (same symbol as resprop.derive.theories.pdlt.nu)
 
 #: linsolve order: the pivots come first, so eq. 15's free parameter is c
 WIDTH_VARS = (a1, b1, b, d, a, c)
 #: public key -> symbol (resprop.numeric.theories.abcd.abcd parses these keys)
 KEYS = {"a1": a1, "b1": b1, "a": a, "b": b, "c": c, "d": d}
-
-LATEX_NAMES = {
-    a1: r"a_{1}", b1: r"b_{1}", a: r"a_{l}", b: r"b_{l}", c: "c", d: "d", alpha: r"\alpha", nu: r"\nu",
-    N: "N", L: "L", gamma0: r"\gamma_{0}",
-}
 
 HALF = sp.Rational(1, 2)
 
@@ -655,16 +658,7 @@ def residual_variance_factor() -> sp.Expr:
 
 def derive_abcd() -> Derivation:
     dv = Derivation("abcd", "abcd parameterisations of linear BP and PC networks (Innocenti et al. 2025)", PAPER)
-    dom = {
-        a1: Input(a1, "real", "first-layer preactivation exponent a_1"),
-        a: Input(a, "real", "preactivation exponent a_l of layers l = 2..L"),
-        c: Input(c, "real", "learning-rate exponent c (eta = eta_0 gamma^2 N^-c)"),
-        d: Input(d, "[0, inf)", "output exponent d (gamma = gamma_0 N^d); the d >= 0 branch, where s -> 1"),
-        alpha: Input(alpha, "real", "residual-branch depth exponent alpha (L^-alpha)"),
-        N: Input(N, "[1, inf)", "width N"),
-        L: Input(L, "[2, inf)", "depth L"),
-        gamma0: Input(gamma0, "(0, inf)", "output-scale constant gamma_0"),
-    }
+    dom = dv.declare(PARAMETERS)
 
     def add(name, expr, eq, desc, lhs, note=""):
         expr = sp.sympify(expr)
@@ -726,9 +720,42 @@ def derive_abcd() -> Derivation:
     add("pc_depth_term_alpha_half", sp.simplify(pc_depth.xreplace({alpha: p5.solution[alpha]})), "124",
         "the PC depth term at alpha = 1/2: (L/N^2) / (1 + L/N)^2 = Theta(L/N^2) for N >> L", r"F_{P}^{\star}",
         note="s from eq. 107")
+    what = {"q_first": r"the first layer's NTK term of $df/dt$", "q_hidden": r"the NTK term of $df/dt$ of a layer $l \geq 2$",
+            "r_hidden": r"the PC energy-gradient term $r$ of $df/dt$",
+            "e_first": r"$dh^{(1)}/dt$, the first layer's own update",
+            "e_hidden": r"the backpropagation term of $dh^{(l)}/dt$, $l \geq 2$",
+            "D_hidden": r"the PC $D$-term of $dh^{(l)}/dt$, $l \geq 2$"}
+    exponents = {f"exponent_{key}": rf"The width power counting gives the $N$-exponent of {text} (predictive "
+                                    rf"coding, $d \geq 0$; backpropagation is the same without the PC terms)."
+                 for key, text in what.items()}
+    dv.state({**STATEMENTS, **exponents})
     return dv
 
 
 def _check(value: str, allowed: Iterable[str], name: str) -> None:
     if value not in tuple(allowed):
         raise ValueError(f"{name}: unknown value {value!r}; allowed: {', '.join(allowed)}")
+
+
+STATEMENTS = {
+    "family_a1": r"On the family of parameterisations meeting Desiderata 1--3, with $c$ free, the first-layer "
+                 r"preactivation exponent is",
+    "family_b1": r"On the same family the first-layer weight exponent is",
+    "family_a_l": r"For the layers $l \geq 2$ the preactivation exponent on the family is",
+    "family_b_l": r"For the layers $l \geq 2$ the weight exponent on the family is",
+    "family_d": r"Desideratum 3, with Desideratum 2, forces the output exponent.",
+    "pc_r_scale": r"With the paper's counting (an upper bound), the predictive-coding term $r$ of $df/dt$ on the "
+                  r"family scales as",
+    "pc_D_scale": r"With the paper's counting, the predictive-coding $D$-term of $dh/dt$ on the family scales as",
+    "sharp_r_exponent_init": r"Without coherent sums at initialisation, the sharp $N$-exponent of $r$ is",
+    "sharp_D_exponent_init": r"Without coherent sums at initialisation, the sharp $N$-exponent of the $D$-term is",
+    "residual_variance_factor": r"Unrolling the covariance recursion of eq.~(101) over the hidden layers gives the "
+                                r"residual-stream variance relative to the data kernel.",
+    "alpha_min_D4": r"Desideratum 4 holds for every $\alpha$ at or above",
+    "alpha_D5": r"Desideratum 5 (in the paper's reading) holds at",
+    "bp_depth_feature_scale": r"The residual blocks' summed backpropagation feature update scales with depth as",
+    "pc_depth_feature_scale": r"The residual blocks' summed predictive-coding $D$-terms, with $s$ from eq.~(107), "
+                              r"scale as",
+    "pc_depth_term_alpha_half": r"At $\alpha = 1/2$ the predictive-coding depth term is $\Theta(L/N^{2})$ for "
+                                r"$N \gg L$.",
+}

@@ -31,47 +31,50 @@ import sympy as sp
 
 from resprop.derive.activations import x as _x
 from resprop.derive.gaussian import erf_mean_phi_sq
-from resprop.derive.results import Constraint, Derivation, Input
+from resprop.derive.results import Constraint, Derivation
+from resprop.derive.symbols import Parameter
 
 PAPER = "fischer2025"
 
-# Hyperparameters ------------------------------------------------------------
-rho = sp.Symbol("rho", nonnegative=True)
-sigma_w2 = sp.Symbol("sigma_w2", positive=True)
-sigma_b2 = sp.Symbol("sigma_b2", nonnegative=True)
-sigma_w2_out = sp.Symbol("sigma_w2_out", positive=True)
-sigma_b2_out = sp.Symbol("sigma_b2_out", nonnegative=True)
-sigma_w2_in = sp.Symbol("sigma_w2_in", positive=True)
-sigma_b2_in = sp.Symbol("sigma_b2_in", nonnegative=True)
-N = sp.Symbol("N", positive=True)
-d_in = sp.Symbol("d_in", positive=True)
-overlap = sp.Symbol("overlap", real=True)  # x_a . x_b
+_E = r"\rangle_{K^{(LAYER)}}"  # a Gaussian expectation under N(0, K^(l-1))
+_P = Parameter
 
-# Per-layer placeholders used by the generated one-step updates ---------------
-K_prev = sp.Symbol("K_prev", positive=True)
-C_new = sp.Symbol("C_new", nonnegative=True)
-mean_phi_phi = sp.Symbol("mean_phi_phi", real=True)
-price_factor = sp.Symbol("price_factor", real=True)
-chi_prev = sp.Symbol("chi_prev", real=True)
-eta_new = sp.Symbol("eta_new", real=True)
-depth = sp.Symbol("L", positive=True, integer=True)
-dphi0_sq = sp.Symbol("dphi0_sq", positive=True)
-target_variance = sp.Symbol("target_variance", positive=True)
-K0 = sp.Symbol("K0", positive=True)
-sigma2 = sp.Symbol("sigma2", positive=True)
-mean_phi_sq_a = sp.Symbol("mean_phi_sq_a", nonnegative=True)
-mean_phi_sq_b = sp.Symbol("mean_phi_sq_b", nonnegative=True)
-mean_phi_sq_phi_sq = sp.Symbol("mean_phi_sq_phi_sq", nonnegative=True)
+#: every input of the results below, declared once (symbol, domain, the paper's LaTeX, meaning)
+PARAMETERS = (
+    # hyperparameters
+    _P("rho", "[0, inf)", r"\rho", "residual scaling"),
+    _P("sigma_w2", "(0, inf)", r"\sigma_{w}^{2}", "residual weight variance", "Var W = sigma_w^2 / N"),
+    _P("sigma_b2", "[0, inf)", r"\sigma_{b}^{2}", "residual bias variance"),
+    _P("sigma_w2_out", "(0, inf)", r"\sigma_{w,\mathrm{out}}^{2}", "readout weight variance"),
+    _P("sigma_b2_out", "[0, inf)", r"\sigma_{b,\mathrm{out}}^{2}", "readout bias variance"),
+    _P("sigma_w2_in", "(0, inf)", r"\sigma_{w,\mathrm{in}}^{2}", "readin weight variance"),
+    _P("sigma_b2_in", "[0, inf)", r"\sigma_{b,\mathrm{in}}^{2}", "readin bias variance"),
+    _P("d_in", "[1, inf)", r"d_{\mathrm{in}}", "input dimension"),
+    _P("N", "[1, inf)", "N", "network width"),
+    _P("overlap", "real", r"x_{a}^{\top} x_{b}", "input overlap x_a . x_b"),
+    # per-layer quantities of the one-step updates
+    _P("mean_phi_phi", "real", r"\langle \phi_{a} \phi_{b} " + _E, "<phi_a phi_b> under N(0, K^(l-1))",
+       layer=r"\ell-1"),
+    _P("price_factor", "real", r"\langle \phi'^{2} + \phi \phi'' " + _E,
+       "<phi'^2 + phi phi''> (diagonal) or <phi'_a phi'_b> (off-diagonal) under N(0, K^(l-1))", layer=r"\ell-1"),
+    _P("chi_prev", "real", r"\chi", "chi^(l-1) = sum_{k<l} eta^(k)", layer=r"\ell-1"),
+    _P("eta_new", "real", r"\eta", "eta^(l)", layer=r"\ell"),
+    _P("K_prev", "(0, inf)", "K", "K^(l-1)", layer=r"\ell-1"),
+    _P("C_new", "[0, inf)", "C", "C^(l)", layer=r"\ell"),
+    _P("L", "[1, inf)", "L", "depth L", integer=True),
+    _P("dphi0_sq", "(0, inf)", r"\phi'(0)^{2}", "phi'(0)^2"),
+    _P("target_variance", "(0, inf)", r"(\mathcal{V}/2)^{2}", "target variance (V/2)^2 of h^(L)"),
+    _P("K0", "(0, inf)", r"K^{(0)}", "input kernel K^(0)"),
+    _P("sigma2", "(0, inf)", r"\sigma^{2}", "pre-activation variance"),
+    _P("mean_phi_sq_a", "[0, inf)", r"\langle \phi_{a}^{2} \rangle", "<phi(h_a)^2>"),
+    _P("mean_phi_sq_b", "[0, inf)", r"\langle \phi_{b}^{2} \rangle", "<phi(h_b)^2>"),
+    _P("mean_phi_sq_phi_sq", "[0, inf)", r"\langle \phi_{a}^{2} \phi_{b}^{2} \rangle", "<phi(h_a)^2 phi(h_b)^2>"),
+)
+DECLARED = {p.name: p for p in PARAMETERS}
 
-LATEX_NAMES = {
-    rho: r"\rho", sigma_w2: r"\sigma_{w}^{2}", sigma_b2: r"\sigma_{b}^{2}",
-    sigma_w2_out: r"\sigma_{wout}^{2}", sigma_b2_out: r"\sigma_{bout}^{2}",
-    sigma_w2_in: r"\sigma_{win}^{2}", sigma_b2_in: r"\sigma_{bin}^{2}", N: "N", d_in: r"d_{in}",
-    overlap: r"x_{a} x_{b}", K_prev: r"K_{l-1}", C_new: r"C_{l}", mean_phi_phi: r"M_{\phi\phi}",
-    price_factor: r"g_{l-1}", chi_prev: r"\chi_{l-1}", eta_new: r"\eta_{l}", depth: "L",
-    dphi0_sq: r"\phi_{0}'^{2}", target_variance: r"V_{t}", K0: r"K_{0}", sigma2: r"\sigma^{2}",
-    mean_phi_sq_a: r"M_{a}", mean_phi_sq_b: r"M_{b}", mean_phi_sq_phi_sq: r"M_{ab}",
-}
+(rho, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out, sigma_w2_in, sigma_b2_in, d_in, N, overlap,  # x_a . x_b
+ mean_phi_phi, price_factor, chi_prev, eta_new, K_prev, C_new, depth, dphi0_sq, target_variance, K0, sigma2,
+ mean_phi_sq_a, mean_phi_sq_b, mean_phi_sq_phi_sq) = (p.symbol for p in PARAMETERS)
 
 
 # --------------------------------------------------------------------------- action
@@ -423,72 +426,73 @@ def _one_step_updates() -> dict[str, sp.Expr]:
 def derive_field_theory() -> Derivation:
     d = Derivation("fischer", "Field theory of residual networks", PAPER)
     u = _one_step_updates()
-    hyper = {
-        rho: Input(rho, "[0, inf)", "residual scaling"),
-        sigma_w2: Input(sigma_w2, "(0, inf)", "residual weight variance"),
-        sigma_b2: Input(sigma_b2, "[0, inf)", "residual bias variance"),
-        sigma_w2_out: Input(sigma_w2_out, "(0, inf)", "readout weight variance"),
-        sigma_b2_out: Input(sigma_b2_out, "[0, inf)", "readout bias variance"),
-        sigma_w2_in: Input(sigma_w2_in, "(0, inf)", "readin weight variance"),
-        sigma_b2_in: Input(sigma_b2_in, "[0, inf)", "readin bias variance"),
-        d_in: Input(d_in, "[1, inf)", "input dimension"),
-        N: Input(N, "[1, inf)", "network width"),
-        overlap: Input(overlap, "real", "input overlap x_a . x_b"),
-        mean_phi_phi: Input(mean_phi_phi, "real", "<phi_a phi_b> under N(0, K^(l-1))"),
-        price_factor: Input(price_factor, "real",
-                            "<phi'^2 + phi phi''> (diagonal) or <phi'_a phi'_b> (off-diagonal) under N(0, K^(l-1))"),
-        chi_prev: Input(chi_prev, "real", "chi^(l-1) = sum_{k<l} eta^(k)"),
-        eta_new: Input(eta_new, "real", "eta^(l)"),
-        K_prev: Input(K_prev, "(0, inf)", "K^(l-1)"),
-        C_new: Input(C_new, "[0, inf)", "C^(l)"),
-        depth: Input(depth, "[1, inf)", "depth L"),
-        dphi0_sq: Input(dphi0_sq, "(0, inf)", "phi'(0)^2"),
-        target_variance: Input(target_variance, "(0, inf)", "target variance (V/2)^2 of h^(L)"),
-        K0: Input(K0, "(0, inf)", "input kernel K^(0)"),
-        sigma2: Input(sigma2, "(0, inf)", "pre-activation variance"),
-        mean_phi_sq_a: Input(mean_phi_sq_a, "[0, inf)", "<phi(h_a)^2>"),
-        mean_phi_sq_b: Input(mean_phi_sq_b, "[0, inf)", "<phi(h_b)^2>"),
-        mean_phi_sq_phi_sq: Input(mean_phi_sq_phi_sq, "[0, inf)", "<phi(h_a)^2 phi(h_b)^2>"),
-    }
+    d.declare(PARAMETERS)
 
-    add = d.adder(hyper)
+    add = d.adder()
 
+    at_L = {mean_phi_phi: DECLARED["mean_phi_phi"].tex("L"), price_factor: DECLARED["price_factor"].tex("L"),
+            chi_prev: DECLARED["chi_prev"].tex("L")}
     add("input_kernel", u["input"], [sigma_w2_in, sigma_b2_in, d_in, overlap], "B10",
-        "K^(0)_ab = sigma_w,in^2 / d_in x_a.x_b + sigma_b,in^2", sp.Symbol("K_{0}"))
+        "K^(0)_ab = sigma_w,in^2 / d_in x_a.x_b + sigma_b,in^2", sp.Symbol(r"K^{(0)}_{ab}"),
+        statement=r"The input kernel is set by the read-in weights and biases and the overlap of the two inputs.")
     add("residual_kernel", u["residual"], [rho, sigma_w2, sigma_b2, mean_phi_phi], "29, B9",
-        "C^(l) = rho^2 (sigma_w^2 <phi phi>_{K^(l-1)} + sigma_b^2)", sp.Symbol("C_{l}"), "recursion")
+        "C^(l) = rho^2 (sigma_w^2 <phi phi>_{K^(l-1)} + sigma_b^2)", sp.Symbol(DECLARED["C_new"].tex()), "recursion",
+        statement=r"At the saddle point of the action, the kernel added by residual block $\ell$ is the "
+                  r"Gaussian expectation of the activations under the previous layer's kernel, scaled by $\rho^{2}$.")
     add("kernel_update", K_prev + C_new, [K_prev, C_new], "30, B10",
-        "K^(l) = K^(l-1) + C^(l)", sp.Symbol("K_{l}"), "recursion")
+        "K^(l) = K^(l-1) + C^(l)", sp.Symbol(DECLARED["K_prev"].tex(r"\ell")), "recursion",
+        statement=r"The skip connections accumulate the residual kernels from layer to layer.")
     add("readout_kernel", u["readout"], [sigma_w2_out, sigma_b2_out, mean_phi_phi], "30, B10",
-        "K^(L+1) = sigma_w,out^2 <phi phi>_{K^(L)} + sigma_b,out^2", sp.Symbol("K_{L+1}"))
+        "K^(L+1) = sigma_w,out^2 <phi phi>_{K^(L)} + sigma_b,out^2", sp.Symbol(r"K^{(L+1)}"), tex=at_L,
+        statement=r"The readout kernel is the read-out layer's expectation of the activations under the last "
+                  r"hidden kernel $K^{(L)}$.")
     add("residual_response", u["eta_factor"] * chi_prev,
         [rho, sigma_w2, price_factor, chi_prev], "45, C15",
         "eta^(l) = rho^2 sigma_w^2 g(K^(l-1)) chi^(l-1), read off G_{CC~} = -S_{C~C}^{-1}",
-        sp.Symbol(r"\eta_{l}"), "recursion")
+        sp.Symbol(DECLARED["eta_new"].tex()), "recursion",
+        statement=r"The response $\eta^{(\ell)}$ of residual block $\ell$ to a perturbation of the input kernel, "
+                  r"read off the propagator, is the accumulated response $\chi^{(\ell-1)}$ times the "
+                  r"Price-theorem derivative (for two inputs, $\langle \phi'_{a} \phi'_{b} \rangle$ off the diagonal).")
     add("kernel_response", chi_prev + eta_new, [chi_prev, eta_new], "47, C16",
-        "chi^(l) = chi^(l-1) + eta^(l)", sp.Symbol(r"\chi_{l}"), "recursion")
+        "chi^(l) = chi^(l-1) + eta^(l)", sp.Symbol(DECLARED["chi_prev"].tex(r"\ell")), "recursion",
+        statement=r"The response of the kernel $K^{(\ell)}$ is the sum of the residual blocks' responses.")
     add("output_response", u["out_factor"] * chi_prev, [sigma_w2_out, price_factor, chi_prev], "48, C17",
-        "chi_out = sigma_w,out^2 g(K^(L)) chi^(L)", sp.Symbol(r"\chi_{out}"))
+        "chi_out = sigma_w,out^2 g(K^(L)) chi^(L)", sp.Symbol(r"\chi^{\mathrm{out}}"), tex=at_L,
+        statement=r"The response of the readout kernel is the last hidden response times the readout's "
+                  r"Price-theorem derivative at $K^{(L)}$.")
     add("input_response_field", u["eta0_field"], [N, d_in], "C15",
         "eta^(0) = N/d_in in the field-theory normalisation (nu_0 = d_in/N); linear response gives 1",
-        sp.Symbol(r"\eta_{0}"))
+        sp.Symbol(r"\eta^{(0)}"),
+        statement=r"In the field-theory normalisation ($\nu_{0} = d_{\mathrm{in}}/N$) the input layer's response "
+                  r"is $N/d_{\mathrm{in}}$; the linear-response route gives $1$.")
     add("fourth_cumulant", mean_phi_sq_phi_sq - mean_phi_sq_a * mean_phi_sq_b,
         [mean_phi_sq_phi_sq, mean_phi_sq_a, mean_phi_sq_b], "36, C5",
-        "<phi_a^2, phi_b^2>^c, the entries of S_{C~C~}/(N w_k w_n)", sp.Symbol(r"\kappa_{ab}"))
+        "<phi_a^2, phi_b^2>^c, the entries of S_{C~C~}/(N w_k w_n)", sp.Symbol(r"\kappa_{ab}"),
+        statement=r"The entries of the action's $\tilde{C}\tilde{C}$ block, divided by $N w_{k} w_{n}$, are the "
+                  r"connected fourth moments of the activations.")
     add("linearised_kernel", linearised_kernel_stable(), [depth, rho, sigma_w2, sigma_b2, dphi0_sq, K0], "60",
-        "K^(L) of the linearised network", sp.Symbol("K_{L}"))
+        "K^(L) of the linearised network", sp.Symbol(r"K^{(L)}"),
+        statement=r"Linearising the activation at the origin, the kernel recursion is solved in closed form at "
+                  r"depth $L$.")
     grows = [Constraint(sp.Ge(target_variance, K0), "target_variance >= K0 (K^(L) only grows with depth)")]
     add("rho_star_linearised", rho_star_linearised_stable(),
         [depth, sigma_w2, sigma_b2, dphi0_sq, K0, target_variance], "61",
-        "rho* from K^(L) = (V/2)^2", sp.Symbol(r"\rho_{*}"), constraints=grows)
+        "rho* from K^(L) = (V/2)^2", sp.Symbol(r"\rho^{*}"), constraints=grows,
+        statement=r"The residual scaling that brings the linearised kernel at depth $L$ to the target "
+                  r"$(\mathcal{V}/2)^{2}$ is")
     add("rho_star_large_depth", rho_star_large_depth_stable(),
         [depth, sigma_w2, sigma_b2, dphi0_sq, K0, target_variance], "62",
-        "leading large-L form of rho*", sp.Symbol(r"\rho_{*,\infty}"), constraints=grows)
+        "leading large-L form of rho*", sp.Symbol(r"\rho^{*}_{\infty}"), constraints=grows,
+        statement=r"At large depth the optimal residual scaling decays as $L^{-1/2}$:")
     add("uniform_kl_erf", uniform_kl_erf(), [sigma2], "E4",
-        "D_KL(uniform || law of erf(h)), h ~ N(0, sigma^2)", sp.Symbol(r"D_{KL}"))
+        "D_KL(uniform || law of erf(h)), h ~ N(0, sigma^2)", sp.Symbol(r"D_{\mathrm{KL}}"),
+        statement=r"The Kullback--Leibler divergence of the uniform law on $[-1, 1]$ from the law of "
+                  r"$\operatorname{erf}(h)$, $h \sim \mathcal{N}(0, \sigma^{2})$, is")
     add("max_entropy_variance", max_entropy_variance(), [], "E5",
         "minimiser of D_KL: sigma^2 = 1/2 (paper: 1/4 from a slip in E5)", sp.Symbol(r"\sigma_{*}^{2}"),
-        note="corrected")
+        note="corrected",
+        statement=r"The divergence is minimal, and $\operatorname{erf}(h)$ exactly uniform, at the variance below "
+                  r"(the paper's E5 reports $1/4$ after a slip in differentiating $\tfrac{1}{2}\ln\sigma^{2}$).")
     return d
 
 

@@ -27,38 +27,39 @@ from functools import lru_cache
 
 import sympy as sp
 
-from resprop.derive.results import Constraint, Derivation, Input
+from resprop.derive.results import Constraint, Derivation
+from resprop.derive.symbols import Parameter
 
 PAPER = "li_nica_roy2021"
 
-theta = sp.Symbol("theta", nonnegative=True)
-cos_theta = sp.Symbol("cos_theta", real=True)
-alpha = sp.Symbol("alpha", real=True)
-lam = sp.Symbol("lam", nonnegative=True)
-n = sp.Symbol("n", positive=True)
-d = sp.Symbol("d", positive=True)
-k = sp.Symbol("k", positive=True)
-beta = sp.Symbol("beta", positive=True)
-c = sp.Symbol("c", nonnegative=True)
-h_total = sp.Symbol("h_total", real=True)
-I_total = sp.Symbol("I_total", real=True)
-hypo_constant = sp.Symbol("C_hypo", real=True)
-mean_G = sp.Symbol("mean_G", real=True)
-var_G = sp.Symbol("var_G", nonnegative=True)
-scale2 = sp.Symbol("scale2", positive=True)  # alpha^2 + lam^2
-n_out = sp.Symbol("n_out", positive=True)
-y = sp.Symbol("y", real=True)  # value of ln ||Z||^2
-odd_part = sp.Symbol("odd_part", real=True)  # J2(theta) - J2(pi - theta)
+_P = Parameter
+#: every input of the results below, declared once (symbol, domain, the paper's LaTeX, meaning)
+PARAMETERS = (
+    _P("theta", "[0, pi]", r"\theta", "angle between the two arguments"),
+    _P("cos_theta", "[-1, 1]", r"\cos\theta", "cos(theta)"),
+    _P("alpha", "real", r"\alpha", "skip-connection coefficient alpha"),
+    _P("lam", "[0, inf)", r"\lambda", "residual-branch coefficient lambda"),
+    _P("n", "[2, inf)", "n", "hidden width n"),
+    _P("d", "[1, inf)", "d", "number of hidden residual layers d"),
+    _P("k", "[1, inf)", "k", "layer lag k = |l' - l|"),
+    _P("beta", "(0, inf)", r"\beta", "beta of eq. (5)"),
+    _P("c", "[0, 1]", "c", "c = lam^2/(alpha^2 + lam^2)"),
+    _P("h_total", "real", r"h_{\mathrm{tot}}", "total hypoactivation sum_l h_l"),
+    _P("I_total", "real", r"I_{\mathrm{tot}}", "total interlayer covariance"),
+    _P("C_hypo", "real", r"C_{\alpha,\lambda}", "hypoactivation constant C_{alpha,lambda}"),
+    _P("mean_G", "real", r"\mathbb{E}[G]", "E[G]"),
+    _P("var_G", "[0, inf)", r"\operatorname{Var}[G]", "Var[G]"),
+    _P("scale2", "(0, inf)", r"\left(\alpha^{2} + \lambda^{2}\right)", "alpha^2 + lam^2"),
+    _P("n_out", "[1, inf)", r"n_{\mathrm{out}}", "output dimension"),
+    _P("y", "real", "y", "value of ln ||Z||^2"),
+    _P("odd_part", "real", r"\left(\bar{J}_{2}(\theta) - \bar{J}_{2}(\pi - \theta)\right)", "J2(theta) - J2(pi - theta)"),
+)
+(theta, cos_theta, alpha, lam, n, d, k, beta, c, h_total, I_total, hypo_constant, mean_G, var_G, scale2, n_out,
+ y, odd_part) = (p.symbol for p in PARAMETERS)
 
 _psi = sp.Symbol("psi", real=True)
 _r = sp.Symbol("r", positive=True)
 _x = sp.Symbol("x", real=True)
-
-LATEX_NAMES = {
-    theta: r"\theta", cos_theta: r"c_{\theta}", alpha: r"\alpha", lam: r"\lambda", n: "n", d: r"d_{L}", k: "k",
-    beta: r"\beta", c: "c", h_total: r"h_{tot}", I_total: r"I_{tot}", hypo_constant: r"C_{h}",
-    mean_G: r"\mu_{G}", var_G: r"\sigma_{G}", scale2: r"s_{2}", n_out: r"n_{o}", y: "y", odd_part: r"D_{J}",
-}
 
 
 def cho_saul_j2bar(t: sp.Expr = theta) -> sp.Expr:
@@ -239,28 +240,9 @@ def output_corr_sq_stable(corr: sp.Expr) -> sp.Expr:
 # --------------------------------------------------------------------------- registry
 def derive_log_gaussian() -> Derivation:
     dv = Derivation("lognormal", "Log-Gaussian ResNets at finite depth-to-width ratio", PAPER)
-    dom = {
-        theta: Input(theta, "[0, pi]", "angle between the two arguments"),
-        cos_theta: Input(cos_theta, "[-1, 1]", "cos(theta)"),
-        alpha: Input(alpha, "real", "skip-connection coefficient alpha"),
-        lam: Input(lam, "[0, inf)", "residual-branch coefficient lambda"),
-        n: Input(n, "[2, inf)", "hidden width n"),
-        d: Input(d, "[1, inf)", "number of hidden residual layers d"),
-        k: Input(k, "[1, inf)", "layer lag k = |l' - l|"),
-        beta: Input(beta, "(0, inf)", "beta of eq. (5)"),
-        c: Input(c, "[0, 1]", "c = lam^2/(alpha^2 + lam^2)"),
-        h_total: Input(h_total, "real", "total hypoactivation sum_l h_l"),
-        I_total: Input(I_total, "real", "total interlayer covariance"),
-        hypo_constant: Input(hypo_constant, "real", "hypoactivation constant C_{alpha,lambda}"),
-        mean_G: Input(mean_G, "real", "E[G]"),
-        var_G: Input(var_G, "[0, inf)", "Var[G]"),
-        scale2: Input(scale2, "(0, inf)", "alpha^2 + lam^2"),
-        n_out: Input(n_out, "[1, inf)", "output dimension"),
-        y: Input(y, "real", "value of ln ||Z||^2"),
-        odd_part: Input(odd_part, "real", "J2(theta) - J2(pi - theta)"),
-    }
+    dv.declare(PARAMETERS)
 
-    add = dv.adder(dom)
+    add = dv.adder()
     nonzero = [Constraint(sp.Gt(alpha**2 + lam**2, 0), "alpha^2 + lam^2 > 0 (alpha = lam = 0 is a zero network)")]
 
     J = j2bar_closed_form()
@@ -268,21 +250,21 @@ def derive_log_gaussian() -> Derivation:
     series = remark18_series(3).subs(_x, cos_theta)
     moments = lognormal_output_moments()
     add("j2bar", J, [theta], "23", "J2-bar(theta) = 2 E[relu(Z)^2 relu(cos(theta) Z + sin(theta) W)^2]",
-        r"\bar{J}_{2}")
+        r"\bar{J}_{2}(\theta)")
     add("j2bar_odd_part", D, [theta], "24",
         "J2-bar(theta) - J2-bar(pi - theta): n Cov(2||relu(u)||^2, 2||relu(cos u + sin g/sqrt(n))||^2)",
-        r"D_{J}")
+        r"\bar{J}_{2}(\theta) - \bar{J}_{2}(\pi - \theta)")
     add("sphere_relu_norm_cov", odd_part / n, [odd_part, n], "24",
         "Lemma 16: Cov(2||relu(u)||^2, 2||relu(cos(theta) u + sin(theta) g/sqrt(n))||^2), leading order",
-        r"\Sigma_{16}")
+        r"\operatorname{Cov}_{16}")
     add("j2bar_odd_part_asymptotic", series, [cos_theta], "Remark 18",
         "large-lag series 8 cos/pi + 4 cos^3/(3 pi); the next term is O(cos^3), not O(alpha^{2k})",
-        r"D_{\infty}", note="next order added")
+        r"\bar{J}_{2}(\theta) - \bar{J}_{2}(\pi - \theta)", note="next order added")
     add("cos_theta_k", cos_theta_k(), [alpha, lam, k], "8, 13", "cos(theta_k) = alpha^k/(alpha^2+lam^2)^{k/2}",
-        r"c_{k}", constraints=[*nonzero, Constraint(sp.Or(sp.Ge(alpha, 0), sp.Eq(k, sp.floor(k))),
+        r"\cos\theta_{k}", constraints=[*nonzero, Constraint(sp.Or(sp.Ge(alpha, 0), sp.Eq(k, sp.floor(k))),
                                                     "k integer when alpha < 0 (alpha^k is real)")])
     add("layer_cos_factor", alpha / sp.sqrt(alpha**2 + lam**2), [alpha, lam], "21",
-        "one layer's factor of cos(theta_{l,l'}) (Prop. 6 prints alpha_i^2 for alpha_i)", r"c_{1}",
+        "one layer's factor of cos(theta_{l,l'}) (Prop. 6 prints alpha_i^2 for alpha_i)", r"\cos\theta_{\ell,\ell+1}",
         note="corrected", constraints=nonzero)
     add("beta", beta_from_lemmas(), [n, d, alpha, lam], "5", "beta = 2/n + d/n (5 lam^4 + 4 alpha^2 lam^2)/(alpha^2+lam^2)^2",
         r"\beta", constraints=nonzero)
@@ -290,21 +272,53 @@ def derive_log_gaussian() -> Derivation:
         "one layer's contribution to n beta (Prop. 6)", r"b_{l}", constraints=nonzero)
     add("c_coefficient", c_coefficient(), [alpha, lam], "5", "c = lam^2/(alpha^2+lam^2)", "c", constraints=nonzero)
     add("hypoactivation_total", hypo_constant * d / n, [hypo_constant, d, n], "8",
-        "h_total = C_{alpha,lambda} d/n (Prop. 2)", r"h_{tot}")
+        "h_total = C_{alpha,lambda} d/n (Prop. 2)", r"h_{\mathrm{tot}}")
     add("interlayer_cov_term", 2 * (d - k) * odd_part / n, [d, k, odd_part, n], "8",
         "contribution of lag k to I_total: 2 (d - k) ordered layer pairs times (J2(theta_k) - J2(pi-theta_k))/n",
         r"I_{k}")
     add("mean_G", -beta / 2 + 2 * c * h_total, [beta, c, h_total], "7", "E[G] = -beta/2 + 2 c h_total",
-        r"\mu_{G}")
-    add("var_G", beta + c**2 * I_total, [beta, c, I_total], "7", "Var[G] = beta + c^2 I_total", r"\sigma_{G}")
-    add("mean_G_balanced", -beta / 2, [beta], "9", "E[G] = -beta/2 (balanced ResNet, Thm 4)", r"\mu_{B}")
-    add("var_G_balanced", beta, [beta], "9", "Var[G] = beta (balanced ResNet, Thm 4)", r"\sigma_{B}")
+        r"\mathbb{E}[G]")
+    add("var_G", beta + c**2 * I_total, [beta, c, I_total], "7", "Var[G] = beta + c^2 I_total", r"\operatorname{Var}[G]")
+    add("mean_G_balanced", -beta / 2, [beta], "9", "E[G] = -beta/2 (balanced ResNet, Thm 4)", r"\mathbb{E}[G]")
+    add("var_G_balanced", beta, [beta], "9", "Var[G] = beta (balanced ResNet, Thm 4)", r"\operatorname{Var}[G]")
     add("output_mean_sq", moments["mean"], [scale2, d, mean_G, var_G], "3.1",
-        "E[(z_i^out)^2] for ||x||^2 = n_in", r"m_{2}")
+        "E[(z_i^out)^2] for ||x||^2 = n_in", r"\mathbb{E}[(z_{i}^{\mathrm{out}})^{2}]")
     add("output_var_sq", moments["variance"], [scale2, d, mean_G, var_G], "3.1",
-        "Var[(z_i^out)^2] for ||x||^2 = n_in", r"v_{2}")
+        "Var[(z_i^out)^2] for ||x||^2 = n_in", r"\operatorname{Var}[(z_{i}^{\mathrm{out}})^{2}]")
     add("output_corr_sq", output_corr_sq_stable(moments["correlation"]), [var_G], "3.2",
-        "Corr((z_i^out)^2, (z_j^out)^2), i != j", r"\rho_{2}")
+        "Corr((z_i^out)^2, (z_j^out)^2), i != j", r"\operatorname{Corr}[(z_{i}^{\mathrm{out}})^{2}, (z_{j}^{\mathrm{out}})^{2}]")
     add("log_chi2_density", log_chi2_density(), [y, n_out], "C.3", "density of ln ||Z||^2, ||Z||^2 ~ chi^2(n_out)",
-        r"p_{\chi}")
+        r"p_{\ln \|Z\|^{2}}(y)")
+    dv.state(STATEMENTS)
     return dv
+
+
+STATEMENTS = {
+    "j2bar": r"Integrating eq.~(23) in polar coordinates gives the Cho--Saul closed form of $\bar{J}_{2}$.",
+    "j2bar_odd_part": r"The covariance numerator of Lemma~16 is the odd part of $\bar{J}_{2}$ about $\theta = \pi/2$.",
+    "sphere_relu_norm_cov": r"To leading order in $1/n$, the covariance of the rescaled ReLU norms of Lemma~16 is the "
+                            r"odd part of $\bar{J}_{2}$ divided by the width.",
+    "j2bar_odd_part_asymptotic": r"At large layer lag the odd part of $\bar{J}_{2}$ is a series in $\cos\theta$ "
+                                 r"whose next term is of order $\cos^{3}\theta$, not $\alpha^{2k}$.",
+    "cos_theta_k": r"The cosine of the angle between layers $k$ apart decays geometrically in $k$.",
+    "layer_cos_factor": r"Each layer multiplies the inter-layer cosine by the factor below (Prop.~6 prints "
+                        r"$\alpha_{i}^{2}$ for $\alpha_{i}$).",
+    "beta": r"The log-variance rate $\beta$ is the sum of the chi-square term $2/n$ and $d$ per-layer variances "
+            r"derived from Lemmas~9 and~10.",
+    "layer_beta_term": r"One residual layer contributes to $n \beta$ the term below.",
+    "c_coefficient": r"The weight of the residual branch in the normalised layer is",
+    "hypoactivation_total": r"The total hypoactivation grows linearly in the depth-to-width ratio $d/n$.",
+    "interlayer_cov_term": r"Layers at lag $k$ contribute $2(d - k)$ ordered pairs, each with covariance "
+                           r"$(\bar{J}_{2}(\theta_{k}) - \bar{J}_{2}(\pi - \theta_{k}))/n$.",
+    "mean_G": r"The mean of the log-norm $G$ is $-\beta/2$ shifted by the hypoactivation.",
+    "var_G": r"The variance of $G$ is $\beta$ plus the inter-layer covariance weighted by $c^{2}$.",
+    "mean_G_balanced": r"For the balanced ResNet of Theorem~4 the mean of $G$ is $-\beta/2$.",
+    "var_G_balanced": r"For the balanced ResNet the variance of $G$ is $\beta$.",
+    "output_mean_sq": r"For $\|x\|^{2} = n_{\mathrm{in}}$ the second moment of an output follows from the "
+                      r"moment-generating function of the Gaussian $G$.",
+    "output_var_sq": r"The variance of a squared output is log-normal in $G$.",
+    "output_corr_sq": r"Two squared outputs are correlated through the shared $G$ alone, written here in a form "
+                      r"exact for every $\operatorname{Var}[G] \geq 0$.",
+    "log_chi2_density": r"Changing variables in the $\chi^{2}(n_{\mathrm{out}})$ density gives the density of "
+                        r"$\ln \|Z\|^{2}$.",
+}

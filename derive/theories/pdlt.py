@@ -23,50 +23,54 @@ from functools import lru_cache
 import sympy as sp
 
 from resprop.derive import activations
-from resprop.derive.results import Constraint, Derivation, Input
+from resprop.derive.results import Constraint, Derivation
+from resprop.derive.symbols import Parameter
 
 PAPER = "pdlt_appB"
 
-K = sp.Symbol("K", positive=True)
-V = sp.Symbol("V", real=True)
-C_W = sp.Symbol("C_W", positive=True)
-C_b = sp.Symbol("C_b", nonnegative=True)
-gamma = sp.Symbol("gamma", nonnegative=True)
-a_plus = sp.Symbol("a_plus", real=True)
-a_minus = sp.Symbol("a_minus", real=True)
-sigma1 = sp.Symbol("sigma_1", positive=True)
+_E = r"\rangle_{K^{(LAYER)}}"  # a Gaussian expectation under N(0, K^(l))
+
+#: every input of the results below, declared once (symbol, domain, LaTeX of App. B, meaning)
+P_K = Parameter("K", "(0, inf)", "K", "single-input kernel K^(l)", layer=r"\ell")
+P_V = Parameter("V", "real", "V", "four-point vertex V^(l)", layer=r"\ell")
+P_C_W = Parameter("C_W", "(0, inf)", r"C_{W}", "rescaled weight variance", "Var W = C_W / n")
+P_C_b = Parameter("C_b", "[0, inf)", r"C_{b}", "bias variance")
+P_gamma = Parameter("gamma", "[0, 1)", r"\gamma", "residual hyperparameter gamma", "xi = 1, z' = b + W sigma(z) + gamma z")
+P_a_plus = Parameter("a_plus", "real", r"a_{+}", "slope for z > 0")
+P_a_minus = Parameter("a_minus", "real", r"a_{-}", "slope for z < 0")
+P_sigma1 = Parameter("sigma_1", "(0, inf)", r"\sigma_{1}", "sigma'(0)")
+P_n_L = Parameter("n_L", "[1, inf)", r"n_{L}", "output width n_L")
+P_r = Parameter("r", "(0, inf)", "r", "aspect ratio L/n")
+P_nu = Parameter("nu", "(0, inf)", r"\nu", "nu(gamma)")
+P_chi_par = Parameter("chi_par", "real", r"\chi_{\parallel}", "chi_parallel(K^(l))", layer=r"\ell")
+P_chi_perp = Parameter("chi_perp", "real", r"\chi_{\perp}", "chi_perp(K^(l))", layer=r"\ell")
+P_dK1 = Parameter("dK1", "real", r"\delta K_{[1]}", "delta K_[1]^(l)", layer=r"\ell")
+P_ddK2 = Parameter("ddK2", "real", r"\delta\delta K_{[2]}", "delta delta K_[2]^(l)", layer=r"\ell")
+P_h_K = Parameter("h_K", "real", "h", "h(K^(l))", layer=r"\ell")
+P_mean_sigma_sq = Parameter("mean_sigma_sq", "[0, inf)", r"\langle \sigma^{2} " + _E, "<sigma^2>_K", layer=r"\ell")
+P_mean_sigma_sq_z_sq = Parameter("mean_sigma_sq_z_sq", "[0, inf)", r"\langle \sigma^{2} z^{2} " + _E,
+                                 "<sigma^2 z^2>_K", layer=r"\ell")
+P_mean_sigma_4 = Parameter("mean_sigma_4", "[0, inf)", r"\langle \sigma^{4} " + _E, "<sigma^4>_K", layer=r"\ell")
+P_mean_dsigma_sq = Parameter("mean_dsigma_sq", "[0, inf)", r"\langle \sigma'^{2} " + _E, "<sigma'^2>_K",
+                             layer=r"\ell")
+P_mean_dsigma_sq_z_sq = Parameter("mean_dsigma_sq_z_sq", "[0, inf)", r"\langle \sigma'^{2} z^{2} " + _E,
+                                  "<sigma'^2 z^2>_K", layer=r"\ell")
+P_G_RR = Parameter("G_RR", "(0, inf)", r"G_{RR}", "measured block-block correlator (B.42)")
+P_G_Rz = Parameter("G_Rz", "real", r"G_{Rz}", "measured block-input cross correlator (B.43)")
+P_G_zz = Parameter("G_zz", "(0, inf)", r"G_{zz}", "measured input correlator (B.42)")
+PARAMETERS = (P_K, P_V, P_C_W, P_C_b, P_gamma, P_a_plus, P_a_minus, P_sigma1, P_n_L, P_r, P_nu, P_chi_par,
+              P_chi_perp, P_dK1, P_ddK2, P_h_K, P_mean_sigma_sq, P_mean_sigma_sq_z_sq, P_mean_sigma_4,
+              P_mean_dsigma_sq, P_mean_dsigma_sq_z_sq, P_G_RR, P_G_Rz, P_G_zz)
+
+(K, V, C_W, C_b, gamma, a_plus, a_minus, sigma1, n_L, r, nu, chi_par, chi_perp, dK1, ddK2, h_K, mean_sigma_sq,
+ mean_sigma_sq_z_sq, mean_sigma_4, mean_dsigma_sq, mean_dsigma_sq_z_sq, G_RR, G_Rz, G_zz) = (p.symbol for p in PARAMETERS)
 a1 = sp.Symbol("a_1", negative=True)
-n_L = sp.Symbol("n_L", positive=True)
-r = sp.Symbol("r", positive=True)
-nu = sp.Symbol("nu", positive=True)
-chi_par = sp.Symbol("chi_par", real=True)
-chi_perp = sp.Symbol("chi_perp", real=True)
-dK1 = sp.Symbol("dK1", real=True)
-ddK2 = sp.Symbol("ddK2", real=True)
-h_K = sp.Symbol("h_K", real=True)
-mean_sigma_sq = sp.Symbol("mean_sigma_sq", nonnegative=True)  # <sigma^2>_K
-mean_sigma_sq_z_sq = sp.Symbol("mean_sigma_sq_z_sq", nonnegative=True)  # <sigma^2 z^2>_K
-mean_sigma_4 = sp.Symbol("mean_sigma_4", nonnegative=True)  # <sigma^4>_K
-mean_dsigma_sq = sp.Symbol("mean_dsigma_sq", nonnegative=True)  # <sigma'^2>_K
-mean_dsigma_sq_z_sq = sp.Symbol("mean_dsigma_sq_z_sq", nonnegative=True)  # <sigma'^2 z^2>_K
-G_RR = sp.Symbol("G_RR", positive=True)
-G_Rz = sp.Symbol("G_Rz", real=True)
-G_zz = sp.Symbol("G_zz", positive=True)
 
 _z = sp.Symbol("z", real=True)
 _delta = sp.Symbol("delta", real=True)
 _eps = sp.Symbol("epsilon", positive=True)  # 1/n
 _ell = sp.Symbol("ell", positive=True)
 _u = sp.Symbol("u", positive=True)  # 1 - gamma^2
-
-LATEX_NAMES = {
-    K: "K", V: "V", C_W: r"C_{W}", C_b: r"C_{b}", gamma: r"\gamma", a_plus: r"a_{p}", a_minus: r"a_{m}",
-    sigma1: r"\sigma_{1}", a1: r"a_{1}", n_L: r"n_{L}", r: "r", nu: r"\nu", chi_par: r"\chi_{p}",
-    chi_perp: r"\chi_{t}", dK1: r"\delta_{1}", ddK2: r"\delta_{2}", h_K: r"h_{K}",
-    mean_sigma_sq: r"g_{2}", mean_sigma_sq_z_sq: r"q_{2}", mean_sigma_4: r"g_{4}", mean_dsigma_sq: r"g_{d}",
-    mean_dsigma_sq_z_sq: r"q_{d}", G_RR: r"G_{RR}", G_Rz: r"G_{Rz}", G_zz: r"G_{zz}",
-}
-
 
 def _gauss_moment(p: int, kk: sp.Expr = K) -> sp.Expr:
     """E z^p for z ~ N(0, kk)."""
@@ -341,27 +345,9 @@ def xi_recipe() -> sp.Expr:
 # --------------------------------------------------------------------------- registry
 def derive_residual_mlp() -> Derivation:
     dv = Derivation("pdlt", "Residual MLPs at criticality (PDLT App. B)", PAPER)
-    dom = {
-        K: Input(K, "(0, inf)", "single-input kernel K^(l)"), V: Input(V, "real", "four-point vertex V^(l)"),
-        C_W: Input(C_W, "(0, inf)", "rescaled weight variance"), C_b: Input(C_b, "[0, inf)", "bias variance"),
-        gamma: Input(gamma, "[0, 1)", "residual hyperparameter gamma"),
-        a_plus: Input(a_plus, "real", "slope for z > 0"), a_minus: Input(a_minus, "real", "slope for z < 0"),
-        sigma1: Input(sigma1, "(0, inf)", "sigma'(0)"), n_L: Input(n_L, "[1, inf)", "output width n_L"),
-        r: Input(r, "(0, inf)", "aspect ratio L/n"), nu: Input(nu, "(0, inf)", "nu(gamma)"),
-        chi_par: Input(chi_par, "real", "chi_parallel(K^(l))"), chi_perp: Input(chi_perp, "real", "chi_perp(K^(l))"),
-        dK1: Input(dK1, "real", "delta K_[1]^(l)"), ddK2: Input(ddK2, "real", "delta delta K_[2]^(l)"),
-        h_K: Input(h_K, "real", "h(K^(l))"),
-        mean_sigma_sq: Input(mean_sigma_sq, "[0, inf)", "<sigma^2>_K"),
-        mean_sigma_sq_z_sq: Input(mean_sigma_sq_z_sq, "[0, inf)", "<sigma^2 z^2>_K"),
-        mean_sigma_4: Input(mean_sigma_4, "[0, inf)", "<sigma^4>_K"),
-        mean_dsigma_sq: Input(mean_dsigma_sq, "[0, inf)", "<sigma'^2>_K"),
-        mean_dsigma_sq_z_sq: Input(mean_dsigma_sq_z_sq, "[0, inf)", "<sigma'^2 z^2>_K"),
-        G_RR: Input(G_RR, "(0, inf)", "measured block-block correlator (B.42)"),
-        G_Rz: Input(G_Rz, "real", "measured block-input cross correlator (B.43)"),
-        G_zz: Input(G_zz, "(0, inf)", "measured input correlator (B.42)"),
-    }
+    dv.declare(PARAMETERS)
 
-    add = dv.adder(dom)
+    add = dv.adder()
     slopes = [Constraint(sp.Gt(a_plus**2 + a_minus**2, 0), "a_plus^2 + a_minus^2 > 0 (a nonzero activation)")]
     nu0_si = sp.factor(nu_scale_invariant().subs(gamma, 0))  # nu(0); gamma* exists for r >= r*(0) = 4/((20 + 3 n_L) nu(0))
     exists_si = [*slopes, Constraint(sp.Ge(r * (20 + 3 * n_L) * sp.numer(nu0_si), 4 * sp.denom(nu0_si)),
@@ -373,42 +359,82 @@ def derive_residual_mlp() -> Derivation:
     crit_k0 = criticality_k0()
     g_si = gamma_star_scale_invariant()
     g_k0 = gamma_star_k0()
+    nxt = r"\ell+1"
     add("kernel_update", four_point_recursion_from_forward()[0], [C_b, C_W, mean_sigma_sq, gamma, K], "B.12",
-        "K^(l+1) = C_b + C_W <sigma^2>_K + gamma^2 K", r"K_{l+1}", "recursion")
+        "K^(l+1) = C_b + C_W <sigma^2>_K + gamma^2 K", P_K.tex(nxt), "recursion",
+        statement=r"The single-input kernel of a residual MLP obeys, at leading order in $1/n$, the layer-to-layer "
+                  r"recursion below, derived from the forward equation (B.3).")
     add("chi_parallel", chi_parallel(), [gamma, C_W, mean_sigma_sq_z_sq, K, mean_sigma_sq], "B.15",
-        "chi_par = gamma^2 + C_W <sigma^2 (z^2 - K)>/(2K^2)", r"\chi_{p}")
+        "chi_par = gamma^2 + C_W <sigma^2 (z^2 - K)>/(2K^2)", P_chi_par.tex(),
+        statement=r"The parallel susceptibility, shifted by the residual path, is $\gamma^{2}$ plus $C_{W}$ times "
+                  r"the derivative of $\langle \sigma^{2} \rangle_{K}$ with respect to $K$, written as a Gaussian "
+                  r"expectation.")
     add("chi_perpendicular", chi_perpendicular(), [gamma, C_W, mean_dsigma_sq], "B.16",
-        "chi_perp = gamma^2 + C_W <sigma'^2>", r"\chi_{t}")
+        "chi_perp = gamma^2 + C_W <sigma'^2>", P_chi_perp.tex(),
+        statement=r"The perpendicular susceptibility is $\gamma^{2}$ plus $C_{W}$ times the mean squared "
+                  r"derivative of the activation.")
     add("h_function", h_function(), [C_W, mean_dsigma_sq_z_sq, K, mean_dsigma_sq], "B.18",
-        "h(K) = (1/2) d chi_perp / dK", r"h_{K}")
+        "h(K) = (1/2) d chi_perp / dK", P_h_K.tex(),
+        statement=r"The coupling $h$ of the second-order perturbation is half the derivative of "
+                  r"$\chi_{\perp}$ with respect to the kernel.")
     add("delta_K1_update", chi_par * dK1, [chi_par, dK1], "B.13", "delta K_[1]^(l+1) = chi_par delta K_[1]^(l)",
-        r"\delta_{1}", "recursion")
+        P_dK1.tex(nxt), "recursion",
+        statement=r"The first-order perturbation of the kernel is multiplied in each layer by the parallel "
+                  r"susceptibility.")
     add("delta_K2_update", chi_perp * ddK2 + h_K * dK1**2, [chi_perp, ddK2, h_K, dK1], "B.14",
-        "delta delta K_[2]^(l+1) = chi_perp delta delta K_[2] + h (delta K_[1])^2", r"\delta_{2}", "recursion")
+        "delta delta K_[2]^(l+1) = chi_perp delta delta K_[2] + h (delta K_[1])^2", P_ddK2.tex(nxt), "recursion",
+        statement=r"The second-order perturbation is multiplied by the perpendicular susceptibility and sourced "
+                  r"by $h$ times the square of the first-order perturbation.")
     add("four_point_update", four_point_update(), [V, K, C_W, gamma, chi_par, mean_sigma_4, mean_sigma_sq], "B.26",
-        "V^(l+1), derived from the forward equation B.3", r"V_{l+1}", "recursion")
+        "V^(l+1), derived from the forward equation B.3", P_V.tex(nxt), "recursion",
+        statement=r"The four-point vertex, the $1/n$ correction to the kernel's fluctuations, obeys the recursion "
+                  r"below, derived here from the forward equation (B.3).")
     add("critical_C_W_scale_invariant", crit_si[C_W], [gamma, a_plus, a_minus], "B.20",
-        "C_W(gamma) = (1 - gamma^2)/A_2, C_b = 0", r"C_{W}", constraints=slopes)
+        "C_W(gamma) = (1 - gamma^2)/A_2, C_b = 0", r"C_{W}", constraints=slopes,
+        statement=r"For a scale-invariant activation with slopes $a_{+}$ and $a_{-}$, criticality "
+                  r"($\chi_{\parallel} = \chi_{\perp} = 1$, $C_{b} = 0$) fixes the weight variance.")
     add("critical_C_W_k0", crit_k0[C_W], [gamma, sigma1], "B.21", "C_W(gamma) = (1 - gamma^2)/sigma_1^2, C_b = 0",
-        r"C_{W}")
+        r"C_{W}",
+        statement=r"For the $K^{\star} = 0$ universality class, criticality ($\chi_{\perp}(0) = 1$, $C_{b} = 0$) "
+                  r"fixes the weight variance.")
     add("nu_scale_invariant", nu_scale_invariant(), [gamma, a_plus, a_minus], "B.29",
-        "nu(gamma) of the scale-invariant class, V^(L)/(n K^2) = nu L/n", r"\nu", constraints=slopes)
-    add("nu_k0", nu_k0(), [gamma], "B.35", "nu(gamma) of the K* = 0 class", r"\nu")
-    add("r_star", r_star(), [nu, n_L], "B.36", "optimal aspect ratio r* = 4/((20 + 3 n_L) nu)", r"r_{*}")
+        "nu(gamma) of the scale-invariant class, V^(L)/(n K^2) = nu L/n", r"\nu", constraints=slopes,
+        statement=r"At criticality the normalised four-point vertex of the scale-invariant class grows as "
+                  r"$V^{(L)}/(n K^{2}) = \nu L/n$ with the coefficient below.")
+    add("nu_k0", nu_k0(), [gamma], "B.35", "nu(gamma) of the K* = 0 class", r"\nu",
+        statement=r"For the $K^{\star} = 0$ class, matching $K \sim \kappa/\ell$ and $V \sim B/\ell$ in the deep "
+                  r"recursions gives the growth coefficient of the four-point vertex.")
+    add("r_star", r_star(), [nu, n_L], "B.36", "optimal aspect ratio r* = 4/((20 + 3 n_L) nu)", r"r^{\star}",
+        statement=r"The aspect ratio $L/n$ that balances depth against finite-width fluctuations is inversely "
+                  r"proportional to $\nu$.")
     add("gamma_star_scale_invariant", g_si, [r, n_L, a_plus, a_minus], "B.36",
-        "gamma*(r), inverse of r*(gamma), scale-invariant class (valid for r > r*(0))", r"\gamma_{*}",
-        constraints=exists_si)
-    add("gamma_star_k0", g_k0, [r, n_L], "B.36", "gamma*(r), K* = 0 class (valid for r > r*(0))", r"\gamma_{*}",
-        constraints=exists_k0)
+        "gamma*(r), inverse of r*(gamma), scale-invariant class (valid for r > r*(0))", r"\gamma^{\star}",
+        constraints=exists_si,
+        statement=r"Inverting $r^{\star}(\gamma)$ for the scale-invariant class gives the optimal residual "
+                  r"strength at an aspect ratio $r > r^{\star}(0)$.")
+    add("gamma_star_k0", g_k0, [r, n_L], "B.36", "gamma*(r), K* = 0 class (valid for r > r*(0))", r"\gamma^{\star}",
+        constraints=exists_k0,
+        statement=r"For the $K^{\star} = 0$ class the optimal residual strength at an aspect ratio "
+                  r"$r > r^{\star}(0)$ is the root below.")
     add("one_minus_gamma_star_sq_asymptotic_scale_invariant", footnote8_asymptotics(g_si), [r, n_L, a_plus, a_minus],
-        "fn. 8", "1 - gamma*(r)^2 at large r, scale-invariant class", r"u_{\infty}")
+        "fn. 8", "1 - gamma*(r)^2 at large r, scale-invariant class", r"1 - \left(\gamma^{\star}\right)^{2}",
+        statement=r"At large aspect ratio the weight $1 - (\gamma^{\star})^{2}$ of the residual branch of the "
+                  r"scale-invariant class vanishes as $1/r$.")
     add("one_minus_gamma_star_sq_asymptotic_k0", footnote8_asymptotics(g_k0), [r, n_L], "fn. 8",
-        "1 - gamma*(r)^2 at large r, K* = 0 class", r"u_{\infty}")
+        "1 - gamma*(r)^2 at large r, K* = 0 class", r"1 - \left(\gamma^{\star}\right)^{2}",
+        statement=r"At large aspect ratio the weight $1 - (\gamma^{\star})^{2}$ of the residual branch of the "
+                  r"$K^{\star} = 0$ class vanishes as $1/r$.")
     add("xi_recipe", xi_recipe(), [gamma, G_RR, G_Rz, G_zz], "B.45",
-        "xi solving (1 - gamma^2) G_zz = xi^2 G_RR + 2 gamma xi G_Rz", r"\xi")
+        "xi solving (1 - gamma^2) G_zz = xi^2 G_RR + 2 gamma xi G_Rz", r"\xi",
+        statement=r"The block scale $\xi$ that preserves the measured correlators, "
+                  r"$(1 - \gamma^{2}) G_{zz} = \xi^{2} G_{RR} + 2 \gamma \xi G_{Rz}$, is the positive root.")
     for name in ("tanh", "erf"):
         s1, aa = odd_activation_series(activations.activation_expr(name))
-        add(f"sigma1_{name}", s1, [], "B.21", f"sigma'(0) for {name}", r"\sigma_{1}")
+        fn = r"\tanh" if name == "tanh" else r"\operatorname{erf}"
+        add(f"sigma1_{name}", s1, [], "B.21", f"sigma'(0) for {name}", r"\sigma_{1}",
+            statement=rf"For $\sigma = {fn}$ the slope at the origin is $\sigma_{{1}} = \sigma'(0)$.")
         add(f"a1_{name}", aa, [], "B.30", f"a_1 = sigma'''(0)/sigma'(0) for {name}, so that g(K) = sigma_1^2 (K + a_1 K^2 + ...)",
-            r"a_{1}")
+            r"a_{1}",
+            statement=rf"For $\sigma = {fn}$ the curvature coefficient $a_{{1}} = \sigma'''(0)/\sigma'(0)$ makes "
+                      rf"$\langle \sigma^{{2}} \rangle_{{K}} = \sigma_{{1}}^{{2}} (K + a_{{1}} K^{{2}} + \dots)$.")
     return dv

@@ -60,27 +60,30 @@ from functools import lru_cache
 
 import sympy as sp
 
-from resprop.derive.results import Constraint, Derivation, Input
+from resprop.derive.results import Constraint, Derivation
+from resprop.derive.symbols import Parameter
 
 PAPER = "innocenti2025"
 
-N = sp.Symbol("N", positive=True)  # same symbol as resprop.derive.theories.fischer.N
-L = sp.Symbol("L", positive=True, integer=True)  # same symbol as resprop.derive.theories.fischer.depth
-gamma0 = sp.Symbol("gamma_0", positive=True)
-alpha = sp.Symbol("alpha_L", nonnegative=True)
-d_exp = sp.Symbol("d", nonnegative=True)
-mse = sp.Symbol("mse_loss", nonnegative=True)
-s = sp.Symbol("s", positive=True)
-x = sp.Symbol("x", real=True)
-y = sp.Symbol("y", real=True)
-w1, w2, w3 = sp.symbols("w_1 w_2 w_3", real=True)
-rho = sp.Symbol("rho_pc", nonnegative=True)
-theta = sp.Symbol("theta_gs", nonnegative=True)
-
-LATEX_NAMES = {
-    N: "N", L: "L", gamma0: r"\gamma_{0}", alpha: r"\alpha_{L}", d_exp: "d", mse: r"\ell_{B}", s: "s",
-    x: "x", y: "y", w1: r"w_{1}", w2: r"w_{2}", w3: r"w_{3}", rho: r"\rho_{s}", theta: r"\theta_{s}",
-}
+_P = Parameter
+#: every input of the results below, declared once (symbol, domain, the paper's LaTeX, meaning)
+PARAMETERS = (
+    _P("mse_loss", "[0, inf)", r"\mathcal{L}", "MSE loss L(theta) of eq. 1"),
+    _P("s", "[1, inf)", "s", "equilibrated-energy rescaling s(theta)"),
+    _P("x", "real", "x", "scalar input"),
+    _P("y", "real", "y", "scalar target"),
+    _P("w_1", "real", r"w_{1}", "layer map of layer 1 (width-1 chain)"),
+    _P("w_2", "real", r"w_{2}", "layer map of layer 2"),
+    _P("w_3", "real", r"w_{3}", "layer map of layer 3"),
+    _P("L", "[2, inf)", "L", "number of weight layers L", integer=True),  # same symbol as resprop.derive.theories.fischer.depth
+    _P("N", "[1, inf)", "N", "width N"),  # same symbol as resprop.derive.theories.fischer.N
+    _P("gamma_0", "(0, inf)", r"\gamma_{0}", "output-scale constant gamma_0 (gamma = gamma_0 N^d)"),
+    _P("d", "[0, inf)", "d", "output-scale exponent d (1/2 mean-field and muP, 0 SP and NTK)"),
+    _P("alpha_L", "[0, inf)", r"\alpha", "depth exponent alpha of the residual branches"),
+    _P("rho_pc", "[0, inf)", r"\rho", "rho = L ||grad s|| / (s ||grad L||)"),
+    _P("theta_gs", "[0, pi]", r"\theta", "angle between grad L and grad s"),
+)
+mse, s, x, y, w1, w2, w3, L, N, gamma0, d_exp, alpha, rho, theta = (p.symbol for p in PARAMETERS)
 
 
 # --------------------------------------------------------------------------- equilibrated energy
@@ -313,50 +316,52 @@ def pc_bp_one_minus_cosine_series() -> sp.Expr:
 # --------------------------------------------------------------------------- registry
 def derive_predictive_coding() -> Derivation:
     dv = Derivation("predictive_coding", "Equilibrated predictive-coding energy of linear networks", PAPER)
-    dom = {
-        mse: Input(mse, "[0, inf)", "MSE loss L(theta) of eq. 1"),
-        s: Input(s, "[1, inf)", "equilibrated-energy rescaling s(theta)"),
-        x: Input(x, "real", "scalar input"),
-        y: Input(y, "real", "scalar target"),
-        w1: Input(w1, "real", "layer map of layer 1 (width-1 chain)"),
-        w2: Input(w2, "real", "layer map of layer 2"),
-        w3: Input(w3, "real", "layer map of layer 3"),
-        L: Input(L, "[2, inf)", "number of weight layers L"),
-        N: Input(N, "[1, inf)", "width N"),
-        gamma0: Input(gamma0, "(0, inf)", "output-scale constant gamma_0 (gamma = gamma_0 N^d)"),
-        d_exp: Input(d_exp, "[0, inf)", "output-scale exponent d (1/2 mean-field and muP, 0 SP and NTK)"),
-        alpha: Input(alpha, "[0, inf)", "depth exponent alpha of the residual branches"),
-        rho: Input(rho, "[0, inf)", "rho = L ||grad s|| / (s ||grad L||)"),
-        theta: Input(theta, "[0, pi]", "angle between grad L and grad s"),
-    }
+    dv.declare(PARAMETERS)
 
-    add = dv.adder(dom)
+    add = dv.adder()
 
     if lagrange_residual() != 0:
         raise ArithmeticError("Lagrange minimum differs from r^2 / (2 sum b^2)")
     add("equilibrated_energy", mse / s, [mse, s], "5, 24",
-        "F* = L(theta)/s(theta): PC energy at the activity equilibrium of a linear network", r"F_{*}")
+        "F* = L(theta)/s(theta): PC energy at the activity equilibrium of a linear network", r"\mathcal{F}^{*}")
     add("chain_energy_depth2", chain_energy(2).subs(dict(zip(chain_weights(2), (w1, w2)))), [x, y, w1, w2], "5-6",
-        "per-sample F* of a width-1 chain with one hidden unit: (y - w2 w1 x)^2 / (2 (1 + w2^2))", r"F_{2}",
+        "per-sample F* of a width-1 chain with one hidden unit: (y - w2 w1 x)^2 / (2 (1 + w2^2))", r"\mathcal{F}^{*}_{2}",
         note="derived by minimising eq. 2")
     add("chain_energy_depth3", chain_energy(3).subs(dict(zip(chain_weights(3), (w1, w2, w3)))),
-        [x, y, w1, w2, w3], "5-6", "per-sample F* of a width-1 chain with two hidden units", r"F_{3}",
+        [x, y, w1, w2, w3], "5-6", "per-sample F* of a width-1 chain with two hidden units", r"\mathcal{F}^{*}_{3}",
         note="derived by minimising eq. 2")
     add("s_minus_one_mlp_init", s_minus_one_mlp_mean(), [L, N, gamma0, d_exp], "16, 45-47",
-        "E[s] - 1 at initialisation for linear MLPs under Desideratum 1 (exact)", r"\sigma_{M}",
+        "E[s] - 1 at initialisation for linear MLPs under Desideratum 1 (exact)", r"\mathbb{E}[s] - 1",
         note="exact expectation")
     add("s_minus_one_resnet_init", s_minus_one_resnet_mean_stable(), [L, N, gamma0, d_exp, alpha], "104-107",
-        "E[s] - 1 at initialisation for linear residual networks (exact)", r"\sigma_{R}",
+        "E[s] - 1 at initialisation for linear residual networks (exact)", r"\mathbb{E}[s] - 1",
         note="exact expectation")
     add("s_minus_one_resnet_large_depth", s_minus_one_resnet_large_depth(), [L, N, gamma0, d_exp], "19, 107",
         "(e - 1) L/(gamma_0^2 N^{2d}): large-depth limit of E[s] - 1 at alpha = 1/2 (d = 1/2: mean-field)",
-        r"\sigma_{\infty}",
+        r"\mathbb{E}[s] - 1",
         note="constant e - 1 derived")
     add("pc_bp_cosine", pc_bp_cosine_stable(), [rho, theta], "26",
-        "cosine similarity of the PC (grad F*) and BP (grad L) weight gradients", r"c_{PB}",
+        "cosine similarity of the PC (grad F*) and BP (grad L) weight gradients", r"\cos(\nabla \mathcal{F}^{*}, \nabla \mathcal{L})",
         note="law of cosines on eq. 26",
         constraints=[Constraint(sp.Or(sp.Ne(rho, 1), sp.Ne(theta, 0)),
                                 "rho_pc != 1 or theta_gs != 0 (the PC gradient vanishes there: no angle)")])
     add("pc_bp_one_minus_cosine_small_rho", pc_bp_one_minus_cosine_series(), [rho, theta], "26",
-        "1 - cos(PC, BP) to second order in rho", r"\delta_{PB}", note="series in rho")
+        "1 - cos(PC, BP) to second order in rho", r"1 - \cos(\nabla \mathcal{F}^{*}, \nabla \mathcal{L})", note="series in rho")
+    dv.state(STATEMENTS)
     return dv
+
+
+STATEMENTS = {
+    "equilibrated_energy": r"At the equilibrium of the activities, the predictive-coding energy of a linear network is "
+                           r"the loss rescaled by $s$.",
+    "chain_energy_depth2": r"Minimising the energy of eq.~(2) over the hidden unit of a width-one chain gives",
+    "chain_energy_depth3": r"Minimising over both hidden units of a width-one chain with two hidden units gives",
+    "s_minus_one_mlp_init": r"At initialisation under Desideratum~1 the expected rescaling of a linear MLP exceeds one by",
+    "s_minus_one_resnet_init": r"For a linear residual network with branches scaled by $L^{-\alpha}$, the expected "
+                               r"rescaling at initialisation exceeds one by",
+    "s_minus_one_resnet_large_depth": r"At $\alpha = 1/2$ and large depth, $\mathbb{E}[s] - 1$ grows linearly in $L$ "
+                                      r"with the constant $e - 1$.",
+    "pc_bp_cosine": r"By the law of cosines on eq.~(26), the cosine similarity of the predictive-coding and "
+                    r"backpropagation gradients depends only on $\rho$ and $\theta$.",
+    "pc_bp_one_minus_cosine_small_rho": r"For small $\rho$ the two gradients are aligned up to second order.",
+}

@@ -21,41 +21,43 @@ from functools import lru_cache
 import sympy as sp
 
 from resprop.derive import gaussian
-from resprop.derive.results import Derivation, Input
+from resprop.derive.results import Derivation
+from resprop.derive.symbols import Parameter
 
 PAPER = "hayou2021"
 
-C = sp.Symbol("C", real=True)  # correlation in [-1, 1]
-Q_prev = sp.Symbol("Q_prev", positive=True)
-Q_ab = sp.Symbol("Q_ab", real=True)
-Q_aa = sp.Symbol("Q_aa", positive=True)
-Q_bb = sp.Symbol("Q_bb", positive=True)
-Theta_prev = sp.Symbol("Theta_prev", real=True)
-Psi = sp.Symbol("Psi", real=True)
-Psi_d = sp.Symbol("Psi_d", real=True)
-lam2 = sp.Symbol("lam2", nonnegative=True)  # lambda_{l,L}^2
-sigma_w2 = sp.Symbol("sigma_w2", positive=True)
-sigma_b2 = sp.Symbol("sigma_b2", nonnegative=True)
-L = sp.Symbol("L", positive=True, integer=True)
-t = sp.Symbol("t", nonnegative=True)
-q0 = sp.Symbol("q0", positive=True)
-x_dot = sp.Symbol("x_dot", real=True)  # x . x'
-d_in = sp.Symbol("d_in", positive=True)
-tail = sp.Symbol("tail", nonnegative=True)  # sum_{k>L} lambda_k^2
-Q_inf = sp.Symbol("Q_inf", positive=True)
-lam_sum = sp.Symbol("lam_sum", nonnegative=True)  # sum_l lambda_{l,L}^2
-root_qq = sp.Symbol("root_qq", positive=True)  # sqrt(Q_aa Q_bb)
+_P = Parameter
+_PREV = r"\ell-1"
+#: every input of the results below, declared once (symbol, domain, the paper's LaTeX, meaning); Hayou et al.
+#: write the layer as a subscript, Q_l(x, x')
+PARAMETERS = (
+    _P("C", "[-1, 1]", r"C_{LAYER}", "correlation C_{l-1}", layer=_PREV),
+    _P("Q_prev", "(0, inf)", r"Q_{LAYER}(x, x)", "diagonal Q_{l-1}(x, x)", layer=_PREV),
+    _P("Q_ab", "real", r"Q_{LAYER}(x, x')", "Q_{l-1}(x, x')", layer=_PREV),
+    _P("Q_aa", "(0, inf)", r"Q_{LAYER}(x, x)", "Q_{l-1}(x, x)", layer=_PREV),
+    _P("Q_bb", "(0, inf)", r"Q_{LAYER}(x', x')", "Q_{l-1}(x', x')", layer=_PREV),
+    _P("Theta_prev", "real", r"\Theta_{LAYER}(x, x')", "Theta_{l-1}(x, x')", layer=_PREV),
+    _P("Psi", "real", r"\Psi_{LAYER}", "Psi_{l-1} = sigma_b^2 + sigma_w^2 E[phi phi]", layer=_PREV),
+    _P("Psi_d", "real", r"\Psi'_{LAYER}", "Psi'_{l-1} = sigma_w^2 E[phi' phi']", layer=_PREV),
+    _P("lam2", "[0, inf)", r"\lambda_{LAYER,L}^{2}", "lambda_{l,L}^2", layer=r"\ell"),
+    _P("sigma_w2", "(0, inf)", r"\sigma_{w}^{2}", "weight variance"),
+    _P("sigma_b2", "[0, inf)", r"\sigma_{b}^{2}", "bias variance"),
+    _P("L", "[1, inf)", "L", "depth L", integer=True),
+    _P("t", "[0, 1]", "t", "continuous depth t = l/L"),
+    _P("q0", "(0, inf)", r"Q_{0}(x, x)", "Q_0(x, x)"),
+    _P("x_dot", "real", r"x^{\top} x'", "x . x'"),
+    _P("d_in", "[1, inf)", "d", "input dimension d"),
+    _P("tail", "[0, inf)", r"\left(\sum_{k>L} \lambda_{k}^{2}\right)", "sum_{k>L} lambda_k^2"),
+    _P("Q_inf", "(0, inf)", r"Q_{\infty}(x, x)", "Q_inf(x, x)"),
+    _P("lam_sum", "[0, inf)", r"\left(\sum_{\ell} \lambda_{\ell,L}^{2}\right)", "sum_l lambda_{l,L}^2"),
+    _P("root_qq", "(0, inf)", r"\sqrt{Q_{LAYER}(x, x) Q_{LAYER}(x', x')}", "sqrt(Q_aa Q_bb)", layer=_PREV),
+)
+(C, Q_prev, Q_ab, Q_aa, Q_bb, Theta_prev, Psi, Psi_d, lam2, sigma_w2, sigma_b2, L, t, q0, x_dot, d_in, tail, Q_inf,
+ lam_sum, root_qq) = (p.symbol for p in PARAMETERS)
 
 _r = sp.Symbol("r", real=True)
 _l = sp.Symbol("l", positive=True, integer=True)
 _e = sp.Symbol("e", positive=True)
-
-LATEX_NAMES = {
-    C: "C", Q_prev: r"Q_{p}", Q_ab: r"Q_{ab}", Q_aa: r"Q_{aa}", Q_bb: r"Q_{bb}", Theta_prev: r"\Theta_{p}",
-    Psi: r"\Psi", Psi_d: r"\Psi_{d}", lam2: r"\lambda_{2}", sigma_w2: r"\sigma_{w}^{2}", sigma_b2: r"\sigma_{b}^{2}",
-    L: "L", t: "t", q0: r"q_{0}", x_dot: r"x_{d}", d_in: r"d_{in}", tail: r"T_{L}", Q_inf: r"Q_{\infty}",
-    lam_sum: r"S_{\lambda}", root_qq: r"R_{ab}",
-}
 
 
 def f_paper(c: sp.Expr = C) -> sp.Expr:
@@ -176,50 +178,61 @@ def limit_kernel_gap() -> sp.Expr:
 
 def derive_stable_resnet() -> Derivation:
     dv = Derivation("stable", "Stable ResNet: ReLU NNGP and NTK with scaled blocks", PAPER)
-    dom = {
-        C: Input(C, "[-1, 1]", "correlation C_{l-1}"), Q_prev: Input(Q_prev, "(0, inf)", "diagonal Q_{l-1}(x, x)"),
-        Q_ab: Input(Q_ab, "real", "Q_{l-1}(x, x')"), Q_aa: Input(Q_aa, "(0, inf)", "Q_{l-1}(x, x)"),
-        Q_bb: Input(Q_bb, "(0, inf)", "Q_{l-1}(x', x')"), Theta_prev: Input(Theta_prev, "real", "Theta_{l-1}(x, x')"),
-        Psi: Input(Psi, "real", "Psi_{l-1} = sigma_b^2 + sigma_w^2 E[phi phi]"),
-        Psi_d: Input(Psi_d, "real", "Psi'_{l-1} = sigma_w^2 E[phi' phi']"),
-        lam2: Input(lam2, "[0, inf)", "lambda_{l,L}^2"), sigma_w2: Input(sigma_w2, "(0, inf)", "weight variance"),
-        sigma_b2: Input(sigma_b2, "[0, inf)", "bias variance"), L: Input(L, "[1, inf)", "depth L"),
-        t: Input(t, "[0, 1]", "continuous depth t = l/L"), q0: Input(q0, "(0, inf)", "Q_0(x, x)"),
-        x_dot: Input(x_dot, "real", "x . x'"), d_in: Input(d_in, "[1, inf)", "input dimension d"),
-        tail: Input(tail, "[0, inf)", "sum_{k>L} lambda_k^2"), Q_inf: Input(Q_inf, "(0, inf)", "Q_inf(x, x)"),
-        lam_sum: Input(lam_sum, "[0, inf)", "sum_l lambda_{l,L}^2"),
-        root_qq: Input(root_qq, "(0, inf)", "sqrt(Q_aa Q_bb)"),
-    }
+    dv.declare(PARAMETERS)
 
-    add = dv.adder(dom)
+    add = dv.adder()
 
     f = f_from_arccos()
-    add("f_relu", f, [C], "4", "f(C) = (sqrt(1 - C^2) - C arccos C)/pi", "f")
+    add("f_relu", f, [C], "4", "f(C) = (sqrt(1 - C^2) - C arccos C)/pi", r"f(C_{\ell-1})")
     add("mean_phi_phi_normalised", (C + f) / 2, [C], "5", "E[phi(u) phi(v)]/sqrt(Q_aa Q_bb) = (C + f(C))/2",
-        r"k_{1}")
+        r"\frac{\mathbb{E}[\phi(u) \phi(v)]}{\sqrt{Q_{\ell-1}(x, x) Q_{\ell-1}(x', x')}}")
     add("mean_dphi_dphi", dphi_mean_from_arccos(), [C], "9", "E[phi'(u) phi'(v)] = (pi - arccos C)/(2 pi)",
-        r"k_{0}")
+        r"\mathbb{E}[\phi'(u) \phi'(v)]")
     add("input_kernel", sigma_b2 + sigma_w2 * x_dot / d_in, [sigma_b2, sigma_w2, x_dot, d_in], "5",
-        "Q_0(x, x') = sigma_b^2 + sigma_w^2 x.x'/d", r"Q_{0}")
+        "Q_0(x, x') = sigma_b^2 + sigma_w^2 x.x'/d", r"Q_{0}(x, x')")
     add("psi_relu", psi_relu(), [C, root_qq, sigma_b2, sigma_w2], "5, 9",
-        "Psi = sigma_b^2 + sigma_w^2 E[phi phi], C = Q_ab/sqrt(Q_aa Q_bb)", r"\Psi")
+        "Psi = sigma_b^2 + sigma_w^2 E[phi phi], C = Q_ab/sqrt(Q_aa Q_bb)", r"\Psi_{\ell-1}")
     add("nngp_update", nngp_recursion_from_expectation(), [Q_ab, lam2, Psi], "5",
-        "Q_l(x, x') = Q_{l-1}(x, x') + lambda_l^2 Psi_{l-1}", r"Q_{l}", "recursion")
+        "Q_l(x, x') = Q_{l-1}(x, x') + lambda_l^2 Psi_{l-1}", r"Q_{\ell}(x, x')", "recursion")
     add("ntk_update", Theta_prev + lam2 * (Psi + Psi_d * Theta_prev), [Theta_prev, lam2, Psi, Psi_d], "9",
-        "Theta_l = Theta_{l-1} + lambda_l^2 (Psi_{l-1} + Psi'_{l-1} Theta_{l-1})", r"\Theta_{l}", "recursion")
+        "Theta_l = Theta_{l-1} + lambda_l^2 (Psi_{l-1} + Psi'_{l-1} Theta_{l-1})", r"\Theta_{\ell}(x, x')", "recursion")
     add("correlation_update_no_bias", correlation_update_no_bias(), [C, lam2, sigma_w2], "3, 5",
-        "C_l from C_{l-1} when sigma_b = 0 (depth-free, no overflow)", r"C_{l}", "recursion")
+        "C_l from C_{l-1} when sigma_b = 0 (depth-free, no overflow)", r"C_{\ell}", "recursion")
     add("unscaled_diagonal", diagonal_solution_stable(), [q0, sigma_w2, sigma_b2, L], "Lemma 1",
-        "exact Q_L(x, x) of the unscaled ResNet", r"Q_{L}")
+        "exact Q_L(x, x) of the unscaled ResNet", r"Q_{L}(x, x)")
     add("lemma1_gap", lemma1_gap(), [sigma_b2, sigma_w2], "Lemma 1",
-        "exact Q_L minus Lemma 1's bound (negative for sigma_b > 0: the printed bound fails)", r"\Delta_{1}",
+        "exact Q_L minus Lemma 1's bound (negative for sigma_b > 0: the printed bound fails)", r"Q_{L}(x, x) - Q_{L}^{\mathrm{Lemma\,1}}",
         note="corrected")
     add("lemma4_constant", lemma4_constant(), [sigma_w2], "Lemma 4",
-        "lim L^2 (1 - C_L), unscaled, sigma_b = 0", r"A_{4}")
+        "lim L^2 (1 - C_L), unscaled, sigma_b = 0", r"\lim_{L \to \infty} L^{2} (1 - C_{L})")
     add("ode_diagonal", ode_diagonal_stable(), [q0, sigma_b2, sigma_w2, t], "8",
-        "q_t(x, x) of the ODE limit (uniform scaling)", r"q_{t}")
+        "q_t(x, x) of the ODE limit (uniform scaling)", r"q_{t}(x, x)")
     add("prop7_diagonal_gap", sp.expand(limit_kernel_gap()), [Q_inf, sigma_b2, sigma_w2, tail], "Prop. 7",
-        "leading Q_inf - Q_L on the diagonal: (Q_inf + 2 sb/sw) (sw/2) sum_{k>L} lam_k^2", r"\Delta_{7}")
+        "leading Q_inf - Q_L on the diagonal: (Q_inf + 2 sb/sw) (sw/2) sum_{k>L} lam_k^2", r"Q_{\infty}(x, x) - Q_{L}(x, x)")
     add("gradient_bound_factor", sp.exp(sigma_w2 / 2 * lam_sum), [sigma_w2, lam_sum], "Prop. 1",
         "exp(sigma_w^2/2 sum_l lambda_{l,L}^2), the gradient bound up to a constant", r"B_{1}")
+    dv.state(STATEMENTS)
     return dv
+
+
+STATEMENTS = {
+    "f_relu": r"For the ReLU, the function $f$ of eq.~(4), derived as $2 k_{1}(C) - C$ from the arc-cosine kernel, is",
+    "mean_phi_phi_normalised": r"The normalised ReLU kernel of two pre-activations with correlation $C_{\ell-1}$ is",
+    "mean_dphi_dphi": r"The expected product of the ReLU derivatives is the orthant probability.",
+    "input_kernel": r"The input kernel is set by the input weights and biases and the inner product of the inputs.",
+    "psi_relu": r"The block's kernel contribution $\Psi_{\ell-1} = \sigma_{b}^{2} + \sigma_{w}^{2} "
+                r"\mathbb{E}[\phi(u) \phi(v)]$ for the ReLU is",
+    "nngp_update": r"Each scaled residual block adds $\lambda_{\ell,L}^{2} \Psi_{\ell-1}$ to the NNGP kernel.",
+    "ntk_update": r"The neural tangent kernel grows by the scaled block's kernel and its derivative times the "
+                  r"previous tangent kernel.",
+    "correlation_update_no_bias": r"Without biases the correlation obeys a depth-free recursion.",
+    "unscaled_diagonal": r"Solving the unscaled diagonal recursion exactly gives, at depth $L$,",
+    "lemma1_gap": r"The exact kernel lies below Lemma~1's bound by $2 \sigma_{b}^{2} / \sigma_{w}^{2}$, so the "
+                  r"printed bound fails whenever $\sigma_{b} > 0$.",
+    "lemma4_constant": r"Without bias scaling and biases, $1 - C_{L}$ decays as $L^{-2}$ with the constant below.",
+    "ode_diagonal": r"The diagonal of the continuous-depth limit (uniform scaling) is",
+    "prop7_diagonal_gap": r"The leading gap between the infinite-depth and depth-$L$ kernels is proportional to the "
+                          r"tail of the scaling sequence.",
+    "gradient_bound_factor": r"The gradient norm is bounded, up to a constant, by the exponential of the summed "
+                             r"block scales.",
+}

@@ -1,15 +1,24 @@
-"""Derivation of the example theory: the recursion and its closed form, solved by SymPy (rsolve)."""
+"""Derivation of the example theory: the recursion and its closed form, solved by SymPy (rsolve).
+
+Each input is declared once (:class:`resprop.derive.symbols.Parameter`): symbol and assumptions, domain, LaTeX
+and meaning; the generated kernels validate the domains and the LaTeX export prints the declared symbols.
+"""
 import sympy as sp
 
-from resprop.derive.results import Derivation, Input
+from resprop.derive.results import Derivation
+from resprop.derive.symbols import Parameter
 
 PAPER = "example_linear"
 
-K, K0, rho, sigma_w2, sigma_b2 = sp.symbols("K K_0 rho sigma_w2 sigma_b2", nonnegative=True)
-depth = sp.Symbol("depth", integer=True, nonnegative=True)
-
-LATEX_NAMES = {K: "K", K0: "K_{0}", rho: r"\rho", sigma_w2: r"\sigma_{w}^{2}", sigma_b2: r"\sigma_{b}^{2}",
-               depth: "L"}
+PARAMETERS = (
+    Parameter("K", "[0, inf)", "K", "kernel K^(l) = E[h . h] / width", layer=r"\ell"),
+    Parameter("K_0", "[0, inf)", "K^{(0)}", "input kernel K^(0)"),
+    Parameter("rho", "[0, inf)", r"\rho", "residual branch scale rho"),
+    Parameter("sigma_w2", "(0, inf)", r"\sigma_{w}^{2}", "weight variance sigma_w^2"),
+    Parameter("sigma_b2", "[0, inf)", r"\sigma_{b}^{2}", "bias variance sigma_b^2"),
+    Parameter("depth", "[0, inf)", "L", "number of residual blocks L", integer=True),
+)
+K, K0, rho, sigma_w2, sigma_b2, depth = (p.symbol for p in PARAMETERS)
 
 
 def kernel_update() -> sp.Expr:
@@ -27,14 +36,12 @@ def kernel_closed_form() -> sp.Expr:
 
 def derive_linear() -> Derivation:
     dv = Derivation("linear", "Deep linear residual network: exact mean kernel", PAPER)
-    dom = {K: Input(K, "[0, inf)", "kernel K^(l)"), K0: Input(K0, "[0, inf)", "input kernel K^(0)"),
-           rho: Input(rho, "[0, inf)", "residual branch scale rho"),
-           sigma_w2: Input(sigma_w2, "(0, inf)", "weight variance sigma_w^2"),
-           sigma_b2: Input(sigma_b2, "[0, inf)", "bias variance sigma_b^2"),
-           depth: Input(depth, "[0, inf)", "number of residual blocks L")}
-    add = dv.adder(dom)
+    dv.declare(PARAMETERS)
+    add = dv.adder()
     add("kernel_update", kernel_update(), [K, rho, sigma_w2, sigma_b2], "1",
-        "K^(l+1) = (1 + rho^2 sigma_w^2) K^(l) + rho^2 sigma_b^2", "K_{l+1}", "recursion")
+        "K^(l+1) = (1 + rho^2 sigma_w^2) K^(l) + rho^2 sigma_b^2", r"K^{(\ell+1)}", "recursion",
+        statement="The mean kernel of a deep linear ResNet obeys, at every width, the affine recursion")
     add("kernel_at_depth", kernel_closed_form(), [K0, rho, sigma_w2, sigma_b2, depth], "2",
-        "K^(L) in closed form", "K_{L}")
+        "K^(L) in closed form", r"K^{(L)}",
+        statement="Solving the recursion from the input kernel gives the kernel after L blocks in closed form")
     return dv
