@@ -19,13 +19,14 @@ def test_adversarial_case(case):
 
 
 def test_table_covers_every_subcommand():
-    """No subcommand of the CLI is left out of the table (derive takes no values: --check is tested elsewhere)."""
+    """No subcommand of the CLI is left out of the table (derive and theories take no values: derive --check is
+    tested elsewhere, theories [--json] in tests/test_registry.py)."""
     from resprop.numeric.cli import build_parser
 
     parser = build_parser()
     subcommands = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction").choices
     covered = {c.argv[0] for c in CASES if c.argv}
-    assert set(subcommands) - covered <= {"derive"}, sorted(set(subcommands) - covered)
+    assert set(subcommands) - covered <= {"derive", "theories"}, sorted(set(subcommands) - covered)
 
 
 def test_classifier_can_fail():
