@@ -50,7 +50,7 @@ def peer(n: int, d: int, samples: int, seed: int) -> np.ndarray:
 
 
 def engine(n: int, method: str, samples: int, seed: int = 0) -> np.ndarray:
-    return simulate_log_gaussian(n=n, d=n, alpha=ALPHA, lam=LAM, samples=samples, seed=seed, method=method).G
+    return simulate_log_gaussian(width=n, depth=n, alpha=ALPHA, lam=LAM, samples=samples, seed=seed, method=method).G
 
 
 def var_g_to_target(n: int, balanced: bool) -> dict:
@@ -58,7 +58,7 @@ def var_g_to_target(n: int, balanced: bool) -> dict:
     parts, k, last = [], 0, None
     t0 = time.perf_counter()
     while True:
-        s = simulate_log_gaussian(n=n, d=n, alpha=ALPHA, lam=LAM, balanced=balanced, samples=BATCH,
+        s = simulate_log_gaussian(width=n, depth=n, alpha=ALPHA, lam=LAM, balanced=balanced, samples=BATCH,
                                   seed=1000 + k)
         parts.append(s)
         k += 1

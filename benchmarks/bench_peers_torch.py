@@ -86,7 +86,7 @@ def run() -> dict:
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     G_t, t_t = np.array(out["G"]), out["timing"]
 
-    t_r = C.timeit(lambda: simulate_log_gaussian(n=N, d=D, alpha=ALPHA, lam=LAM, samples=SAMPLES, seed=SEED,
+    t_r = C.timeit(lambda: simulate_log_gaussian(width=N, depth=D, alpha=ALPHA, lam=LAM, samples=SAMPLES, seed=SEED,
                                                  method="reduced").G, repeats=REDUCED_REPEATS)
     G_r = t_r.pop("value")
     stats = {}

@@ -31,16 +31,17 @@ REPEATS_CURVES, REPEATS_STAR, REPEATS_LOOP = 5, 3, 3
 RTOL = 1e-12
 
 
-def curves() -> dict[str, np.ndarray]:
-    return ft.chi_out_curves(rho=RHOS, depths=DEPTHS, k0=K0, sigma_w2=SW2, sigma_b2=SB2, k0_offdiag=K0_OFF)
+def curves() -> ft.ChiOutCurves:
+    return ft.chi_out_curves(rho=RHOS, depths=DEPTHS, input_kernel=K0, sigma_w2=SW2, sigma_b2=SB2,
+                             input_kernel_offdiag=K0_OFF)
 
 
-def star() -> dict[str, np.ndarray]:
-    return ft.rho_star(DEPTHS, K0, SW2, SB2, k0_offdiag=K0_OFF)
+def star() -> ft.RhoStarResult:
+    return ft.rho_star(DEPTHS, K0, SW2, SB2, input_kernel_offdiag=K0_OFF)
 
 
 def one(depth: int, rho: float) -> dict:
-    return ft.response(K0, int(depth), float(rho), SW2, SB2, k0_offdiag=K0_OFF)
+    return ft.response(K0, int(depth), float(rho), SW2, SB2, input_kernel_offdiag=K0_OFF)
 
 
 def run() -> dict:
@@ -48,7 +49,7 @@ def run() -> dict:
     C.print_machine(info)
     assert np.unique(DEPTHS).size == 64
     print(f"\nrho* scan: {DEPTHS.size} depths ({DEPTHS[0]}..{DEPTHS[-1]}) x {RHOS.size} rho "
-          f"({RHOS[0]:g}..{RHOS[-1]:g}), k0={K0}, k0_offdiag={K0_OFF}, sigma_w2={SW2}, sigma_b2={SB2}, erf\n")
+          f"({RHOS[0]:g}..{RHOS[-1]:g}), input_kernel={K0}, input_kernel_offdiag={K0_OFF}, sigma_w2={SW2}, sigma_b2={SB2}, erf\n")
 
     t_cur = C.timeit(curves, repeats=REPEATS_CURVES)
     t_star = C.timeit(star, repeats=REPEATS_STAR)
@@ -93,8 +94,8 @@ def run() -> dict:
         raise SystemExit("response() loop and chi_out_curves disagree beyond 1e-12 relative")
     return {
         "benchmark": "rho_star", "machine": info,
-        "params": {"depths": DEPTHS.tolist(), "rho": {"geomspace": [1e-3, 3.0, RHOS.size]}, "k0": K0,
-                   "k0_offdiag": K0_OFF, "sigma_w2": SW2, "sigma_b2": SB2, "activation": "erf"},
+        "params": {"depths": DEPTHS.tolist(), "rho": {"geomspace": [1e-3, 3.0, RHOS.size]}, "input_kernel": K0,
+                   "input_kernel_offdiag": K0_OFF, "sigma_w2": SW2, "sigma_b2": SB2, "activation": "erf"},
         "chi_out_curves": C.stats(t_cur),
         "rho_star": C.stats(t_star),
         "loop_subsample": {"depths": sub_depths.tolist(), "rho_index": SUB_RHO_IDX.tolist(),

@@ -30,7 +30,7 @@ K0, K0_OFF, SW2, SB2 = 0.05, 0.03, 1.25, 0.05
 
 def run(depth: int, offdiag: bool) -> dict:
     t = time.perf_counter()
-    rs = ft.rho_star([depth], K0, SW2, SB2, k0_offdiag=K0_OFF if offdiag else None)
+    rs = ft.rho_star([depth], K0, SW2, SB2, input_kernel_offdiag=K0_OFF if offdiag else None)
     sec = time.perf_counter() - t
     out = {"depth": depth, "seconds": sec, "passes": int(rs["passes"]),
            "us_per_layer_pass": 1e6 * sec / (depth * rs["passes"])}
@@ -39,7 +39,7 @@ def run(depth: int, offdiag: bool) -> dict:
         out[key] = None if v is None else float(v)
         out[key + "_boundary"] = rs[key + "_boundary"][0]
     t = time.perf_counter()
-    ft.response(K0, depth, 0.01, SW2, SB2, k0_offdiag=K0_OFF if offdiag else None)
+    ft.response(K0, depth, 0.01, SW2, SB2, input_kernel_offdiag=K0_OFF if offdiag else None)
     out["response_seconds"] = time.perf_counter() - t
     return out
 
@@ -65,7 +65,7 @@ def peer_brent(depth: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--depths", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
-    ap.add_argument("--no-offdiag", action="store_true", help="diagonal element only (as rho-star without --k0-offdiag)")
+    ap.add_argument("--no-offdiag", action="store_true", help="diagonal element only (as rho-star without --input-kernel-offdiag)")
     ap.add_argument("--peer-depths", type=int, nargs="*", default=[10_000],
                     help="depths at which the Brent-over-response peer runs too (slow: ~30 recursions each)")
     ap.add_argument("--json", default=None)

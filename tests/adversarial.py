@@ -96,16 +96,17 @@ def _finite_json(obj) -> bool:
 # (subcommand argv without the option under test, {option: kind or ("int", min)}, base option values)
 CLI_NUMERIC = {
     "rho-star": (["rho-star", "--json"],
-                 {"--depth": ("int", 1), "--k0": "pos", "--sigma-w2": "pos", "--sigma-b2": "nonneg",
+                 {"--depth": ("int", 1), "--input-kernel": "pos", "--sigma-w2": "pos", "--sigma-b2": "nonneg",
                   "--sigma-w2-out": "pos"},
-                 {"--depth": "10", "--k0": "0.05", "--sigma-w2": "1.25", "--sigma-b2": "0.05"}),
+                 {"--depth": "10", "--input-kernel": "0.05", "--sigma-w2": "1.25", "--sigma-b2": "0.05"}),
     "response": (["response", "--json"],
-                 {"--rho": "nonneg", "--depth": ("int", 1), "--k0": "pos", "--sigma-w2": "pos",
+                 {"--rho": "nonneg", "--depth": ("int", 1), "--input-kernel": "pos", "--sigma-w2": "pos",
                   "--sigma-b2": "nonneg", "--sigma-w2-out": "pos"},
-                 {"--rho": "0.3", "--depth": "10", "--k0": "0.05", "--sigma-w2": "1.25", "--sigma-b2": "0.05"}),
+                 {"--rho": "0.3", "--depth": "10", "--input-kernel": "0.05", "--sigma-w2": "1.25",
+                  "--sigma-b2": "0.05"}),
     "log-gaussian": (["log-gaussian", "--balanced", "--json"],
-                     {"--n": ("int", 2), "--d": ("int", 1), "--alpha": "real", "--lam": "nonneg"},
-                     {"--n": "10", "--d": "5", "--alpha": "0.7", "--lam": "0.7"}),
+                     {"--width": ("int", 2), "--depth": ("int", 1), "--alpha": "real", "--lam": "nonneg"},
+                     {"--width": "10", "--depth": "5", "--alpha": "0.7", "--lam": "0.7"}),
     "nu": (["nu", "--json"], {"--gamma": "unit_open", "--n-out": ("int", 1)},
            {"--gamma": "0.5", "--activation": "relu"}),
     "stable-kernel": (["stable-kernel", "--json"],
@@ -142,14 +143,17 @@ def cli_numeric_cases() -> list[Case]:
     # options that are strings or lists
     cases += [
         Case("cli:rho-star:activation=unknown", "error", ("activation",),
-             argv=_argv(["rho-star", "--json"], {"--depth": "10", "--k0": "0.05", "--sigma-w2": "1.25",
+             argv=_argv(["rho-star", "--json"], {"--depth": "10", "--input-kernel": "0.05", "--sigma-w2": "1.25",
                                                  "--sigma-b2": "0.05", "--activation": "nosuch(x"})),
-        Case("cli:rho-star:k0-offdiag>k0", "error", ("k0_offdiag", "k0-offdiag"),
-             argv=_argv(["rho-star", "--json"], {"--depth": "10", "--k0": "0.05", "--k0-offdiag": "0.06",
-                                                 "--sigma-w2": "1.25", "--sigma-b2": "0.05"})),
-        Case("cli:rho-star:k0-offdiag=nan", "error", ("k0_offdiag", "k0-offdiag"),
-             argv=_argv(["rho-star", "--json"], {"--depth": "10", "--k0": "0.05", "--k0-offdiag": "nan",
-                                                 "--sigma-w2": "1.25", "--sigma-b2": "0.05"})),
+        Case("cli:rho-star:input-kernel-offdiag>input-kernel", "error",
+             ("input_kernel_offdiag", "input-kernel-offdiag"),
+             argv=_argv(["rho-star", "--json"], {"--depth": "10", "--input-kernel": "0.05",
+                                                 "--input-kernel-offdiag": "0.06", "--sigma-w2": "1.25",
+                                                 "--sigma-b2": "0.05"})),
+        Case("cli:rho-star:input-kernel-offdiag=nan", "error", ("input_kernel_offdiag", "input-kernel-offdiag"),
+             argv=_argv(["rho-star", "--json"], {"--depth": "10", "--input-kernel": "0.05",
+                                                 "--input-kernel-offdiag": "nan", "--sigma-w2": "1.25",
+                                                 "--sigma-b2": "0.05"})),
         Case("cli:nu:activation=unknown", "error", ("activation",),
              argv=("nu", "--gamma", "0.5", "--activation", "softmax", "--json")),
         Case("cli:nu:activation=leaky-nan", "error", ("activation", "slope"),
@@ -174,24 +178,26 @@ def cli_numeric_cases() -> list[Case]:
         Case("cli:figures:only=unknown", "error", ("only",),
              argv=("figures", "--out", "{tmp}/figs", "--only", "nosuch")),
         Case("cli:log-gaussian:samples=1", "error", ("samples",),
-             argv=("log-gaussian", "--n", "10", "--d", "5", "--alpha", "0.7", "--lam", "0.7", "--simulate",
+             argv=("log-gaussian", "--width", "10", "--depth", "5", "--alpha", "0.7", "--lam", "0.7", "--simulate",
                    "--samples", "1", "--json")),
         Case("cli:log-gaussian:seed=-1", "error", ("seed",),
-             argv=("log-gaussian", "--n", "10", "--d", "5", "--alpha", "0.7", "--lam", "0.7", "--simulate",
+             argv=("log-gaussian", "--width", "10", "--depth", "5", "--alpha", "0.7", "--lam", "0.7", "--simulate",
                    "--samples", "50", "--seed", "-1", "--json")),
         Case("cli:log-gaussian:alpha=lam=0", "error", ("alpha", "lam"),
-             argv=("log-gaussian", "--n", "10", "--d", "5", "--alpha", "0", "--lam", "0", "--balanced", "--json")),
+             argv=("log-gaussian", "--width", "10", "--depth", "5", "--alpha", "0", "--lam", "0", "--balanced",
+                   "--json")),
         # the bias-dominated regime of the README: chi_out has no interior maximum, so rho* is null
         Case("cli:rho-star:bias-dominated", "ok", (),
-             argv=("rho-star", "--depth", "10", "--k0", "0.05", "--sigma-w2", "0.8", "--sigma-b2", "0.2", "--json"),
+             argv=("rho-star", "--depth", "10", "--input-kernel", "0.05", "--sigma-w2", "0.8", "--sigma-b2", "0.2",
+                   "--json"),
              check=lambda out: out["rho_star"] == [None]),
         Case("cli:rho-star:relu-no-interior", "ok", (),
-             argv=("rho-star", "--depth", "10", "--k0", "0.05", "--sigma-w2", "1.25", "--sigma-b2", "0.05",
+             argv=("rho-star", "--depth", "10", "--input-kernel", "0.05", "--sigma-w2", "1.25", "--sigma-b2", "0.05",
                    "--activation", "linear", "--json"),
              check=lambda out: out["rho_star"] == [None]),
         Case("cli:rho-star:identical-inputs", "ok", (),
-             argv=("rho-star", "--depth", "10", "--k0", "0.05", "--k0-offdiag", "0.05", "--sigma-w2", "1.25",
-                   "--sigma-b2", "0.05", "--json"),
+             argv=("rho-star", "--depth", "10", "--input-kernel", "0.05", "--input-kernel-offdiag", "0.05",
+                   "--sigma-w2", "1.25", "--sigma-b2", "0.05", "--json"),
              check=lambda out: _finite_json(out) and out["rho_star_offdiag"] in ([None], out["rho_star"])),
     ]
     return cases
@@ -219,7 +225,7 @@ def _report_with_user_file(tmp: Path, name: str) -> Path:
 
 TINY_SWEEP = """kind = "residual_mlp"
 [grid]
-n = [8]
+width = [8]
 gamma = [0.5]
 activation = ["relu"]
 depth = [2]
@@ -243,7 +249,7 @@ def unwritable_dir() -> str:
 #: (subcommand, argv with {out} and {tmp}, default output name)
 PATH_COMMANDS = {
     "latex": ("latex", "--out", "{out}"),
-    "figures": ("figures", "--out", "{out}", "--only", "pc", "--quick", "--quiet"),
+    "figures": ("figures", "--out", "{out}", "--only", "abcd", "--quick", "--quiet"),
     "reproduce": ("reproduce", "abcd", "--quick", "--quiet", "--out", "{out}"),
     "sweep.nc": ("sweep", "{tmp}/tiny.toml", "--workers", "1", "--quiet", "--out", "{out}"),
     "sweep.zarr": ("sweep", "{tmp}/tiny.toml", "--workers", "1", "--quiet", "--out", "{out}"),
@@ -288,9 +294,9 @@ def path_cases() -> list[Case]:
 def sweep_spec_cases() -> list[Case]:
     """Bad sweep specs: refused before any worker starts, with no OUT.parts/ left behind."""
     bad = {
-        "n=0": ("n = [8]", "n = [0]", "n"),
-        "n=-1": ("n = [8]", "n = [-1]", "n"),
-        "n=string": ("n = [8]", 'n = ["abc"]', "n"),
+        "width=0": ("width = [8]", "width = [0]", "width"),
+        "width=-1": ("width = [8]", "width = [-1]", "width"),
+        "width=string": ("width = [8]", 'width = ["abc"]', "width"),
         "gamma=nan": ("gamma = [0.5]", "gamma = [nan]", "gamma"),
         "gamma=inf": ("gamma = [0.5]", "gamma = [inf]", "gamma"),
         "gamma=1.5": ("gamma = [0.5]", "gamma = [1.5]", "gamma"),
@@ -316,10 +322,10 @@ def sweep_spec_cases() -> list[Case]:
                           and not (tmp / "out.nc").exists(), timeout=120))
     other_kinds = {  # values the old code let through to a Dask worker (a worker traceback, an empty OUT.parts/)
         "rho_star:depth=10^7": ('kind = "rho_star"\n[grid]\ndepth = [10000000]\nsigma_w2 = [1.25]\n'
-                                '[fixed]\nk0 = 0.05\nsigma_b2 = 0.05\n', "depth"),
+                                '[fixed]\ninput_kernel = 0.05\nsigma_b2 = 0.05\n', "depth"),
         "rho_star:sigma_w2=1e300": ('kind = "rho_star"\n[grid]\ndepth = [3]\nsigma_w2 = [1e300]\n'
-                                    '[fixed]\nk0 = 0.05\nsigma_b2 = 0.05\n', "sigma_w2"),
-        "log_gaussian:alpha=1e200": ('kind = "log_gaussian"\n[grid]\nn = [8]\nd = [2]\n[fixed]\n'
+                                    '[fixed]\ninput_kernel = 0.05\nsigma_b2 = 0.05\n', "sigma_w2"),
+        "log_gaussian:alpha=1e200": ('kind = "log_gaussian"\n[grid]\nwidth = [8]\ndepth = [2]\n[fixed]\n'
                                      'alpha = 1e200\nlam = 1.0\nsamples = 64\n', "alpha"),
         "residual_mlp:samples=10^12": (TINY_SWEEP.replace("samples = 64", "samples = 1000000000000"), "samples"),
     }
@@ -356,7 +362,7 @@ def _sympy_value(theory: str, result: str, **values) -> float:
     """The derived expression evaluated by SymPy at 30 digits: independent of codegen and of float64."""
     import sympy as sp
 
-    from resprop.derive.registry import derivation
+    from resprop.registry import derivation
 
     r = derivation(theory)[result]
     subs = {i.symbol: sp.Float(repr(v), 40) if isinstance(v, float) else sp.Integer(v) for i, v in
@@ -370,6 +376,8 @@ def _close(ref: float, rtol: float = 1e-10) -> Callable[[Any], bool]:
 
 
 def _finite(out) -> bool:
+    if hasattr(out, "__dataclass_fields__"):  # a typed result (resprop.numeric.engine.results)
+        return _finite(vars(out))
     if isinstance(out, dict):
         return all(_finite(v) for v in out.values() if v is not None and not isinstance(v, str))
     try:
@@ -433,11 +441,11 @@ def api_cases() -> list[Case]:
                                                    sigma_w2=1.25, sigma_b2=0.05, dphi0_sq=1.0, K0=0.05))(out)),
         Case("api:nu_scale_invariant(int slopes)", "ok",
              call=_api("resprop.generated.pdlt.nu_scale_invariant", 0.5, np.array([1]), np.array([60000])),
-             check=lambda out: _close(_sympy_value("pdlt_residual", "nu_scale_invariant", gamma=0.5, a_plus=1,
+             check=lambda out: _close(_sympy_value("pdlt", "nu_scale_invariant", gamma=0.5, a_plus=1,
                                                    a_minus=60000))(out)),
         Case("api:beta(alpha=lam=1e5)", "ok",
              call=_api("resprop.generated.lognormal.beta", 100, 100, 10**5, 10**5),
-             check=lambda out: _close(_sympy_value("log_gaussian", "beta", n=100, d=100, alpha=10**5,
+             check=lambda out: _close(_sympy_value("lognormal", "beta", n=100, d=100, alpha=10**5,
                                                    lam=10**5), 1e-9)(out)),
         Case("api:unscaled_diagonal(L=2000)", "either", ("q0", "sigma_w2", "sigma_b2", "L", "depth"),
              call=_api("resprop.generated.stable.unscaled_diagonal", 1.0, 2.0, 0.0, 2000),
@@ -452,10 +460,10 @@ def api_cases() -> list[Case]:
              call=_api("resprop.generated.lognormal.log_chi2_density", math.log(10000), 10000),
              check=_log_chi2_reference(10000)),
         Case("api:output_corr_sq(1000)", "ok", call=_api("resprop.generated.lognormal.output_corr_sq", 1000.0),
-             check=lambda out: _close(_sympy_value("log_gaussian", "output_corr_sq", var_G=1000.0), 1e-9)(out)),
+             check=lambda out: _close(_sympy_value("lognormal", "output_corr_sq", var_G=1000.0), 1e-9)(out)),
         Case("api:cos_theta_k(0,0,1)", "error", ("alpha", "lam"),
              call=_api("resprop.numeric.theories.lognormal.log_gaussian.cos_theta_k", 0.0, 0.0, 1)),
-        Case("api:interlayer_total(n=0)", "error", ("n",),
+        Case("api:interlayer_total(width=0)", "error", ("width",),
              call=_api("resprop.numeric.theories.lognormal.log_gaussian.interlayer_total", 0, 10, 0.7, 0.7)),
         Case("api:ode_limit(t=nan)", "error", ("t_eval",), timeout=30,
              call=_api("resprop.numeric.theories.stable.stable_resnet.ode_limit", [[1.0, 0.5], [0.5, 1.0]], [float("nan")])),
@@ -465,38 +473,44 @@ def api_cases() -> list[Case]:
              call=_api("resprop.numeric.theories.fischer.field_theory.rho_star", [10], 0.05, 0.8, 0.2), check=_rho_star_none),
         Case("api:kernel_fluctuations(depth=2000)", "either", ("depth",), timeout=120,
              call=_api("resprop.numeric.theories.fischer.fluctuations.kernel_fluctuations", 0.05, 2000, 100, 0.1, 1.25, 0.05),
-             check=lambda out: _finite(out["var_K"])),
+             check=lambda out: _finite(out.var_K)),
     ]
     # one substitution per parameter, for functions with a cheap valid call
     table = [
-        ("resprop.numeric.theories.fischer.field_theory.response", dict(k0=0.05, depth=10, rho=0.3, sigma_w2=1.25, sigma_b2=0.05),
-         dict(k0="pos", depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
-        ("resprop.numeric.theories.fischer.field_theory.nngp", dict(K0=[[1.0, 0.5], [0.5, 1.0]], depth=5, rho=0.3, sigma_w2=1.25,
+        ("resprop.numeric.theories.fischer.field_theory.response",
+         dict(input_kernel=0.05, depth=10, rho=0.3, sigma_w2=1.25, sigma_b2=0.05),
+         dict(input_kernel="pos", depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
+        ("resprop.numeric.theories.fischer.field_theory.nngp", dict(input_kernel=[[1.0, 0.5], [0.5, 1.0]], depth=5, rho=0.3, sigma_w2=1.25,
                                            sigma_b2=0.05),
          dict(depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
-        ("resprop.numeric.theories.fischer.field_theory.rho_star", dict(depths=[10], k0=0.05, sigma_w2=1.25, sigma_b2=0.05),
-         dict(k0="pos", sigma_w2="pos", sigma_b2="nonneg")),
-        ("resprop.numeric.theories.fischer.fluctuations.kernel_fluctuations", dict(k0=0.05, depth=10, width=100, rho=0.3, sigma_w2=1.25,
+        ("resprop.numeric.theories.fischer.field_theory.rho_star",
+         dict(depths=[10], input_kernel=0.05, sigma_w2=1.25, sigma_b2=0.05),
+         dict(input_kernel="pos", sigma_w2="pos", sigma_b2="nonneg")),
+        ("resprop.numeric.theories.fischer.fluctuations.kernel_fluctuations", dict(input_kernel=0.05, depth=10, width=100, rho=0.3, sigma_w2=1.25,
                                                           sigma_b2=0.05),
-         dict(k0="pos", depth=("int", 1), width=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
+         dict(input_kernel="pos", depth=("int", 1), width=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
         ("resprop.numeric.theories.stable.stable_resnet.two_input_kernels", dict(depths=[10], scaling="uniform", angle=1.0, sigma_w2=2.0, sigma_b2=0.0),
          dict(angle="angle", sigma_w2="pos", sigma_b2="nonneg")),
-        ("resprop.numeric.theories.lognormal.log_gaussian.theory", dict(n=100, d=10, alpha=0.7, lam=0.7, balanced=True),
-         dict(n=("closed-form int", 2), d=("closed-form int", 1), lam="nonneg")),
-        ("resprop.numeric.theories.lognormal.log_gaussian.interlayer_total", dict(n=100, d=10, alpha=0.7, lam=0.7),
-         dict(n=("closed-form int", 2), d=("int", 1), lam="nonneg")),
+        ("resprop.numeric.theories.lognormal.log_gaussian.theory",
+         dict(width=100, depth=10, alpha=0.7, lam=0.7, balanced=True),
+         dict(width=("closed-form int", 2), depth=("closed-form int", 1), lam="nonneg")),
+        ("resprop.numeric.theories.lognormal.log_gaussian.interlayer_total",
+         dict(width=100, depth=10, alpha=0.7, lam=0.7),
+         dict(width=("closed-form int", 2), depth=("int", 1), lam="nonneg")),
         ("resprop.numeric.theories.pdlt.residual_mlp.nu", dict(gamma=0.5, activation="relu"), dict(gamma="unit_open")),
         ("resprop.numeric.theories.pdlt.residual_mlp.r_star", dict(gamma=0.5, activation="relu", n_out=1),
          dict(gamma="unit_open", n_out=("closed-form int", 1))),
         ("resprop.numeric.theories.pdlt.residual_mlp.vertex_trajectory", dict(activation="tanh", gamma=0.5, depth=4),
          dict(gamma="unit_open", depth=("int", 1))),
-        ("resprop.numeric.theories.stable.residual_ntk.nngp_ntk", dict(K0=[[1.0, 0.5], [0.5, 1.0]], depth=5, rho=0.3, sigma_w2=1.25,
+        ("resprop.numeric.theories.stable.residual_ntk.nngp_ntk", dict(input_kernel=[[1.0, 0.5], [0.5, 1.0]], depth=5, rho=0.3, sigma_w2=1.25,
                                                sigma_b2=0.05),
          dict(depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
-        ("resprop.numeric.engine.monte_carlo.simulate_log_gaussian", dict(n=8, d=2, alpha=0.7, lam=0.7, samples=50, seed=0),
-         dict(n=("int", 2), d=("int", 1), samples=("int", 2), lam="nonneg")),
-        ("resprop.numeric.engine.monte_carlo.simulate_residual_mlp", dict(n=8, depth=2, gamma=0.5, C_W=0.75, samples=50, seed=0),
-         dict(n=("int", 1), depth=("int", 1), samples=("int", 2), gamma="real", C_W="pos")),
+        ("resprop.numeric.engine.monte_carlo.simulate_log_gaussian",
+         dict(width=8, depth=2, alpha=0.7, lam=0.7, samples=50, seed=0),
+         dict(width=("int", 2), depth=("int", 1), samples=("int", 2), lam="nonneg")),
+        ("resprop.numeric.engine.monte_carlo.simulate_residual_mlp",
+         dict(width=8, depth=2, gamma=0.5, C_W=0.75, samples=50, seed=0),
+         dict(width=("int", 1), depth=("int", 1), samples=("int", 2), gamma="real", C_W="pos")),
     ]
     for path, base, params in table:
         short = path.split(".", 1)[1]

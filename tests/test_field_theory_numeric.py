@@ -5,7 +5,7 @@ import pytest
 from resprop.numeric.theories.fischer import field_theory as F
 from resprop.numeric.engine.datasets import digits_0_vs_3, scaled_kernel, synthetic_angles
 
-FIG4 = dict(k0=0.05, sigma_w2=1.25, sigma_b2=0.05, k0_offdiag=0.03)
+FIG4 = dict(input_kernel=0.05, sigma_w2=1.25, sigma_b2=0.05, input_kernel_offdiag=0.03)
 
 
 def test_response_equals_finite_difference_of_nngp():
@@ -29,7 +29,7 @@ def test_p_input_driver_matches_pair_driver():
     X = synthetic_angles(6)
     K0 = scaled_kernel(X, 0.05)
     full = F.nngp(K0, 30, 0.2, 1.25, 0.05)
-    pair = F.response(0.05, 30, 0.2, 1.25, 0.05, k0_offdiag=K0[0, 2])
+    pair = F.response(0.05, 30, 0.2, 1.25, 0.05, input_kernel_offdiag=K0[0, 2])
     assert np.isclose(full["chi_out"][0, 2], pair["chi_out_offdiag"], rtol=1e-13)
     assert np.isclose(full["chi_out"][1, 1], pair["chi_out"], rtol=1e-13)
     assert np.allclose(full["K"], full["K"].T)

@@ -43,7 +43,7 @@ def _z(a, a_se, b, b_se=0.0):
 
 @pytest.fixture(scope="module", params=[False, True], ids=["vanilla", "balanced"])
 def lnr_pair(request):
-    kw = dict(n=16, d=8, alpha=A, lam=L, balanced=request.param, samples=20000, n_out=2)
+    kw = dict(width=16, depth=8, alpha=A, lam=L, balanced=request.param, samples=20000, n_out=2)
     return (simulate_log_gaussian(method="reduced", seed=101, **kw),
             simulate_log_gaussian(method="dense", seed=202, **kw))
 
@@ -75,7 +75,7 @@ def test_dense_output_correlation_matches_scalar_times_gaussian():
     """z_out = A g with A = ||z^d||/sqrt(n) independent of g (eq. (15)), so with q_i = z_i^2:
     E q = E A^2, Var q = 3 E A^4 - (E A^2)^2, Corr(q_i, q_j) = (E A^4 - (E A^2)^2) / Var q.
     The right-hand sides come from G of a separate reduced run; the left from a real W_out."""
-    kw = dict(n=12, d=3, alpha=0.9, lam=0.6)
+    kw = dict(width=12, depth=3, alpha=0.9, lam=0.6)
     dense = output_moments(simulate_log_gaussian(method="dense", seed=5, samples=40000, n_out=4, **kw))
     s = simulate_log_gaussian(method="reduced", seed=6, samples=200000, **kw)
     A2 = np.exp(s.G + np.log(0.9**2 + 0.6**2) * 3)
@@ -99,7 +99,7 @@ def test_dense_output_correlation_matches_scalar_times_gaussian():
 @pytest.mark.parametrize("balanced", [False, True])
 def test_layer0_matches_lemma10(n, balanced):
     """zhat^0 is uniform on S^{n-1}: E||relu(u)||^2 = 1/2, Var = 3/(4(n+2)) (Lemma 10); balanced signs keep the law."""
-    s = simulate_log_gaussian(n=n, d=1, alpha=A, lam=L, balanced=balanced, samples=100000, seed=7)
+    s = simulate_log_gaussian(width=n, depth=1, alpha=A, lam=L, balanced=balanced, samples=100000, seed=7)
     c = conjecture5(s, layers=[0], lags=())
     assert _z(c["mean"][0], c["mean_se"][0], 0.5) < Z
     assert _z(c["var"][0], c["var_se"][0], 3 / (4 * (n + 2))) < Z
@@ -110,7 +110,7 @@ def test_fully_connected_limit_is_uniform_and_unbiased():
     """alpha = 0, lam = 1: zhat^l = g^l/||g^l|| is uniform and independent across layers, so every layer obeys
     Lemma 10, lag covariances vanish, h_l = 0, and E exp(G) = prod_l E[2 act_sq] E[||g||^2/n] = 1."""
     n, d = 32, 6
-    s = simulate_log_gaussian(n=n, d=d, alpha=0.0, lam=1.0, samples=60000, seed=8)
+    s = simulate_log_gaussian(width=n, depth=d, alpha=0.0, lam=1.0, samples=60000, seed=8)
     c = conjecture5(s, layers=range(d), lags=(1, 2))
     assert np.all(_z(c["mean"], c["mean_se"], 0.5) < Z)
     assert np.all(_z(c["var"], c["var_se"], 3 / (4 * (n + 2))) < Z)
@@ -128,19 +128,19 @@ def test_balanced_norm_identity_with_layer_dependent_coefficients():
     d = 10
     alpha = np.linspace(0.5, 1.1, d)
     lam = np.linspace(1.2, 0.3, d)
-    s = simulate_log_gaussian(n=32, d=d, alpha=alpha, lam=lam, balanced=True, samples=60000, seed=9)
+    s = simulate_log_gaussian(width=32, depth=d, alpha=alpha, lam=lam, balanced=True, samples=60000, seed=9)
     m, se = mean_se(np.exp(s.G))
     assert _z(m, se, 1.0) < Z
     # rescaling all coefficients must not change G (it is normalised by prod(alpha^2 + lam^2))
-    s3 = simulate_log_gaussian(n=32, d=d, alpha=3 * alpha, lam=3 * lam, balanced=True, samples=600, seed=9)
-    s1 = simulate_log_gaussian(n=32, d=d, alpha=alpha, lam=lam, balanced=True, samples=600, seed=9)
+    s3 = simulate_log_gaussian(width=32, depth=d, alpha=3 * alpha, lam=3 * lam, balanced=True, samples=600, seed=9)
+    s1 = simulate_log_gaussian(width=32, depth=d, alpha=alpha, lam=lam, balanced=True, samples=600, seed=9)
     np.testing.assert_allclose(s3.G, s1.G, rtol=0, atol=1e-10)
 
 
 def test_balanced_has_no_hypoactivation_and_no_interlayer_covariance():
     """Fresh signs make E[act_sq_l | past] = 1/2 exactly (eq. (10)): h_l = 0 and Cov(act_sq_l, act_sq_{l-k}) = 0."""
     d = 12
-    s = simulate_log_gaussian(n=24, d=d, alpha=A, lam=L, balanced=True, samples=40000, seed=10)
+    s = simulate_log_gaussian(width=24, depth=d, alpha=A, lam=L, balanced=True, samples=40000, seed=10)
     h = hypoactivation(s)
     assert np.all(_z(h["h"], h["h_se"], 0.0) < Z)
     c = conjecture5(s, lags=(1, 2))
@@ -151,14 +151,14 @@ def test_balanced_has_no_hypoactivation_and_no_interlayer_covariance():
 
 def test_vanilla_single_layer_mean_norm():
     """d = 1 vanilla: E||z^1||^2 = alpha^2 E||g||^2 + 2 lam^2 E||relu(g)||^2 = (alpha^2 + lam^2) n, so E exp(G) = 1."""
-    s = simulate_log_gaussian(n=10, d=1, alpha=-0.4, lam=1.3, samples=100000, seed=11)
+    s = simulate_log_gaussian(width=10, depth=1, alpha=-0.4, lam=1.3, samples=100000, seed=11)
     m, se = mean_se(np.exp(s.G))
     assert _z(m, se, 1.0) < Z
 
 
 def test_vanilla_hypoactivation_is_negative():
     """Section 2: in vanilla ResNets h_l < 0 beyond the first layers (slightly fewer than half of the ReLUs active)."""
-    s = simulate_log_gaussian(n=24, d=24, alpha=A, lam=L, samples=20000, seed=12)
+    s = simulate_log_gaussian(width=24, depth=24, alpha=A, lam=L, samples=20000, seed=12)
     h = hypoactivation(s)
     assert _z(h["h"][0], h["h_se"][0], 0.0) < Z  # zhat^0 is uniform
     assert np.all(h["h"][6:] + Z * h["h_se"][6:] < 0)
@@ -186,7 +186,7 @@ def test_hypoactivation_constant_against_independent_sampler():
     same statistic from the independent dense sampler above (other seed): per-layer h_l, h_total and C_hat agree
     within 4 combined standard errors (measured: C_hat = -0.619 +- 0.012 here, reference -0.608 +- 0.012)."""
     n, d = 16, 8
-    s = simulate_log_gaussian(n=n, d=d, alpha=A, lam=L, samples=40000, seed=21)
+    s = simulate_log_gaussian(width=n, depth=d, alpha=A, lam=L, samples=40000, seed=21)
     h = hypoactivation(s)
     ref = _reference_vanilla_act_sq(n, d, A, L, samples=40000, seed=22)
     h_ref, h_ref_se = mean_se(ref - 0.5)
@@ -198,7 +198,7 @@ def test_hypoactivation_constant_against_independent_sampler():
 
 
 def test_determinism_and_chunking():
-    kw = dict(n=12, d=5, alpha=0.8, lam=0.5, balanced=True, samples=1001, n_out=2)
+    kw = dict(width=12, depth=5, alpha=0.8, lam=0.5, balanced=True, samples=1001, n_out=2)
     a = simulate_log_gaussian(seed=3, chunk_size=100, **kw)
     b = simulate_log_gaussian(seed=3, chunk_size=100, **kw)
     c = simulate_log_gaussian(seed=np.random.SeedSequence(3), chunk_size=100, **kw)
@@ -240,7 +240,7 @@ def test_jackknife_standard_errors_are_calibrated():
 def test_linear_residual_mlp_kernel_is_exact(method):
     """sigma = id, C_b = 0: E[S2^(l+1) | z^(l)] = (gamma^2 + C_W) S2^(l), so E S2^(l) = (gamma^2 + C_W)^(l-1) K1."""
     depth, gamma, C_W, K1 = 6, 0.8, 0.5, 1.7
-    s = simulate_residual_mlp(n=16, depth=depth, gamma=gamma, C_W=C_W, activation="linear", K1=K1,
+    s = simulate_residual_mlp(width=16, depth=depth, gamma=gamma, C_W=C_W, activation="linear", input_kernel=K1,
                               samples=20000, seed=13, method=method)
     f = four_point_vertex(s)
     assert np.all(_z(f["K"], f["K_se"], (gamma**2 + C_W) ** np.arange(depth) * K1) < Z)
@@ -250,7 +250,7 @@ def test_relu_residual_mlp_kernel_recursion():
     """gamma = 0: z^(l+1) | z^(l) ~ N(0, C_b + C_W ||relu(z)||^2/n), symmetric, so K_{l+1} = C_b + C_W K_l/2 holds
     exactly at any width.  gamma != 0: exact for layer 2 (z^(1) Gaussian); the cross term E[R.z] = 0 always."""
     C_W, C_b, K1, depth = 1.6, 0.3, 0.7, 6
-    s0 = simulate_residual_mlp(n=200, depth=depth, gamma=0.0, C_W=C_W, C_b=C_b, activation="relu", K1=K1,
+    s0 = simulate_residual_mlp(width=200, depth=depth, gamma=0.0, C_W=C_W, C_b=C_b, activation="relu", input_kernel=K1,
                                samples=20000, seed=14)
     K = [K1]
     for _ in range(depth - 1):
@@ -259,7 +259,7 @@ def test_relu_residual_mlp_kernel_recursion():
     assert np.all(_z(f["K"], f["K_se"], K) < Z)
 
     gamma = 0.6
-    s = simulate_residual_mlp(n=200, depth=depth, gamma=gamma, C_W=C_W, C_b=C_b, activation="relu", K1=K1,
+    s = simulate_residual_mlp(width=200, depth=depth, gamma=gamma, C_W=C_W, C_b=C_b, activation="relu", input_kernel=K1,
                               samples=20000, seed=15, record_block=True)
     f = four_point_vertex(s)
     K2 = C_b + C_W * K1 / 2 + gamma**2 * K1
@@ -273,7 +273,7 @@ def test_relu_residual_mlp_kernel_recursion():
 def test_block_correlators_satisfy_b44_per_sample(method):
     """||z^(l+1)||^2 = gamma^2 ||z^(l)||^2 + 2 gamma R.z^(l) + ||R||^2 holds sample by sample (B.44 with xi = 1)."""
     gamma = -0.7
-    s = simulate_residual_mlp(n=9, depth=5, gamma=gamma, C_W=1.3, C_b=0.2, activation="leaky_relu:0.1",
+    s = simulate_residual_mlp(width=9, depth=5, gamma=gamma, C_W=1.3, C_b=0.2, activation="leaky_relu:0.1",
                               samples=300, seed=16, method=method, record_block=True)
     np.testing.assert_allclose(s.S2[:, 1:], gamma**2 * s.G_zz + 2 * gamma * s.G_Rz + s.G_RR, rtol=1e-12)
     np.testing.assert_allclose(s.G_zz, s.S2[:, :-1], rtol=0)
@@ -282,7 +282,7 @@ def test_block_correlators_satisfy_b44_per_sample(method):
 
 
 def test_residual_mlp_reduced_and_dense_agree():
-    kw = dict(n=16, depth=5, gamma=0.5, C_W=1.5, C_b=0.1, activation="tanh", K1=0.8, samples=20000,
+    kw = dict(width=16, depth=5, gamma=0.5, C_W=1.5, C_b=0.1, activation="tanh", input_kernel=0.8, samples=20000,
               record_block=True)
     r = simulate_residual_mlp(method="reduced", seed=17, **kw)
     d = simulate_residual_mlp(method="dense", seed=18, **kw)
@@ -298,7 +298,7 @@ def test_residual_mlp_reduced_and_dense_agree():
 
 def test_gaussian_first_layer_four_point_vertex_vanishes():
     """z^(1) iid N(0, K1): E[z_i^2 z_j^2] = K1^2 for i != j, so V^(1) = 0 (the PDLT initial condition)."""
-    s = simulate_residual_mlp(n=6, depth=1, gamma=0.3, C_W=1.0, K1=2.5, samples=100000, seed=19)
+    s = simulate_residual_mlp(width=6, depth=1, gamma=0.3, C_W=1.0, input_kernel=2.5, samples=100000, seed=19)
     f = four_point_vertex(s)
     assert _z(f["V_over_nK2"][0], f["V_over_nK2_se"][0], 0.0) < Z
     assert _z(f["K"][0], f["K_se"][0], 2.5) < Z
@@ -308,12 +308,12 @@ def test_gaussian_first_layer_four_point_vertex_vanishes():
 # Input validation
 # ---------------------------------------------------------------------------
 
-LNR = dict(n=8, d=3, alpha=0.7, lam=0.7, samples=10, seed=0)
-MLP = dict(n=8, depth=3, gamma=0.5, C_W=1.0, samples=10, seed=0)
+LNR = dict(width=8, depth=3, alpha=0.7, lam=0.7, samples=10, seed=0)
+MLP = dict(width=8, depth=3, gamma=0.5, C_W=1.0, samples=10, seed=0)
 
 
 @pytest.mark.parametrize("override, name", [
-    ({"n": 1}, "n"), ({"n": 4.5}, "n"), ({"d": 0}, "d"), ({"samples": 1}, "samples"),
+    ({"width": 1}, "width"), ({"width": 4.5}, "width"), ({"depth": 0}, "depth"), ({"samples": 1}, "samples"),
     ({"lam": -0.1}, "lam"), ({"alpha": float("nan")}, "alpha"), ({"alpha": [0.5, 0.5]}, "alpha"),
     ({"alpha": 0.0, "lam": 0.0}, "alpha, lam"), ({"alpha": [0.5, 0.0, 0.5], "lam": [1.0, 0.0, 1.0]}, "alpha, lam"),
     ({"method": "fast"}, "method"), ({"seed": -1}, "seed"), ({"chunk_size": 0}, "chunk_size"),
@@ -333,8 +333,8 @@ def test_zero_coefficients_message():
 
 
 @pytest.mark.parametrize("override, name", [
-    ({"n": 1}, "n"), ({"depth": 0}, "depth"), ({"gamma": "x"}, "gamma"), ({"C_W": 0.0}, "C_W"),
-    ({"C_b": -1.0}, "C_b"), ({"K1": 0.0}, "K1"), ({"activation": "softplus"}, "activation"),
+    ({"width": 1}, "width"), ({"depth": 0}, "depth"), ({"gamma": "x"}, "gamma"), ({"C_W": 0.0}, "C_W"),
+    ({"C_b": -1.0}, "C_b"), ({"input_kernel": 0.0}, "input_kernel"), ({"activation": "softplus"}, "activation"),
     ({"activation": "leaky_relu:abc"}, "activation"), ({"activation": lambda x: x[:1]}, "activation"),
     ({"method": "sparse"}, "method"), ({"samples": 1}, "samples"),
 ])

@@ -23,8 +23,8 @@ def test_chi_out_tanh_quadrature_route():
 
 @pytest.mark.parametrize("k0,L,rho,sw,sb", SETTINGS)
 def test_chi_out_offdiagonal(k0, L, rho, sw, sb):
-    ref = chi_out_mp(k0, L, rho, sw, sb, k0_offdiag=0.6 * k0, dps=30, route="closed")
-    got = F.response(k0, L, rho, sw, sb, k0_offdiag=0.6 * k0)["chi_out_offdiag"]
+    ref = chi_out_mp(k0, L, rho, sw, sb, input_kernel_offdiag=0.6 * k0, dps=30, route="closed")
+    got = F.response(k0, L, rho, sw, sb, input_kernel_offdiag=0.6 * k0)["chi_out_offdiag"]
     assert abs(mp.mpf(got) / ref - 1) < 1e-10
 
 
@@ -32,9 +32,9 @@ def test_chi_out_offdiagonal(k0, L, rho, sw, sb):
 def test_rho_star_30_digits(L):
     """rho* at 2e-10 relative (the slope root is refined; the maximum's flatness alone would allow only
     ~sqrt(eps)), and chi_out at rho* to 1e-12."""
-    rs = F.rho_star([L], 0.05, 1.25, 0.05, k0_offdiag=0.03)
+    rs = F.rho_star([L], 0.05, 1.25, 0.05, input_kernel_offdiag=0.03)
     for key, off in (("rho_star", None), ("rho_star_offdiag", 0.03)):
-        ref = rho_star_mp(0.05, L, 1.25, 0.05, start=float(rs[key][0]), k0_offdiag=off, dps=30)
+        ref = rho_star_mp(0.05, L, 1.25, 0.05, start=float(rs[key][0]), input_kernel_offdiag=off, dps=30)
         assert abs(mp.mpf(float(rs[key][0])) / ref - 1) < 2e-10
-        chi_ref = chi_out_mp(0.05, L, ref, 1.25, 0.05, k0_offdiag=off, route="closed")
+        chi_ref = chi_out_mp(0.05, L, ref, 1.25, 0.05, input_kernel_offdiag=off, route="closed")
         assert abs(mp.mpf(float(rs[key + "_chi_out"][0])) / chi_ref - 1) < 1e-12

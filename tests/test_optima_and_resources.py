@@ -25,7 +25,7 @@ from resprop.numeric.cli import main
 from resprop.numeric.engine.expectations import kernels
 from resprop.numeric.engine.validation import ParameterError
 
-FIG4 = dict(k0=0.05, sigma_w2=1.25, sigma_b2=0.05)
+FIG4 = dict(input_kernel=0.05, sigma_w2=1.25, sigma_b2=0.05)
 
 
 # --------------------------------------------------------------------------- honest optima
@@ -68,13 +68,13 @@ def test_relu_supremum_at_upper_edge():
 def test_identical_inputs_offdiagonal_has_no_interior_maximum():
     """k0_offdiag = k0 (identical inputs): the off-diagonal chi_out (<phi'_a phi'_b> = <phi'^2>) grows with rho on
     the whole range; the diagonal element is unaffected and keeps its interior rho*."""
-    rs = F.rho_star([10, 100], k0_offdiag=0.05, **FIG4)
+    rs = F.rho_star([10, 100], input_kernel_offdiag=0.05, **FIG4)
     assert list(rs["rho_star_offdiag"]) == [None, None]
     assert rs["rho_star_offdiag_supremum_at"].tolist() == ["upper", "upper"]
     alone = F.rho_star([10, 100], **FIG4)
     assert rs["rho_star"].dtype == float and np.allclose(rs["rho_star"], alone["rho_star"], rtol=1e-12)
     # identical inputs stay identical: the off-diagonal chi_out curve is smooth and increasing (no round-off bumps)
-    c = F.chi_out_curves(np.geomspace(2.5, 3, 50), [100], k0_offdiag=0.05, **FIG4)
+    c = F.chi_out_curves(np.geomspace(2.5, 3, 50), [100], input_kernel_offdiag=0.05, **FIG4)
     direct = F._pair_pass(np.geomspace(2.5, 3, 50), 1.25, 0.05, 1.25, 0.05, 0.05, 0.05, np.array(100),
                           kernels("erf"))["chi_out_off"]
     assert np.all(np.diff(direct) > 0)
@@ -124,26 +124,26 @@ def _cli(argv, capsys):
 
 
 def test_cli_rho_star_says_no_interior_maximum(capsys):
-    base = ["rho-star", "--depth", "10", "100", "--k0", "0.05", "--sigma-w2", "0.8", "--sigma-b2", "0.2"]
+    base = ["rho-star", "--depth", "10", "100", "--input-kernel", "0.05", "--sigma-w2", "0.8", "--sigma-b2", "0.2"]
     code, out, err = _cli(base + ["--json"], capsys)
     data = json.loads(out)
     assert code == 0 and data["rho_star"] == [None, None]
     assert data["rho_star_boundary"] == ["rho -> 0.001 (lower edge)"] * 2 and data["search_range"] == [0.001, 3.0]
     code, out, err = _cli(base + ["--quiet"], capsys)
     assert code == 0 and "no interior maximum" in out and "rho -> 0.001 (lower edge)" in out and err == ""
-    code, out, _ = _cli(["rho-star", "--depth", "10", "--k0", "0.05", "--k0-offdiag", "0.05", "--sigma-w2",
+    code, out, _ = _cli(["rho-star", "--depth", "10", "--input-kernel", "0.05", "--input-kernel-offdiag", "0.05", "--sigma-w2",
                          "1.25", "--sigma-b2", "0.05", "--json"], capsys)
     data = json.loads(out)
     assert data["rho_star_offdiag"] == [None] and isinstance(data["rho_star"][0], float)
     assert data["rho_star_offdiag_boundary"] == ["rho -> 3 (upper edge)"] and data["rho_star_boundary"] == [None]
-    code, out, _ = _cli(["rho-star", "--depth", "10", "--k0", "0.05", "--sigma-w2", "1.25", "--sigma-b2",
+    code, out, _ = _cli(["rho-star", "--depth", "10", "--input-kernel", "0.05", "--sigma-w2", "1.25", "--sigma-b2",
                          "0.05", "--activation", "relu", "--json"], capsys)
     assert json.loads(out)["rho_star"] == [None]
     # a wider range: the depth-1e6 rho* (~0.00097) lies below the default lower edge 0.001
-    code, out, _ = _cli(["rho-star", "--depth", "50", "--k0", "0.05", "--sigma-w2", "1.25", "--sigma-b2", "0.05",
+    code, out, _ = _cli(["rho-star", "--depth", "50", "--input-kernel", "0.05", "--sigma-w2", "1.25", "--sigma-b2", "0.05",
                          "--rho-min", "0.2", "--rho-max", "1", "--json"], capsys)
     assert json.loads(out)["rho_star"] == [None] and json.loads(out)["rho_star_boundary"] == ["rho -> 0.2 (lower edge)"]
-    code, _, err = _cli(["rho-star", "--depth", "5", "--k0", "0.05", "--sigma-w2", "1.25", "--sigma-b2", "0.05",
+    code, _, err = _cli(["rho-star", "--depth", "5", "--input-kernel", "0.05", "--sigma-w2", "1.25", "--sigma-b2", "0.05",
                          "--rho-min", "1", "--rho-max", "0.5"], capsys)
     assert code == 2 and "rho_max" in err
 
@@ -159,11 +159,11 @@ def test_progress_bar_on_stderr_unless_quiet(capsys, monkeypatch):
         return real(total, desc, enabled)
 
     monkeypatch.setattr(ft, "_layer_bar", spy)
-    args = ["response", "--rho", "0.1", "--depth", "300", "--k0", "0.05", "--sigma-w2", "1.25", "--sigma-b2", "0.05"]
+    args = ["response", "--rho", "0.1", "--depth", "300", "--input-kernel", "0.05", "--sigma-w2", "1.25", "--sigma-b2", "0.05"]
     assert _cli(args + ["--json"], capsys)[0] == 0 and made == [True]
     assert _cli(args + ["--json", "--quiet"], capsys)[0] == 0 and made == [True, False]
     made.clear()
-    assert _cli(["rho-star", "--depth", "30", "--k0", "0.05", "--sigma-w2", "1.25", "--sigma-b2", "0.05",
+    assert _cli(["rho-star", "--depth", "30", "--input-kernel", "0.05", "--sigma-w2", "1.25", "--sigma-b2", "0.05",
                  "--quiet"], capsys)[0] == 0
     assert made and not any(made)
 
@@ -173,7 +173,7 @@ def test_progress_bar_on_stderr_unless_quiet(capsys, monkeypatch):
 def test_pair_pass_equals_propagate(activation):
     rho = np.geomspace(1e-2, 1.0, 7)
     depths = [3, 17, 40]
-    ref = F.chi_out_curves(rho, depths, 0.3, 1.3, 0.07, k0_offdiag=-0.1, activation=activation)
+    ref = F.chi_out_curves(rho, depths, 0.3, 1.3, 0.07, input_kernel_offdiag=-0.1, activation=activation)
     fast = F._pair_pass(rho[None, :], 1.3, 0.07, 1.3, 0.07, 0.3, -0.1, np.array(depths)[:, None],
                         kernels(activation))
     assert np.allclose(fast["chi_out_diag"], ref["chi_out"], rtol=1e-13, atol=0)
@@ -183,7 +183,7 @@ def test_pair_pass_equals_propagate(activation):
 def test_response_layers_preallocated_and_linear_in_depth():
     """response keeps (L+1) float64 per quantity: memory grows linearly, ~ 6 x 8 bytes per layer."""
     tracemalloc.start()
-    r = F.response(0.05, 20_000, 0.005, 1.25, 0.05, k0_offdiag=0.03, progress=False)
+    r = F.response(0.05, 20_000, 0.005, 1.25, 0.05, input_kernel_offdiag=0.03, progress=False)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert r["K"].shape == (20_001,) and np.all(np.isfinite(r["chi"]))
@@ -228,7 +228,7 @@ def test_kernel_fluctuations_equal_dense_route(activation, args):
         assert np.allclose(new[key], ref[key], rtol=1e-12, atol=0), key
     assert np.allclose(new["cov_C"], ref["cov_C"], rtol=1e-12, atol=1e-300)
     assert np.array_equal(new["G12"], ref["G12"])
-    assert "cov_C" not in FL.kernel_fluctuations(*args, activation=activation)  # O(depth) by default
+    assert FL.kernel_fluctuations(*args, activation=activation).cov_C is None  # O(depth) by default
 
 
 def test_kernel_fluctuations_depth_2000_in_bounded_memory():
@@ -262,12 +262,13 @@ Q2 = [[1.0, 0.5], [0.5, 1.0]]
     (dict(t_eval=[0.5], sigma_w2=0.0), "sigma_w2"), (dict(t_eval=[0.5], sigma_b2=-1.0), "sigma_b2"),
     (dict(t_eval=[0.5], sigma_b2=math.inf), "sigma_b2"), (dict(t_eval=[0.5], rtol=float("nan")), "rtol"),
     (dict(t_eval=[0.5], rtol=0.0), "rtol"), (dict(t_eval=[0.5], rtol=1e-20), "rtol"),
-    (dict(Q0=[[float("nan")]], t_eval=[0.5]), "Q0"), (dict(Q0=[], t_eval=[0.5]), "Q0"),
+    (dict(input_kernel=[[float("nan")]], t_eval=[0.5]), "input_kernel"),
+    (dict(input_kernel=[], t_eval=[0.5]), "input_kernel"),
 ])
 def test_ode_limit_rejects_bad_input(kwargs, name):
-    kw = {"Q0": Q2, **kwargs}
+    kw = {"input_kernel": Q2, **kwargs}
     with pytest.raises(ParameterError) as exc:
-        SR.ode_limit(kw.pop("Q0"), **kw)
+        SR.ode_limit(kw.pop("input_kernel"), **kw)
     assert exc.value.parameter.startswith(name)
 
 
@@ -286,28 +287,28 @@ K2 = [[1.0, 0.5], [0.5, 1.0]]
 #: angle [0, pi], unit [0, 1] (sequence), matrix (PSD kernel), ("int", minimum)
 TABLE = [
     ("resprop.numeric.theories.fischer.field_theory.input_kernel", dict(X=X3), dict(sigma_w2_in="pos", sigma_b2_in="nonneg", X="real")),
-    ("resprop.numeric.theories.fischer.field_theory.nngp", dict(K0=K2, depth=5, rho=0.3, sigma_w2=1.25, sigma_b2=0.05),
-     dict(K0="matrix", depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
-    ("resprop.numeric.theories.fischer.field_theory.response", dict(k0=0.05, depth=10, rho=0.3, sigma_w2=1.25, sigma_b2=0.05, k0_offdiag=0.02),
-     dict(k0="pos", depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg", k0_offdiag="real")),
-    ("resprop.numeric.theories.fischer.field_theory.chi_out_curves", dict(rho=[0.1, 0.3], depths=[5], k0=0.05, sigma_w2=1.25, sigma_b2=0.05),
-     dict(rho="nonneg", depths=("int", 1), k0="pos", sigma_w2="pos", sigma_b2="nonneg")),
-    ("resprop.numeric.theories.fischer.field_theory.rho_star", dict(depths=[10], k0=0.05, sigma_w2=1.25, sigma_b2=0.05, k0_offdiag=0.03),
-     dict(depths=("int", 1), k0="pos", sigma_w2="pos", sigma_b2="nonneg", k0_offdiag="real")),
-    ("resprop.numeric.theories.fischer.field_theory.rho_star_pairs", dict(K0=[[0.05, 0.03], [0.03, 0.05]], depth=10, sigma_w2=1.25,
+    ("resprop.numeric.theories.fischer.field_theory.nngp", dict(input_kernel=K2, depth=5, rho=0.3, sigma_w2=1.25, sigma_b2=0.05),
+     dict(input_kernel="matrix", depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
+    ("resprop.numeric.theories.fischer.field_theory.response", dict(input_kernel=0.05, depth=10, rho=0.3, sigma_w2=1.25, sigma_b2=0.05, input_kernel_offdiag=0.02),
+     dict(input_kernel="pos", depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg", input_kernel_offdiag="real")),
+    ("resprop.numeric.theories.fischer.field_theory.chi_out_curves", dict(rho=[0.1, 0.3], depths=[5], input_kernel=0.05, sigma_w2=1.25, sigma_b2=0.05),
+     dict(rho="nonneg", depths=("int", 1), input_kernel="pos", sigma_w2="pos", sigma_b2="nonneg")),
+    ("resprop.numeric.theories.fischer.field_theory.rho_star", dict(depths=[10], input_kernel=0.05, sigma_w2=1.25, sigma_b2=0.05, input_kernel_offdiag=0.03),
+     dict(depths=("int", 1), input_kernel="pos", sigma_w2="pos", sigma_b2="nonneg", input_kernel_offdiag="real")),
+    ("resprop.numeric.theories.fischer.field_theory.rho_star_pairs", dict(input_kernel=[[0.05, 0.03], [0.03, 0.05]], depth=10, sigma_w2=1.25,
                                                  sigma_b2=0.05),
-     dict(K0="matrix", depth=("int", 1), sigma_w2="pos", sigma_b2="nonneg")),
-    ("resprop.numeric.theories.fischer.field_theory.linearised_rho_star", dict(depths=[10], k0=0.05, sigma_w2=1.25, sigma_b2=0.05),
+     dict(input_kernel="matrix", depth=("int", 1), sigma_w2="pos", sigma_b2="nonneg")),
+    ("resprop.numeric.theories.fischer.field_theory.linearised_rho_star", dict(depths=[10], input_kernel=0.05, sigma_w2=1.25, sigma_b2=0.05),
      dict(depths=("int", 1), sigma_w2="pos", sigma_b2="nonneg", target_variance="pos")),
-    ("resprop.numeric.theories.fischer.fluctuations.kernel_fluctuations", dict(k0=0.5, depth=5, width=100, rho=0.3, sigma_w2=1.25,
+    ("resprop.numeric.theories.fischer.fluctuations.kernel_fluctuations", dict(input_kernel=0.5, depth=5, width=100, rho=0.3, sigma_w2=1.25,
                                                       sigma_b2=0.05),
-     dict(k0="pos", depth=("int", 1), width=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
-    ("resprop.numeric.theories.stable.stable_resnet.kernels", dict(Q0=K2, depth=5), dict(Q0="matrix", depth=("int", 1), sigma_w2="pos",
+     dict(input_kernel="pos", depth=("int", 1), width=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
+    ("resprop.numeric.theories.stable.stable_resnet.kernels", dict(input_kernel=K2, depth=5), dict(input_kernel="matrix", depth=("int", 1), sigma_w2="pos",
                                                                  sigma_b2="nonneg")),
     ("resprop.numeric.theories.stable.stable_resnet.two_input_kernels", dict(depths=[5]),
      dict(depths=("int", 1), angle="angle", sigma_w2="pos", sigma_b2="nonneg", d_in=("int", 2))),
-    ("resprop.numeric.theories.stable.stable_resnet.ode_limit", dict(Q0=K2, t_eval=[0.5, 1.0]),
-     dict(Q0="matrix", t_eval="unit", sigma_w2="pos", sigma_b2="nonneg", rtol="pos")),
+    ("resprop.numeric.theories.stable.stable_resnet.ode_limit", dict(input_kernel=K2, t_eval=[0.5, 1.0]),
+     dict(input_kernel="matrix", t_eval="unit", sigma_w2="pos", sigma_b2="nonneg", rtol="pos")),
     ("resprop.numeric.theories.stable.stable_resnet.input_kernel_matrix", dict(X=X3, sigma_w2=2.0, sigma_b2=0.0),
      dict(X="real", sigma_w2="pos", sigma_b2="nonneg")),
     ("resprop.numeric.engine.simulate.simulate_kernels", dict(X=X3, depth=3, width=8, rho=0.5, sigma_w2=1.25, sigma_b2=0.05,
@@ -320,25 +321,25 @@ TABLE = [
     ("resprop.numeric.theories.pdlt.residual_mlp.nu", dict(gamma=0.5, activation="relu"), dict(gamma="unit_open")),
     ("resprop.numeric.theories.pdlt.residual_mlp.gamma_star", dict(r=1.0, activation="relu", n_out=1), dict(r="pos")),
     ("resprop.numeric.theories.pdlt.residual_mlp.vertex_trajectory", dict(activation="tanh", gamma=0.5, depth=4),
-     dict(gamma="unit_open", depth=("int", 1), K1="pos", C_b="nonneg")),
+     dict(gamma="unit_open", depth=("int", 1), input_kernel="pos", C_b="nonneg")),
     ("resprop.numeric.theories.pdlt.residual_mlp.xi_from_correlators", dict(gamma=0.5, G_RR=1.0, G_Rz=0.2, G_zz=1.0),
      dict(gamma="unit_open", G_RR="pos", G_Rz="real", G_zz="pos")),
-    ("resprop.numeric.theories.stable.residual_ntk.nngp_ntk", dict(K0=K2, depth=5, rho=0.3, sigma_w2=1.25, sigma_b2=0.05),
-     dict(K0="matrix", depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
-    ("resprop.numeric.engine.mp_checks.chi_out_mp", dict(k0=0.05, depth=3, rho=0.3, sigma_w2=1.25, sigma_b2=0.05, dps=15,
+    ("resprop.numeric.theories.stable.residual_ntk.nngp_ntk", dict(input_kernel=K2, depth=5, rho=0.3, sigma_w2=1.25, sigma_b2=0.05),
+     dict(input_kernel="matrix", depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
+    ("resprop.numeric.engine.mp_checks.chi_out_mp", dict(input_kernel=0.05, depth=3, rho=0.3, sigma_w2=1.25, sigma_b2=0.05, dps=15,
                                           route="closed"),
-     dict(k0="pos", depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg", dps=("int", 1))),
+     dict(input_kernel="pos", depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg", dps=("int", 1))),
     ("resprop.numeric.engine.mp_checks.j2bar_closed_mp", dict(theta=1.0, dps=10), dict(theta="angle", dps=("int", 1))),
     ("resprop.numeric.engine.mp_checks.vertex_trajectory_mp", dict(activation="relu", gamma=0.5, depth=3, dps=10),
      dict(gamma="unit_open", depth=("int", 1), dps=("int", 1))),
-    ("resprop.numeric.engine.monte_carlo.simulate_log_gaussian", dict(n=8, d=2, alpha=0.7, lam=0.7, samples=50, seed=0),
-     dict(n=("int", 2), d=("int", 1), samples=("int", 2), lam="nonneg", alpha="real")),
-    ("resprop.numeric.engine.monte_carlo.simulate_residual_mlp", dict(n=8, depth=2, gamma=0.5, C_W=0.75, samples=50, seed=0),
-     dict(n=("int", 1), depth=("int", 1), samples=("int", 2), gamma="real", C_W="pos", C_b="nonneg", K1="pos")),
+    ("resprop.numeric.engine.monte_carlo.simulate_log_gaussian", dict(width=8, depth=2, alpha=0.7, lam=0.7, samples=50, seed=0),
+     dict(width=("int", 2), depth=("int", 1), samples=("int", 2), lam="nonneg", alpha="real")),
+    ("resprop.numeric.engine.monte_carlo.simulate_residual_mlp", dict(width=8, depth=2, gamma=0.5, C_W=0.75, samples=50, seed=0),
+     dict(width=("int", 1), depth=("int", 1), samples=("int", 2), gamma="real", C_W="pos", C_b="nonneg", input_kernel="pos")),
 ]
-OPTIONAL = {"k0_offdiag"}  # None is their documented default
+OPTIONAL = {"input_kernel_offdiag"}  # None is their documented default
 DEFAULTS = {"sigma_w2_in": 1.0, "sigma_b2_in": 0.0, "target_variance": 0.5, "angle": 1.0, "d_in": 2,
-            "sigma_w2": 2.0, "sigma_b2": 0.0, "rtol": 1e-11, "K1": 1.0, "C_b": 0.0}
+            "sigma_w2": 2.0, "sigma_b2": 0.0, "rtol": 1e-11, "input_kernel": 1.0, "C_b": 0.0}
 
 
 def _variants(kind, value):
@@ -377,6 +378,8 @@ def _cases():
 
 
 def _finite(out) -> bool:
+    if hasattr(out, "to_dict"):  # a typed result (resprop.numeric.engine.results): its fields
+        out = {k: getattr(out, k) for k in out.fields()}
     if isinstance(out, dict):
         return all(_finite(v) for k, v in out.items() if not k.endswith(("_bound", "_boundary", "_supremum_at")))
     if out is None or isinstance(out, str) or hasattr(out, "__dataclass_fields__"):

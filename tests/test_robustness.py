@@ -37,7 +37,8 @@ FUZZ = settings(max_examples=40, deadline=None, database=None, derandomize=True,
 
 #: every name an error message may start with (CLI flags appear in argparse's own "argument --x" messages)
 PARAMETERS = {
-    "k0", "k0_offdiag", "K0", "Q0", "sigma_w2", "sigma_b2", "sigma_w2_out", "sigma_b2_out", "rho", "depth", "iters",
+    "input_kernel", "input_kernel_offdiag", "width", "K0", "Q0", "sigma_w2", "sigma_b2", "sigma_w2_out", "sigma_b2_out",
+    "rho", "depth", "iters",
     "grid", "activation", "eta0", "theta", "digits", "n", "d", "alpha", "lam", "samples", "seed", "hypo_constant",
     "hypo_samples", "gamma", "n_out", "r", "scaling", "angle", "d_in", "N", "L", "gamma0", "assignment", "reading",
     "a1", "b1", "a", "b", "c", "nu", "method", "chunk_size", "balanced", "C_W", "C_b", "K1", "h", "X",
@@ -152,14 +153,14 @@ def argv_for(draw, command: str, options: dict[str, tuple], required: tuple[str,
 FIELD_ACTIVATIONS = choice(["erf", "relu", "linear"], ["1/x", "exp(x**2)", "x**x", "foo(", "__import__('os')",
                                                       "Max(x, 0)", "I*x", "zoo*x", "y", ""])
 FIELD_COMMON = {
-    "--k0": number(1e-3, 2.0), "--k0-offdiag": number(-0.001, 0.001), "--sigma-w2": number(0.1, 3.0),
+    "--input-kernel": number(1e-3, 2.0), "--input-kernel-offdiag": number(-0.001, 0.001), "--sigma-w2": number(0.1, 3.0),
     "--sigma-b2": number(0.0, 0.5), "--sigma-w2-out": number(0.1, 3.0), "--activation": FIELD_ACTIVATIONS,
 }
 
 
 @FUZZ
 @given(argv_for("rho-star", {"--depth": several(integer(1, 40)), **FIELD_COMMON},
-                required=("--depth", "--k0", "--sigma-w2", "--sigma-b2")))
+                required=("--depth", "--input-kernel", "--sigma-w2", "--sigma-b2")))
 def test_cli_rho_star_fuzz(argv):
     code, data = run_cli(argv)
     if code == 0:  # rho* in (0, 3], or null with the edge its supremum approaches (no interior maximum)
@@ -172,7 +173,7 @@ def test_cli_rho_star_fuzz(argv):
 @given(argv_for("response", {"--rho": number(0.0, 2.0), "--depth": integer(1, 200), **FIELD_COMMON,
                              "--activation": choice(["erf", "relu", "linear", "tanh", "gelu", "sin(x)"],
                                                     ["1/x", "softmaxx", "exp(x**2)"])},
-                required=("--rho", "--depth", "--k0", "--sigma-w2", "--sigma-b2")))
+                required=("--rho", "--depth", "--input-kernel", "--sigma-w2", "--sigma-b2")))
 def test_cli_response_fuzz(argv):
     code, data = run_cli(argv)
     if code == 0:
@@ -191,10 +192,10 @@ def test_cli_j2bar_fuzz(argv):
 
 @FUZZ
 @given(argv_for("log-gaussian", {
-    "--n": integer(2, 40), "--d": integer(1, 20), "--alpha": number(-1.5, 1.5), "--lam": number(0.0, 1.5),
+    "--width": integer(2, 40), "--depth": integer(1, 20), "--alpha": number(-1.5, 1.5), "--lam": number(0.0, 1.5),
     "--balanced": FLAG, "--simulate": FLAG, "--samples": integer(2, 200),
     "--seed": integer(0, 5), "--hypo-constant": number(-2.0, 0.0), "--hypo-samples": integer(2, 100)},
-    required=("--n", "--d", "--alpha", "--lam")))
+    required=("--width", "--depth", "--alpha", "--lam")))
 def test_cli_log_gaussian_fuzz(argv):
     code, data = run_cli(argv)
     if code == 0:
@@ -258,7 +259,7 @@ def test_cli_abcd_fuzz(argv):
 
 def test_cli_missing_and_unknown():
     for argv in (["rho-star"], ["response", "--rho"], ["nu"], ["nosuchcommand"], ["stable-kernel", "--depth"],
-                 ["log-gaussian", "--n", "10"], ["j2bar"], ["abcd", "--widths"], []):
+                 ["log-gaussian", "--width", "10"], ["j2bar"], ["abcd", "--widths"], []):
         code, _ = run_cli(argv)
         assert code == 2, argv
 
@@ -335,32 +336,32 @@ ACTIVATIONS = (st.sampled_from(["erf", "relu", "linear", "tanh"]),
 
 
 @FUZZ
-@given(call_args(K0=(psd_matrices(), BAD_MATRICES), depth=whole(1, 40), rho=real(0, 2), sigma_w2=real(0.1, 3),
+@given(call_args(input_kernel=(psd_matrices(), BAD_MATRICES), depth=whole(1, 40), rho=real(0, 2), sigma_w2=real(0.1, 3),
                  sigma_b2=real(0, 0.5), activation=ACTIVATIONS, eta0=(st.just(1.0), BAD_VALUES)))
 def test_nngp_fuzz(kw):
     out = check_call(F.nngp, **kw)
     if out is not None:
         assert np.allclose(out["K"], out["K"].T)
-        assert np.all(np.diag(out["K"]) >= np.diag(np.asarray(kw["K0"])) - 1e-12)  # K only grows
+        assert np.all(np.diag(out["K"]) >= np.diag(np.asarray(kw["input_kernel"])) - 1e-12)  # K only grows
 
 
 @FUZZ
-@given(call_args(K0=(psd_matrices(), BAD_MATRICES), depth=whole(1, 40), rho=real(0, 2), sigma_w2=real(0.1, 3),
+@given(call_args(input_kernel=(psd_matrices(), BAD_MATRICES), depth=whole(1, 40), rho=real(0, 2), sigma_w2=real(0.1, 3),
                  sigma_b2=real(0, 0.5), activation=(st.sampled_from(["erf", "relu"]), ACTIVATIONS[1]),
                  ntk=(st.booleans(), st.just(True)),
                  method=(st.sampled_from(["fused", "generated"]), st.sampled_from(["fast", None, 3]))))
 def test_nngp_ntk_fuzz(kw):
     out = check_call(RN.nngp_ntk, **kw)
     if out is not None:
-        K0 = np.asarray(kw["K0"])
+        K0 = np.asarray(kw["input_kernel"])
         assert np.allclose(out["K"], out["K"].T) and np.all(np.diag(out["K"]) >= np.diag(K0) - 1e-12)
         if kw["ntk"]:  # Theta^(L) = K^(L) + (non-negative gradient terms) on the diagonal
             assert np.all(np.diag(out["Theta"]) >= np.diag(out["K"]) - 1e-12 * np.abs(np.diag(out["K"])))
 
 
 @FUZZ
-@given(call_args(k0=real(1e-3, 2), depth=whole(1, 200), rho=real(0, 2), sigma_w2=real(0.1, 3), sigma_b2=real(0, 0.5),
-                 k0_offdiag=(st.one_of(st.none(), st.floats(-1e-3, 1e-3)), BAD_VALUES),
+@given(call_args(input_kernel=real(1e-3, 2), depth=whole(1, 200), rho=real(0, 2), sigma_w2=real(0.1, 3), sigma_b2=real(0, 0.5),
+                 input_kernel_offdiag=(st.one_of(st.none(), st.floats(-1e-3, 1e-3)), BAD_VALUES),
                  activation=(st.sampled_from(["erf", "relu", "gelu", "linear"]), ACTIVATIONS[1]),
                  eta0=(st.floats(0.5, 2), BAD_VALUES)))
 def test_response_fuzz(kw):
@@ -372,8 +373,8 @@ def test_response_fuzz(kw):
 @FUZZ
 @given(call_args(depths=(st.lists(st.integers(1, 40), min_size=1, max_size=3),
                          st.one_of(BAD_VALUES, st.just([[5, 10]]), st.just([]))),
-                 k0=real(1e-3, 2), sigma_w2=real(0.1, 3), sigma_b2=real(0, 0.5),
-                 k0_offdiag=(st.one_of(st.none(), st.floats(-1e-3, 1e-3)), BAD_VALUES),
+                 input_kernel=real(1e-3, 2), sigma_w2=real(0.1, 3), sigma_b2=real(0, 0.5),
+                 input_kernel_offdiag=(st.one_of(st.none(), st.floats(-1e-3, 1e-3)), BAD_VALUES),
                  grid=(st.sampled_from([None, [0.01, 0.1, 0.3, 1.0]]),
                        st.sampled_from([[0.5], [], [[0.1, 0.2]], [-1, 1], [0.3, 0.1, 0.2], "x"])),
                  iters=(st.integers(0, 30), st.sampled_from([-1, "x", 2.5, 10**9])),
@@ -388,7 +389,7 @@ def test_rho_star_fuzz(kw):
 
 
 @FUZZ
-@given(call_args(n=whole(2, 60), d=whole(1, 30), alpha=(st.one_of(st.floats(-1.5, 1.5), st.lists(
+@given(call_args(width=whole(2, 60), depth=whole(1, 30), alpha=(st.one_of(st.floats(-1.5, 1.5), st.lists(
     st.floats(0.1, 1), min_size=1, max_size=4)), BAD_VALUES), lam=real(0, 1.5), balanced=(st.booleans(), BAD_VALUES),
                  hypo_constant=(st.one_of(st.none(), st.floats(-2, 0)), BAD_VALUES)))
 def test_log_gaussian_theory_fuzz(kw):
@@ -415,7 +416,7 @@ def test_residual_mlp_fuzz(nu_kw, gs_kw):
 
 
 @FUZZ
-@given(call_args(Q0=(psd_matrices(), BAD_MATRICES), depth=whole(1, 300), scaling=choice(GOOD_SCALINGS, BAD_SCALINGS),
+@given(call_args(input_kernel=(psd_matrices(), BAD_MATRICES), depth=whole(1, 300), scaling=choice(GOOD_SCALINGS, BAD_SCALINGS),
                  sigma_w2=real(0.1, 4), sigma_b2=real(0, 1)))
 def test_stable_kernels_fuzz(kw):
     out = check_call(SR.kernels, **kw)
@@ -434,8 +435,8 @@ def test_two_input_kernels_fuzz(kw):
 
 
 @FUZZ
-@given(call_args(n=(st.integers(2, 12), st.sampled_from([1, 0, 2.0, 10**12, None])),
-                 d=(st.integers(1, 6), st.sampled_from([0, 10**12, 3.5])),
+@given(call_args(width=(st.integers(2, 12), st.sampled_from([1, 0, 2.0, 10**12, None])),
+                 depth=(st.integers(1, 6), st.sampled_from([0, 10**12, 3.5])),
                  alpha=(st.floats(0.2, 1.5), BAD_VALUES), lam=(st.floats(0.1, 1.5), BAD_VALUES),
                  balanced=(st.booleans(), BAD_VALUES), samples=(st.integers(2, 50), st.sampled_from([1, 10**15, 2.5])),
                  seed=(st.integers(0, 3), st.sampled_from([-1, 1.5, "s"])),
@@ -479,8 +480,8 @@ def _peak_bytes(fn) -> tuple[int, int]:
 
 def test_memory_reduced_path_n_d_2000():
     """The reduced Li-Nica-Roy path at n = d = 2000 works in chunks of (chunk, n) arrays: far below 4 GB."""
-    peak, rss = _peak_bytes(lambda: MC.simulate_log_gaussian(n=2000, d=2000, alpha=0.7071, lam=0.7071, samples=64,
-                                                             seed=0))
+    peak, rss = _peak_bytes(lambda: MC.simulate_log_gaussian(width=2000, depth=2000, alpha=0.7071, lam=0.7071,
+                                                             samples=64, seed=0))
     assert peak < 4 * 2**30 and rss < 4 * 2**30
     assert peak < 64 * 2**20  # measured ~ 7 MB: outputs 2 x 64 x 2000 floats plus ~5 work arrays of 64 x 2000
 
@@ -489,19 +490,19 @@ def test_memory_dense_path_chunking_is_bounded():
     """Dense path: the (chunk, n, n) weight stack is capped at 64 MiB, so the peak does not grow with samples."""
     n = 96
     run = lambda samples: _peak_bytes(lambda: MC.simulate_log_gaussian(  # noqa: E731
-        n=n, d=2, alpha=0.7071, lam=0.7071, samples=samples, seed=0, method="dense"))[0]
+        width=n, depth=2, alpha=0.7071, lam=0.7071, samples=samples, seed=0, method="dense"))[0]
     stack = 2**26  # MC._DENSE_CHUNK_BYTES
     assert MC._auto_chunk(n, "dense") * 8 * n * n <= stack
     small, large = run(1024), run(4096)  # both above the auto chunk (910 samples at n = 96)
     assert large < 3 * stack
     assert large < 1.5 * small + 4096 * (1 + 2 * 2) * 8  # only the per-sample outputs grow
-    r = _peak_bytes(lambda: MC.simulate_residual_mlp(n=n, depth=3, gamma=0.5, C_W=1.0, samples=4096, seed=0,
+    r = _peak_bytes(lambda: MC.simulate_residual_mlp(width=n, depth=3, gamma=0.5, C_W=1.0, samples=4096, seed=0,
                                                      method="dense"))[0]
     assert r < 3 * stack
 
 
 def test_memory_guard_names_the_parameter():
-    with pytest.raises(ValueError, match=r"^n: the simulation would need"):
-        MC.simulate_log_gaussian(n=10**6, d=1, alpha=1.0, lam=1.0, samples=2, seed=0, method="dense")
-    with pytest.raises(ValueError, match=r"^samples, d: the simulation would need"):
-        MC.simulate_log_gaussian(n=4, d=10**6, alpha=1.0, lam=1.0, samples=10**6, seed=0)
+    with pytest.raises(ValueError, match=r"^width: the simulation would need"):
+        MC.simulate_log_gaussian(width=10**6, depth=1, alpha=1.0, lam=1.0, samples=2, seed=0, method="dense")
+    with pytest.raises(ValueError, match=r"^samples, depth: the simulation would need"):
+        MC.simulate_log_gaussian(width=4, depth=10**6, alpha=1.0, lam=1.0, samples=10**6, seed=0)

@@ -82,7 +82,9 @@ def test_reduced_and_dense_output_kernel_agree(reduced_and_dense):
 def test_shapes_and_exact_identities(method):
     X = _inputs(3, 7, seed=2)
     out = simulate_kernels(X, depth=4, width=16, samples=10, seed=0, method=method, chunk_size=3, **NET)
-    assert {k: v.shape for k, v in out.items()} == {
+    arrays = ("C", "C_emp", "K", "K_emp", "K_out")
+    assert out.fields() == ("width", "depth") + arrays and (out.width, out.depth, out.samples) == (16, 4, 10)
+    assert {k: getattr(out, k).shape for k in arrays} == {
         "C": (10, 5, 3, 3), "C_emp": (10, 5, 3, 3), "K": (10, 5, 3, 3),
         "K_emp": (10, 5, 3, 3), "K_out": (10, 3, 3),
     }
@@ -90,7 +92,7 @@ def test_shapes_and_exact_identities(method):
     np.testing.assert_allclose(out["C"][:, 0], np.broadcast_to(C0, (10, 3, 3)), rtol=1e-14)
     np.testing.assert_allclose(out["K"], np.cumsum(out["C"], axis=1), rtol=1e-14)
     np.testing.assert_allclose(out["C_emp"][:, 0], out["K_emp"][:, 0], rtol=1e-14)
-    for key in out:
+    for key in arrays:
         np.testing.assert_allclose(out[key], out[key].swapaxes(-1, -2), rtol=1e-14)
 
 
@@ -225,7 +227,7 @@ def test_results_do_not_depend_on_generator_reuse():
     kw = dict(depth=2, width=8, samples=20, **NET)
     a = simulate_kernels(X, seed=np.random.default_rng(3), **kw)
     b = simulate_kernels(X, seed=3, **kw)
-    for key in a:
+    for key in a.fields():
         np.testing.assert_array_equal(a[key], b[key])
 
 

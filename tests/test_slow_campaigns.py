@@ -43,7 +43,7 @@ def test_hypoactivation_constant_at_paper_setting():
     from resprop.numeric.engine.monte_carlo import hypoactivation, simulate_log_gaussian
 
     a = 2**-0.5
-    h = hypoactivation(simulate_log_gaussian(n=150, d=150, alpha=a, lam=a, samples=20000, seed=150))
+    h = hypoactivation(simulate_log_gaussian(width=150, depth=150, alpha=a, lam=a, samples=20000, seed=150))
     assert abs(h["C_hat"] - (-0.876)) < 4 * h["C_hat_se"] + 0.02
 
 
@@ -56,7 +56,7 @@ def test_conjecture5_figure4_setting(n):
     from resprop.numeric.engine.monte_carlo import conjecture5, simulate_log_gaussian
 
     a = 2**-0.5
-    s = simulate_log_gaussian(n=n, d=200, alpha=a, lam=a, samples=10000, seed=n)
+    s = simulate_log_gaussian(width=n, depth=200, alpha=a, lam=a, samples=10000, seed=n)
     c5 = conjecture5(s)
     th = conjecture5_theory(n, a, a)
     assert n**2 * abs(c5["var_avg"] - th["var"]) < 6 + 4 * n**2 * c5["var_avg_se"]

@@ -22,13 +22,13 @@ from resprop.numeric.engine.validation import ParameterError
 ROOT = Path(__file__).resolve().parent.parent
 
 LG = {"kind": "log_gaussian",
-      "grid": {"n": [16, 32], "d": [4, 8], "balanced": [False, True]},
+      "grid": {"width": [16, 32], "depth": [4, 8], "balanced": [False, True]},
       "fixed": {"alpha": 1.0, "lam": 0.7, "samples": 200},
       "run": {"seed": 7, "chunk": 3}}
 
 RS = {"kind": "rho_star",
       "grid": {"depth": [5, 12], "sigma_w2": [1.0, 1.5], "activation": ["erf", "relu"]},
-      "fixed": {"k0": 0.05, "sigma_b2": 0.05, "k0_offdiag": 0.02},
+      "fixed": {"input_kernel": 0.05, "sigma_b2": 0.05, "input_kernel_offdiag": 0.02},
       "run": {"chunk": 3}}
 
 
@@ -87,7 +87,7 @@ def test_existing_scheduler_with_process_workers(lg_reference, tmp_path):
 
 # --------------------------------------------------------------------------- (b) interrupt and resume
 RESUME = {"kind": "log_gaussian",
-          "grid": {"n": [64, 128], "d": [48, 96], "lam": [0.5, 1.0], "balanced": [False, True]},
+          "grid": {"width": [64, 128], "depth": [48, 96], "lam": [0.5, 1.0], "balanced": [False, True]},
           "fixed": {"alpha": 1.0, "samples": 1500},
           "run": {"seed": 3, "chunk": 1}}
 
@@ -190,7 +190,7 @@ def test_output_reopens_with_coords_and_attrs(rs_files, which):
     assert list(back["rho_star"].dims) == ["depth", "sigma_w2", "activation"]
     assert back.depth.values.tolist() == [5, 12] and back.activation.values.tolist() == ["erf", "relu"]
     assert back.sigma_w2.dtype == np.float64 and back.depth.dtype == np.int64
-    assert float(back.k0) == 0.05 and float(back.k0_offdiag) == 0.02  # fixed values as scalar coords
+    assert float(back.input_kernel) == 0.05 and float(back.input_kernel_offdiag) == 0.02  # fixed values as scalar coords
     for name in ("rho_star", "rho_star_offdiag", "chi_out_max"):
         assert {"units", "description", "equation"} <= set(back[name].attrs)
     attrs = back.attrs
@@ -205,19 +205,19 @@ def test_output_reopens_with_coords_and_attrs(rs_files, which):
 def test_rho_star_matches_direct_calls(rs_files):
     ds = rs_files[0]
     for depth, sw, act in [(5, 1.0, "erf"), (12, 1.5, "relu"), (12, 1.0, "erf")]:
-        direct = F.rho_star(depth, 0.05, sw, 0.05, k0_offdiag=0.02, activation=act)
+        direct = F.rho_star(depth, 0.05, sw, 0.05, input_kernel_offdiag=0.02, activation=act)
         point = ds.sel(depth=depth, sigma_w2=sw, activation=act)
         # no interior maximum: None from rho_star, NaN in the dataset
         same = lambda a, b: np.array_equal(np.asarray(a, dtype=float), np.asarray(b, dtype=float),  # noqa: E731
                                            equal_nan=True)
-        assert same(point.rho_star, direct["rho_star"][0])
-        assert same(point.rho_star_offdiag, direct["rho_star_offdiag"][0])
-        assert same(point.chi_out_max, direct["rho_star_chi_out"][0])
-        assert int(point.rho_star_grid_index) == int(direct["rho_star_grid_index"][0])
+        assert same(point.rho_star, direct.rho_star[0])
+        assert same(point.rho_star_offdiag, direct.rho_star_offdiag[0])
+        assert same(point.chi_out_max, direct.rho_star_chi_out[0])
+        assert int(point.rho_star_grid_index) == int(direct.rho_star_grid_index[0])
 
 
 RM = {"kind": "residual_mlp",
-      "grid": {"n": [48, 96], "gamma": [0.0, 0.5], "activation": ["relu", "tanh"]},
+      "grid": {"width": [48, 96], "gamma": [0.0, 0.5], "activation": ["relu", "tanh"]},
       "fixed": {"depth": 8, "samples": 3000},
       "run": {"seed": 11, "chunk": 3}}
 
@@ -235,17 +235,17 @@ def test_residual_mlp_points_are_direct_calls_with_their_seed(rm_sweep):
     from resprop.numeric.theories.pdlt import residual_mlp as rm
     shape = tuple(len(v) for v in RM["grid"].values())
     for n, gamma, act in [(48, 0.0, "relu"), (96, 0.5, "tanh")]:
-        idx = [RM["grid"]["n"].index(n), RM["grid"]["gamma"].index(gamma), RM["grid"]["activation"].index(act)]
+        idx = [RM["grid"]["width"].index(n), RM["grid"]["gamma"].index(gamma), RM["grid"]["activation"].index(act)]
         flat = int(np.ravel_multi_index(idx, shape))
         C_W = float(rm.critical_C_W(gamma, act))
-        s = mc.simulate_residual_mlp(n=n, depth=8, gamma=gamma, C_W=C_W, activation=act, samples=3000,
+        s = mc.simulate_residual_mlp(width=n, depth=8, gamma=gamma, C_W=C_W, activation=act, samples=3000,
                                      seed=np.random.SeedSequence(11, spawn_key=(flat,)))
         v = est.four_point_vertex(s)
         th = rm.vertex_trajectory(act, gamma=gamma, depth=8)
-        point = rm_sweep.sel(n=n, gamma=gamma, activation=act)
+        point = rm_sweep.sel(width=n, gamma=gamma, activation=act)
         assert float(point.V_over_nK2) == float(v["V_over_nK2"][-1]) and float(point.K) == float(v["K"][-1])
         assert float(point.C_W) == C_W
-        assert float(point.theory_V_over_nK2) == pytest.approx(th["V_over_K2"][-1] / n, rel=1e-14)
+        assert float(point.theory_V_over_nK2) == pytest.approx(th.V_over_K2[-1] / n, rel=1e-14)
 
 
 def test_residual_mlp_tanh_vertex_matches_recursion(rm_sweep):
@@ -254,7 +254,7 @@ def test_residual_mlp_tanh_vertex_matches_recursion(rm_sweep):
     L = 16, README finding 3), and the kernel with B.12 within 4 SE plus 2/n relative."""
     t = rm_sweep.sel(activation="tanh")
     assert np.all(np.abs(t.V_over_nK2 - t.theory_V_over_nK2) <= 4 * t.V_over_nK2_se + 0.10 * t.theory_V_over_nK2)
-    assert np.all(np.abs(t.K - t.theory_K) <= 4 * t.K_se + 2 / t.n * t.theory_K)
+    assert np.all(np.abs(t.K - t.theory_K) <= 4 * t.K_se + 2 / t.width * t.theory_K)
 
 
 # --------------------------------------------------------------------------- (f) validation
@@ -289,17 +289,17 @@ def _spec(**changes):
     (_spec(grid__sigma_w2=[1.0, "big"]), "grid.sigma_w2"),
     (_spec(grid__activation=["softmaxx"]), "grid.activation"),
     (_spec(fixed__sigma_b2=-0.1), "fixed.sigma_b2"),
-    (_spec(fixed__k0=float("nan")), "fixed.k0"),
-    (_spec(fixed__k0_offdiag=0.2), "fixed.k0_offdiag"),
+    (_spec(fixed__input_kernel=float("nan")), "fixed.input_kernel"),
+    (_spec(fixed__input_kernel_offdiag=0.2), "fixed.input_kernel_offdiag"),
     (_spec(fixed__depth=3), "fixed.depth"),
-    (_spec(fixed__k0=None), "k0"),
+    (_spec(fixed__input_kernel=None), "input_kernel"),
     (_spec(run__chunk=0), "run.chunk"),
     (_spec(run__seed=-1), "run.seed"),
     (_spec(run__workers=2), "run.workers"),
     (_spec(extra={"a": 1}), "extra"),
-    ({**LG, "grid": {"n": [1, 8]}}, "grid.n"),
+    ({**LG, "grid": {"width": [1, 8]}}, "grid.width"),
     ({**LG, "grid": {"balanced": [0, 1]}}, "grid.balanced"),
-    ({**LG, "fixed": {"alpha": 0.0, "lam": 0.0, "samples": 100}, "grid": {"n": [4], "d": [2]}}, "fixed.alpha"),
+    ({**LG, "fixed": {"alpha": 0.0, "lam": 0.0, "samples": 100}, "grid": {"width": [4], "depth": [2]}}, "fixed.alpha"),
     ({**LG, "fixed": {"alpha": 1.0, "lam": 0.5}}, "samples"),
     ({**RM, "grid": {"gamma": [0.5, 1.0]}}, "grid.gamma"),
     ({**RM, "fixed": {**RM["fixed"], "activation": "gelu"}}, "fixed.activation"),
@@ -337,7 +337,7 @@ def test_cli_sweep_from_toml(tmp_path, capsys):
         [grid]
         depth = [3, 6]
         [fixed]
-        k0 = 0.1
+        input_kernel = 0.1
         sigma_w2 = 1.0
         sigma_b2 = 0.0
     """))

@@ -9,18 +9,18 @@ import pytest
 from resprop.numeric.theories.fischer import field_theory as F
 from resprop.numeric.cli import main
 
-GOOD = dict(k0=0.05, sigma_w2=1.25, sigma_b2=0.05)
+GOOD = dict(input_kernel=0.05, sigma_w2=1.25, sigma_b2=0.05)
 
 
 @pytest.mark.parametrize("kwargs,param", [
     (dict(GOOD, sigma_w2=0.0), "sigma_w2"),
     (dict(GOOD, sigma_w2=-1.0), "sigma_w2"),
     (dict(GOOD, sigma_b2=-0.1), "sigma_b2"),
-    (dict(GOOD, k0=-0.05), "k0"),
-    (dict(GOOD, k0=0.0), "k0"),
+    (dict(GOOD, input_kernel=-0.05), "input_kernel"),
+    (dict(GOOD, input_kernel=0.0), "input_kernel"),
     (dict(GOOD, sigma_w2=float("nan")), "sigma_w2"),
-    (dict(GOOD, k0=float("nan")), "k0"),
-    (dict(GOOD, k0_offdiag=0.2), "k0_offdiag"),
+    (dict(GOOD, input_kernel=float("nan")), "input_kernel"),
+    (dict(GOOD, input_kernel_offdiag=0.2), "input_kernel_offdiag"),
     (dict(GOOD, activation="softmaxx"), "activation"),
     (dict(GOOD, sigma_w2_out=0.0), "sigma_w2_out"),
 ])
@@ -50,7 +50,7 @@ def test_negative_rho():
     (np.array([[-0.1, 0.0], [0.0, 0.1]]), "positive semi-definite"),
 ])
 def test_bad_input_kernel(K0, msg):
-    with pytest.raises(ValueError, match=rf"^K0: .*{msg}"):
+    with pytest.raises(ValueError, match=rf"^input_kernel: .*{msg}"):
         F.nngp(K0, 10, 0.3, 1.25, 0.05)
 
 
@@ -61,8 +61,8 @@ def run(argv, capsys):
 
 
 def test_cli_rho_star_json(capsys):
-    code, out, _ = run(["rho-star", "--depth", "10", "50", "100", "--k0", "0.05", "--k0-offdiag", "0.03",
-                        "--sigma-w2", "1.25", "--sigma-b2", "0.05", "--sigma-w2-out", "1.25", "--activation", "erf",
+    code, out, _ = run(["rho-star", "--depth", "10", "50", "100", "--input-kernel", "0.05",
+                        "--input-kernel-offdiag", "0.03", "--sigma-w2", "1.25", "--sigma-b2", "0.05", "--sigma-w2-out", "1.25", "--activation", "erf",
                         "--json"], capsys)
     assert code == 0
     data = json.loads(out)
@@ -71,13 +71,13 @@ def test_cli_rho_star_json(capsys):
     assert data["rho_star_boundary"] == data["rho_star_offdiag_boundary"] == [None] * 3  # interior maxima
     assert data["depth"] == [10, 50, 100]
     assert np.allclose(data["rho_star"], F.rho_star([10, 50, 100], **GOOD)["rho_star"])
-    code, out, _ = run(["rho-star", "--depth", "10", "--k0", "0.05", "--sigma-w2", "1.25", "--sigma-b2", "0.05",
+    code, out, _ = run(["rho-star", "--depth", "10", "--input-kernel", "0.05", "--sigma-w2", "1.25", "--sigma-b2", "0.05",
                         "--json"], capsys)
     assert set(json.loads(out)) == {"depth", "search_range", "rho_star", "rho_star_boundary"}
 
 
 def test_cli_response_json(capsys):
-    code, out, _ = run(["response", "--rho", "0.3", "--depth", "50", "--k0", "0.05", "--sigma-w2", "1.25",
+    code, out, _ = run(["response", "--rho", "0.3", "--depth", "50", "--input-kernel", "0.05", "--sigma-w2", "1.25",
                         "--sigma-b2", "0.05", "--json"], capsys)
     data = json.loads(out)
     assert code == 0 and len(data["eta"]) == 51 and len(data["chi"]) == 51
@@ -85,11 +85,11 @@ def test_cli_response_json(capsys):
 
 
 @pytest.mark.parametrize("argv,param", [
-    (["response", "--rho", "-0.3", "--depth", "5", "--k0", "0.05", "--sigma-w2", "1.25", "--sigma-b2", "0.05"], "rho"),
-    (["response", "--rho", "0.3", "--depth", "0", "--k0", "0.05", "--sigma-w2", "1.25", "--sigma-b2", "0.05"], "depth"),
-    (["rho-star", "--depth", "10", "--k0", "0.05", "--sigma-w2", "-1", "--sigma-b2", "0.05"], "sigma_w2"),
-    (["rho-star", "--depth", "10", "--k0", "nan", "--sigma-w2", "1", "--sigma-b2", "0.05"], "k0"),
-    (["rho-star", "--depth", "10", "--k0", "0.05", "--sigma-w2", "1", "--sigma-b2", "0.05", "--activation", "foo"],
+    (["response", "--rho", "-0.3", "--depth", "5", "--input-kernel", "0.05", "--sigma-w2", "1.25", "--sigma-b2", "0.05"], "rho"),
+    (["response", "--rho", "0.3", "--depth", "0", "--input-kernel", "0.05", "--sigma-w2", "1.25", "--sigma-b2", "0.05"], "depth"),
+    (["rho-star", "--depth", "10", "--input-kernel", "0.05", "--sigma-w2", "-1", "--sigma-b2", "0.05"], "sigma_w2"),
+    (["rho-star", "--depth", "10", "--input-kernel", "nan", "--sigma-w2", "1", "--sigma-b2", "0.05"], "input_kernel"),
+    (["rho-star", "--depth", "10", "--input-kernel", "0.05", "--sigma-w2", "1", "--sigma-b2", "0.05", "--activation", "foo"],
      "activation"),
 ])
 def test_cli_bad_input_exits_2(argv, param, capsys):
@@ -112,7 +112,7 @@ def test_sweep_without_the_extra_names_it(monkeypatch, capsys, tmp_path):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "xarray" else real(name, *a))
     spec = tmp_path / "s.toml"
-    spec.write_text('kind = "rho_star"\n[grid]\ndepth = [3]\n[fixed]\nk0 = 0.05\nsigma_w2 = 1.0\nsigma_b2 = 0.0\n')
+    spec.write_text('kind = "rho_star"\n[grid]\ndepth = [3]\n[fixed]\ninput_kernel = 0.05\nsigma_w2 = 1.0\nsigma_b2 = 0.0\n')
     assert main(["sweep", str(spec), "--out", str(tmp_path / "o.nc"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "resprop[sweep]" in err and "xarray" in err

@@ -141,8 +141,8 @@ def hypoactivation(s: "LogGaussianSamples") -> dict[str, object]:
     """
     _finite("s.act_sq", s.act_sq)
     h, h_se = mean_se(s.act_sq)
-    tot, tot_se = mean_se(s.act_sq.sum(axis=1) - 0.5 * s.d)
-    k = s.n / s.d
+    tot, tot_se = mean_se(s.act_sq.sum(axis=1) - 0.5 * s.depth)
+    k = s.width / s.depth
     return {"h": h - 0.5, "h_se": h_se, "h_total": float(tot), "h_total_se": float(tot_se),
             "C_hat": float(tot * k), "C_hat_se": float(tot_se * k)}
 
@@ -163,7 +163,7 @@ def conjecture5(s: "LogGaussianSamples", layers=None, lags: Sequence[int] = (1, 
     """
     A = s.act_sq
     _finite("s.act_sq", A)
-    d = s.d
+    d = s.depth
     if layers is None:
         layers = np.arange(d // 2, d)
     layers = np.unique(np.asarray(layers, dtype=int))
@@ -256,7 +256,7 @@ def four_point_vertex(s: "ResidualMLPSamples") -> dict[str, np.ndarray]:
     conn, conn_se = jackknife(connected, [x, x * x, p])
     r, r_se = jackknife(ratio, [x, x * x, p])
     return {"K": K, "K_se": K_se, "V_over_nK2": r, "V_over_nK2_se": r_se,
-            "V": s.n * conn, "V_se": s.n * conn_se}
+            "V": s.width * conn, "V_se": s.width * conn_se}
 
 
 def log_norm_moments(s: "ResidualMLPSamples") -> dict[str, np.ndarray]:

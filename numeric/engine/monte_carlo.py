@@ -67,6 +67,7 @@ from typing import Callable
 import numpy as np
 
 from resprop.numeric.engine import validation as V
+from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.engine.mc_estimators import (
     block_correlators,
     conjecture5,
@@ -210,7 +211,7 @@ def _check_memory(outputs: dict[str, int], chunk: int, n: int, method: str, work
     """
     work = 8 * chunk * n * (work_arrays + (n if method == "dense" else 0))
     parts = {name: 8 * count for name, count in outputs.items()}
-    parts["n"] = work
+    parts["width"] = work
     total = sum(parts.values())
     if total > MEMORY_LIMIT_BYTES:
         name = max(parts, key=parts.get)
@@ -236,13 +237,13 @@ def _row_sq(a: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class LogGaussianSamples:
+class LogGaussianSamples(ResultRecord):
     """Per-sample output of :func:`simulate_log_gaussian` (Li, Nica & Roy 2021).
 
     G : (samples,)
         ``ln(||z^d||^2/n) - sum_l ln(alpha_l^2 + lam_l^2)`` (section 5, with ||x||^2 = n_in);
         -inf for the (probability <= 2^-n per layer, only when alpha_l = 0) dead networks.
-    act_sq : (samples, d)
+    act_sq : (samples, d)  (d = depth)
         ``||phi(zhat^l)||^2`` for l = 0..d-1 (the activation norm feeding step l+1;
         balanced: phi_s with that step's signs); NaN after a network died.
     active_fraction : (samples, d)
@@ -255,8 +256,8 @@ class LogGaussianSamples:
     act_sq: np.ndarray
     active_fraction: np.ndarray
     z_out: np.ndarray | None
-    n: int
-    d: int
+    width: int
+    depth: int
     alpha: np.ndarray
     lam: np.ndarray
     balanced: bool
@@ -335,18 +336,18 @@ def _log_gaussian_chunk(m: int, n: int, alpha: np.ndarray, lam: np.ndarray, bala
     return G, act_sq, frac, z_out
 
 
-def simulate_log_gaussian(*, n: int, d: int, alpha, lam, balanced: bool = False, samples: int, seed,
+def simulate_log_gaussian(*, width: int, depth: int, alpha, lam, balanced: bool = False, samples: int, seed,
                           method: str = "reduced", chunk_size: int | None = None,
                           n_out: int = 0) -> LogGaussianSamples:
     """Sample the Li-Nica-Roy ResNet (eq. (1)/(18); balanced: section 2.1) over independent initialisations.
 
     Parameters
     ----------
-    n : int >= 2
-        Width.
-    d : int >= 1
-        Number of residual layers.
-    alpha, lam : real scalar or 1-D array of length d
+    width : int >= 2
+        Hidden width n.
+    depth : int >= 1
+        Number of residual layers d.
+    alpha, lam : real scalar or 1-D array of length depth
         Skip and branch coefficients (layer dependent as in Prop. 6); lam >= 0,
         alpha_l^2 + lam_l^2 > 0 in every layer.
     balanced : bool
@@ -364,8 +365,8 @@ def simulate_log_gaussian(*, n: int, d: int, alpha, lam, balanced: bool = False,
     -------
     LogGaussianSamples; see its docstring and the module docstring.
     """
-    n = _int("n", n, 2)
-    d = _int("d", d, 1, MAX_LAYERS)
+    n = _int("width", width, 2)
+    d = _int("depth", depth, 1, MAX_LAYERS)
     alpha_arr = _per_layer("alpha", alpha, d, V.real)
     lam_arr = _per_layer("lam", lam, d, V.nonnegative)
     zero = (alpha_arr == 0) & (lam_arr == 0)
@@ -385,7 +386,7 @@ def simulate_log_gaussian(*, n: int, d: int, alpha, lam, balanced: bool = False,
     method = _method(method)
     n_out = _int("n_out", n_out, 0)
     size = _chunk(chunk_size, samples, _auto_chunk(n, method))
-    _check_memory({"samples": samples, "samples, d": 2 * samples * d, "samples, n_out": samples * n_out}, size, n,
+    _check_memory({"samples": samples, "samples, depth": 2 * samples * d, "samples, n_out": samples * n_out}, size, n,
                   method, 5)
 
     G = np.empty(samples)
@@ -399,8 +400,8 @@ def simulate_log_gaussian(*, n: int, d: int, alpha, lam, balanced: bool = False,
         if n_out:
             z_out[start:stop] = zo
     if n_out:
-        V.finite_result("alpha, lam, d", z_out, "the read-out z_out (its scale is prod_l (alpha_l^2 + lam_l^2)^(1/2))")
-    return LogGaussianSamples(G=G, act_sq=act_sq, active_fraction=frac, z_out=z_out, n=n, d=d,
+        V.finite_result("alpha, lam, depth", z_out, "the read-out z_out (its scale is prod_l (alpha_l^2 + lam_l^2)^(1/2))")
+    return LogGaussianSamples(G=G, act_sq=act_sq, active_fraction=frac, z_out=z_out, width=n, depth=d,
                               alpha=alpha_arr, lam=lam_arr, balanced=bool(balanced), method=method,
                               seed=seed, chunk_size=size)
 
@@ -411,7 +412,7 @@ def simulate_log_gaussian(*, n: int, d: int, alpha, lam, balanced: bool = False,
 
 
 @dataclass(frozen=True)
-class ResidualMLPSamples:
+class ResidualMLPSamples(ResultRecord):
     """Per-sample output of :func:`simulate_residual_mlp` (PDLT eq. (B.3), xi = 1).
 
     Column l-1 refers to layer l = 1..L (``depth`` = L).
@@ -431,13 +432,13 @@ class ResidualMLPSamples:
     G_RR: np.ndarray | None
     G_Rz: np.ndarray | None
     G_zz: np.ndarray | None
-    n: int
+    width: int
     depth: int
     gamma: float
     C_W: float
     C_b: float
     activation: str
-    K1: float
+    input_kernel: float
     method: str
     seed: object
     chunk_size: int
@@ -482,24 +483,24 @@ def _residual_mlp_chunk(m: int, n: int, depth: int, gamma: float, C_W: float, C_
     return S2, S4, block
 
 
-def simulate_residual_mlp(*, n: int, depth: int, gamma, C_W, C_b=0.0, activation="tanh", K1=1.0,
+def simulate_residual_mlp(*, width: int, depth: int, gamma, C_W, C_b=0.0, activation="tanh", input_kernel=1.0,
                           samples: int, seed, method: str = "reduced", chunk_size: int | None = None,
                           record_block: bool = False) -> ResidualMLPSamples:
     """Sample the residual MLP of PDLT eq. (B.3) with xi = 1 for one input.
 
     Parameters
     ----------
-    n : int >= 2
-        Width.
+    width : int >= 2
+        Hidden width n.
     depth : int >= 1
-        L; layers l = 1..L with z^(1)_i iid N(0, K1).
+        L; layers l = 1..L with z^(1)_i iid N(0, input_kernel).
     gamma : real
         Residual (identity) coefficient.
     C_W : > 0, C_b : >= 0
         Weight variance C_W/n and bias variance C_b of the block b + W sigma(z).
     activation : "relu" | "tanh" | "erf" | "linear" | "gelu" | "leaky_relu:<slope>" | callable
-    K1 : > 0
-        First-layer kernel.
+    input_kernel : > 0
+        First-layer kernel K^(1).
     samples : int >= 2
     seed : int >= 0 or numpy.random.SeedSequence
     method : {"reduced", "dense"}
@@ -509,12 +510,12 @@ def simulate_residual_mlp(*, n: int, depth: int, gamma, C_W, C_b=0.0, activation
     record_block : bool
         Also record the block correlators G_RR, G_Rz, G_zz of (B.42)-(B.43).
     """
-    n = _int("n", n, 2)
+    n = _int("width", width, 2)
     depth = _int("depth", depth, 1, MAX_LAYERS)
     gamma = _scalar("gamma", gamma)
     C_W = _scalar("C_W", C_W, V.positive)
     C_b = _scalar("C_b", C_b, V.nonnegative)
-    K1 = _scalar("K1", K1, V.positive)
+    K1 = _scalar("input_kernel", input_kernel, V.positive)
     sigma, label = resolve_activation(activation)
     samples = _int("samples", samples, 2)
     ss = _seed_sequence(seed)
@@ -533,11 +534,11 @@ def simulate_residual_mlp(*, n: int, depth: int, gamma, C_W, C_b=0.0, activation
         S2[start:stop], S4[start:stop] = s2, s4
         if record_block:
             block[:, start:stop] = b
-    V.finite_result("gamma, C_W, C_b, K1, depth", S4, "sum_i z_i^4 / n")
+    V.finite_result("gamma, C_W, C_b, input_kernel, depth", S4, "sum_i z_i^4 / n")
     with np.errstate(over="ignore"):
         P = ((n * S2) ** 2 - n * S4) / (n * (n - 1))
-    V.finite_result("gamma, C_W, C_b, K1, depth", P, "the pair average P")
+    V.finite_result("gamma, C_W, C_b, input_kernel, depth", P, "the pair average P")
     G_RR, G_Rz, G_zz = (block[0], block[1], block[2]) if record_block else (None, None, None)
-    return ResidualMLPSamples(S2=S2, S4=S4, P=P, G_RR=G_RR, G_Rz=G_Rz, G_zz=G_zz, n=n, depth=depth,
-                              gamma=gamma, C_W=C_W, C_b=C_b, activation=label, K1=K1, method=method,
+    return ResidualMLPSamples(S2=S2, S4=S4, P=P, G_RR=G_RR, G_Rz=G_Rz, G_zz=G_zz, width=n, depth=depth,
+                              gamma=gamma, C_W=C_W, C_b=C_b, activation=label, input_kernel=K1, method=method,
                               seed=seed, chunk_size=size)

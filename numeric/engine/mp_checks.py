@@ -81,17 +81,20 @@ def _closed_mp(name: str):
             sp.lambdify((gaussian.K,), gaussian.erf_price_diag(), "mpmath"))
 
 
-def chi_out_mp(k0, depth: int, rho, sigma_w2, sigma_b2, sigma_w2_out=None, k0_offdiag=None,
+def chi_out_mp(input_kernel, depth: int, rho, sigma_w2, sigma_b2, sigma_w2_out=None, input_kernel_offdiag=None,
                activation: str = "erf", dps: int = 30, route: str = "quadrature") -> mp.mpf:
-    """chi_out (48) at dps digits; diagonal element, or off-diagonal when k0_offdiag is given."""
+    """chi_out (48) at dps digits; diagonal element K^(0) = input_kernel, or the off-diagonal one when
+    input_kernel_offdiag is given."""
     dps = _dps(dps)
     route = V.choice("route", route, ("quadrature", "closed"))
     depth = V.integer("depth", depth, 1, MAX_DEPTH_CLOSED if route == "closed" else MAX_DEPTH_QUADRATURE)
-    k0 = _num("k0", k0, V.positive)
+    k0 = _num("input_kernel", input_kernel, V.positive)
+    k0_offdiag = input_kernel_offdiag
     if k0_offdiag is not None:
-        k0_offdiag = _num("k0_offdiag", k0_offdiag)
+        k0_offdiag = _num("input_kernel_offdiag", k0_offdiag)
         if abs(k0_offdiag) > k0:
-            raise V.ParameterError("k0_offdiag", f"must satisfy |k0_offdiag| <= k0, got {k0_offdiag} with k0 {k0}")
+            raise V.ParameterError("input_kernel_offdiag", f"must satisfy |input_kernel_offdiag| <= input_kernel, "
+                                                           f"got {k0_offdiag} with input_kernel {k0}")
     with mp.workdps(dps + 10):
         rho, sw, sb = _num("rho", rho, V.nonnegative), _num("sigma_w2", sigma_w2, V.positive), \
             _num("sigma_b2", sigma_b2, V.nonnegative)
@@ -122,8 +125,8 @@ def chi_out_mp(k0, depth: int, rho, sigma_w2, sigma_b2, sigma_w2_out=None, k0_of
         return +(swo * factor * chi)
 
 
-def rho_star_mp(k0, depth: int, sigma_w2, sigma_b2, start: float, sigma_w2_out=None, k0_offdiag=None,
-                dps: int = 30) -> mp.mpf:
+def rho_star_mp(input_kernel, depth: int, sigma_w2, sigma_b2, start: float, sigma_w2_out=None,
+                input_kernel_offdiag=None, dps: int = 30) -> mp.mpf:
     """argmax_rho chi_out at dps digits: bisection on the central-difference slope (closed-form erf route).
 
     ``start`` must lie within 0.1% of the maximiser (a ParameterError naming it otherwise: there is no interior
@@ -131,7 +134,7 @@ def rho_star_mp(k0, depth: int, sigma_w2, sigma_b2, start: float, sigma_w2_out=N
     dps = _dps(dps)
     start = _num("start", start, V.positive)
     with mp.workdps(dps + 15):
-        f = lambda r: chi_out_mp(k0, depth, r, sigma_w2, sigma_b2, sigma_w2_out, k0_offdiag,  # noqa: E731
+        f = lambda r: chi_out_mp(input_kernel, depth, r, sigma_w2, sigma_b2, sigma_w2_out, input_kernel_offdiag,  # noqa: E501,E731
                                  dps=dps + 15, route="closed")
         lo, hi = mp.mpf(start) * (1 - mp.mpf("1e-3")), mp.mpf(start) * (1 + mp.mpf("1e-3"))
         h = mp.mpf(10) ** (-(dps + 15) // 2)
@@ -186,7 +189,7 @@ def _sigma_mp(activation: str):
     return ac, (lambda z: ap * z if z > 0 else am * z)
 
 
-def vertex_trajectory_mp(activation: str, gamma, depth: int, K1=1, dps: int = 30) -> list[tuple[mp.mpf, mp.mpf]]:
+def vertex_trajectory_mp(activation: str, gamma, depth: int, input_kernel=1, dps: int = 30) -> list[tuple[mp.mpf, mp.mpf]]:
     """(K^(l), V^(l)) for l = 1..depth at criticality, every Gaussian integral an mpmath quadrature.
 
     The recursions are B.12 and B.26 written out here in mpmath (not the float64 generated kernels):
@@ -199,7 +202,7 @@ def vertex_trajectory_mp(activation: str, gamma, depth: int, K1=1, dps: int = 30
     gamma = _num("gamma", gamma, V.nonnegative)
     if gamma >= 1:
         raise V.ParameterError("gamma", f"must lie in [0, 1) (criticality needs gamma^2 < 1), got {gamma}")
-    K1 = _num("K1", K1, V.positive)
+    K1 = _num("input_kernel", input_kernel, V.positive)
     with mp.workdps(dps + 10):
         g2 = mp.mpf(gamma) ** 2
         if ac.kind == "k0":

@@ -43,6 +43,7 @@ import numpy as np
 from scipy.special import erf
 
 from resprop.numeric.engine import validation as V
+from resprop.numeric.engine.results import ResultRecord
 __all__ = [
     "ACTIVATIONS",
     "METHODS",
@@ -335,6 +336,23 @@ def _simulate(net: _Network, X: np.ndarray, samples: int, rng: np.random.Generat
     return out
 
 
+@dataclass(frozen=True)
+class SimulatedKernels(ResultRecord):
+    """:func:`simulate_kernels`: C, C_emp, K, K_emp of shape (samples, depth+1, P, P) and K_out (samples, P, P)."""
+
+    width: int
+    depth: int
+    C: np.ndarray
+    C_emp: np.ndarray
+    K: np.ndarray
+    K_emp: np.ndarray
+    K_out: np.ndarray
+
+    @property
+    def samples(self) -> int:
+        return int(self.C.shape[0])
+
+
 def simulate_kernels(
     X,
     *,
@@ -352,7 +370,7 @@ def simulate_kernels(
     seed: int | np.random.Generator = 0,
     method: str = "reduced",
     chunk_size: int | None = None,
-) -> dict[str, np.ndarray]:
+) -> SimulatedKernels:
     """Simulate the kernels of eq. (1) over ``samples`` independent initialisations.
 
     Parameters
@@ -376,7 +394,7 @@ def simulate_kernels(
 
     Returns
     -------
-    dict with ``C``, ``C_emp``, ``K``, ``K_emp`` of shape (samples, depth+1, P, P)
+    SimulatedKernels with ``C``, ``C_emp``, ``K``, ``K_emp`` of shape (samples, depth+1, P, P)
     and ``K_out`` of shape (samples, P, P); see the module docstring.
     """
     X = _check_inputs(X)
@@ -389,7 +407,8 @@ def simulate_kernels(
     method = _check_method(method)
     if chunk_size is not None:
         chunk_size = _check_int("chunk_size", chunk_size, 1)
-    return _simulate(net, X, samples, _make_rng(seed), method, chunk_size)
+    out = _simulate(net, X, samples, _make_rng(seed), method, chunk_size)
+    return SimulatedKernels(width=net.width, depth=net.depth, **out)
 
 
 # ---------------------------------------------------------------------------

@@ -116,27 +116,30 @@ class Kind:
 def _rho_star_point(p: dict, flat_index: int, root_seed: int) -> dict[str, Any]:
     from resprop.numeric.theories.fischer.field_theory import rho_star
 
-    r = rho_star(p["depth"], p["k0"], p["sigma_w2"], p["sigma_b2"], k0_offdiag=p.get("k0_offdiag"),
+    r = rho_star(p["depth"], p["input_kernel"], p["sigma_w2"], p["sigma_b2"],
+                 input_kernel_offdiag=p.get("input_kernel_offdiag"),
                  sigma_w2_out=p.get("sigma_w2_out"), sigma_b2_out=p.get("sigma_b2_out"),
                  activation=p["activation"])
     # no interior maximum: rho* is None in Python, NaN here, with rho_star_interior = 0 (chi_out_max is then the
     # supremum at the edge of the searched range)
     star = lambda v: math.nan if v is None else float(v)  # noqa: E731
-    out = {"rho_star": star(r["rho_star"][0]), "chi_out_max": float(r["rho_star_chi_out"][0]),
-           "rho_star_grid_index": int(r["rho_star_grid_index"][0]),
-           "rho_star_interior": int(bool(r["rho_star_interior"][0]))}
-    if p.get("k0_offdiag") is not None:
-        out.update(rho_star_offdiag=star(r["rho_star_offdiag"][0]),
-                   chi_out_max_offdiag=float(r["rho_star_offdiag_chi_out"][0]),
-                   rho_star_offdiag_grid_index=int(r["rho_star_offdiag_grid_index"][0]),
-                   rho_star_offdiag_interior=int(bool(r["rho_star_offdiag_interior"][0])))
+    out = {"rho_star": star(r.rho_star[0]), "chi_out_max": float(r.rho_star_chi_out[0]),
+           "rho_star_grid_index": int(r.rho_star_grid_index[0]),
+           "rho_star_interior": int(bool(r.rho_star_interior[0]))}
+    if p.get("input_kernel_offdiag") is not None:
+        out.update(rho_star_offdiag=star(r.rho_star_offdiag[0]),
+                   chi_out_max_offdiag=float(r.rho_star_offdiag_chi_out[0]),
+                   rho_star_offdiag_grid_index=int(r.rho_star_offdiag_grid_index[0]),
+                   rho_star_offdiag_interior=int(bool(r.rho_star_offdiag_interior[0])))
     return out
 
 
 def _rho_star_cross(p: dict, where: dict[str, str]) -> None:
-    if p.get("k0_offdiag") is not None and abs(p["k0_offdiag"]) > p["k0"] * (1 + 1e-12):
-        raise ParameterError(where["k0_offdiag"], f"must satisfy |k0_offdiag| <= k0 (PSD 2x2 kernel), got "
-                                                  f"k0_offdiag = {p['k0_offdiag']:g} with k0 = {p['k0']:g}")
+    off = p.get("input_kernel_offdiag")
+    if off is not None and abs(off) > p["input_kernel"] * (1 + 1e-12):
+        raise ParameterError(where["input_kernel_offdiag"], f"must satisfy |input_kernel_offdiag| <= input_kernel "
+                                                            f"(PSD 2x2 kernel), got input_kernel_offdiag = {off:g} "
+                                                            f"with input_kernel = {p['input_kernel']:g}")
 
 
 _GRID_NOTE = ("log grid geomspace(1e-3, 3, 241) bracketing the maximum (0 or 240: the maximum is at or within one "
@@ -146,11 +149,12 @@ RHO_STAR = Kind(
     params={
         "depth": Param(_int_check(1, MAX_DEPTH), units="1",
                        description="network depth L (number of residual blocks)"),
-        "k0": Param(_float_check(V.positive, "(0, inf)"), description="input kernel K^(0) (diagonal element)"),
+        "input_kernel": Param(_float_check(V.positive, "(0, inf)"),
+                              description="input kernel K^(0) (diagonal element)"),
         "sigma_w2": Param(_float_check(V.positive, "(0, inf)"), description="residual-branch weight variance"),
         "sigma_b2": Param(_float_check(V.nonnegative, "[0, inf)"), description="residual-branch bias variance"),
-        "k0_offdiag": Param(_float_check(V.real, "[-k0, k0]"), required=False,
-                            description="off-diagonal input kernel element K^(0)_ab"),
+        "input_kernel_offdiag": Param(_float_check(V.real, "[-input_kernel, input_kernel]"), required=False,
+                                      description="off-diagonal input kernel element K^(0)_ab"),
         "sigma_w2_out": Param(_float_check(V.positive, "(0, inf)"), required=False,
                               description="readout weight variance (default sigma_w2)"),
         "sigma_b2_out": Param(_float_check(V.nonnegative, "[0, inf)"), required=False,
@@ -180,7 +184,7 @@ RHO_STAR = Kind(
 
 def _rho_star_outputs(params_present: set[str]) -> tuple[str, ...]:
     base = ("rho_star", "chi_out_max", "rho_star_grid_index", "rho_star_interior")
-    if "k0_offdiag" in params_present:
+    if "input_kernel_offdiag" in params_present:
         base += ("rho_star_offdiag", "chi_out_max_offdiag", "rho_star_offdiag_grid_index",
                  "rho_star_offdiag_interior")
     return base
@@ -194,8 +198,8 @@ def _log_gaussian_point(p: dict, flat_index: int, root_seed: int) -> dict[str, A
     from resprop.numeric.theories.lognormal import log_gaussian as lg
     from resprop.numeric.engine import monte_carlo as mc
     ss = np.random.SeedSequence(root_seed, spawn_key=(flat_index,))
-    s = mc.simulate_log_gaussian(n=p["n"], d=p["d"], alpha=p["alpha"], lam=p["lam"], balanced=p["balanced"],
-                                 samples=p["samples"], seed=ss, method=p["method"])
+    s = mc.simulate_log_gaussian(width=p["width"], depth=p["depth"], alpha=p["alpha"], lam=p["lam"],
+                                 balanced=p["balanced"], samples=p["samples"], seed=ss, method=p["method"])
     dead = int(np.count_nonzero(~np.isfinite(s.G)))
     if dead:  # a network died (alpha = 0, all ReLUs off): the estimators are undefined
         est = dict.fromkeys(_MC_KEYS, math.nan)
@@ -205,20 +209,20 @@ def _log_gaussian_point(p: dict, flat_index: int, root_seed: int) -> dict[str, A
     hypo = p.get("hypo_constant")
     if hypo is None and not p["balanced"] and math.isfinite(est["C_hat"]):
         hypo = est["C_hat"]
-    th = lg.theory(p["n"], p["d"], p["alpha"], p["lam"], balanced=p["balanced"], hypo_constant=hypo)
+    th = lg.theory(p["width"], p["depth"], p["alpha"], p["lam"], balanced=p["balanced"], hypo_constant=hypo)
     nan = lambda v: math.nan if v is None else float(v)  # noqa: E731
-    return {**{k: float(v) for k, v in est.items()}, "theory_mean_G": nan(th["mean_G"]),
-            "theory_var_G": nan(th["var_G"]), "theory_beta": nan(th["beta"]),
-            "theory_I_total": nan(th.get("I_total")), "dead": dead}
+    return {**{k: float(v) for k, v in est.items()}, "theory_mean_G": nan(th.mean_G),
+            "theory_var_G": nan(th.var_G), "theory_beta": nan(th.beta),
+            "theory_I_total": nan(th.I_total), "dead": dead}
 
 
 def _memory_check(p: dict, where: dict[str, str], outputs: dict[str, int], work_arrays: int) -> None:
     """resprop.numeric.engine.monte_carlo's memory bound for this point, with the error under the spec key."""
     from resprop.numeric.engine import monte_carlo as mc
     method = p.get("method", "reduced")
-    size = min(p["samples"], mc._auto_chunk(p["n"], method))
+    size = min(p["samples"], mc._auto_chunk(p["width"], method))
     try:
-        mc._check_memory(outputs, size, p["n"], method, work_arrays)
+        mc._check_memory(outputs, size, p["width"], method, work_arrays)
     except ParameterError as exc:
         key = exc.parameter.split(",")[0].strip()
         raise ParameterError(where.get(key, key), str(exc).split(": ", 1)[-1]) from None
@@ -237,13 +241,13 @@ def _log_gaussian_cross(p: dict, where: dict[str, str]) -> None:
     if p["alpha"] != 0 and abs(p["alpha"]) < 1e-150 * math.hypot(p["alpha"], p["lam"]):
         raise ParameterError(where["alpha"], "a nonzero alpha must be >= 1e-150 sqrt(alpha^2 + lam^2) in absolute "
                                              "value (smaller ones underflow float64); use alpha = 0 instead")
-    _memory_check(p, where, {"samples": p["samples"], "samples, d": 2 * p["samples"] * p["d"]}, 5)
+    _memory_check(p, where, {"samples": p["samples"], "samples, depth": 2 * p["samples"] * p["depth"]}, 5)
 
 
 LOG_GAUSSIAN = Kind(
     params={
-        "n": Param(_int_check(2), description="hidden width n"),
-        "d": Param(_int_check(1, MAX_LAYERS), description="number of residual layers d"),
+        "width": Param(_int_check(2), description="hidden width n"),
+        "depth": Param(_int_check(1, MAX_LAYERS), description="number of residual layers d"),
         "alpha": Param(_float_check(V.real, "(-inf, inf)"), description="skip coefficient alpha"),
         "lam": Param(_float_check(V.nonnegative, "[0, inf)"), description="residual-branch coefficient lambda"),
         "samples": Param(_int_check(2), description="independent network initialisations per grid point"),
@@ -302,29 +306,31 @@ def _residual_mlp_point(p: dict, flat_index: int, root_seed: int) -> dict[str, A
     C_W = p.get("C_W")
     C_W = float(rm.critical_C_W(p["gamma"], p["activation"])) if C_W is None else C_W
     ss = np.random.SeedSequence(root_seed, spawn_key=(flat_index,))
-    s = mc.simulate_residual_mlp(n=p["n"], depth=p["depth"], gamma=p["gamma"], C_W=C_W, C_b=p["C_b"],
-                                 activation=p["activation"], K1=p["K1"], samples=p["samples"], seed=ss)
+    s = mc.simulate_residual_mlp(width=p["width"], depth=p["depth"], gamma=p["gamma"], C_W=C_W, C_b=p["C_b"],
+                                 activation=p["activation"], input_kernel=p["input_kernel"], samples=p["samples"],
+                                 seed=ss)
     v, ln = est.four_point_vertex(s), est.log_norm_moments(s)
-    th = rm.vertex_trajectory(p["activation"], gamma=p["gamma"], depth=p["depth"], K1=p["K1"], C_W=C_W,
+    th = rm.vertex_trajectory(p["activation"], gamma=p["gamma"], depth=p["depth"], input_kernel=p["input_kernel"],
+                              C_W=C_W,
                               C_b=p["C_b"])
     last = lambda a: float(np.asarray(a)[-1])  # noqa: E731
     return {"K": last(v["K"]), "K_se": last(v["K_se"]), "V_over_nK2": last(v["V_over_nK2"]),
             "V_over_nK2_se": last(v["V_over_nK2_se"]), "var_log_norm": last(ln["var"]),
-            "var_log_norm_se": last(ln["var_se"]), "theory_K": last(th["K"]),
-            "theory_V_over_nK2": last(th["V_over_K2"]) / p["n"],
-            "theory_nu_L_over_n": float(rm.nu(p["gamma"], p["activation"])) * p["depth"] / p["n"], "C_W": C_W}
+            "var_log_norm_se": last(ln["var_se"]), "theory_K": last(th.K),
+            "theory_V_over_nK2": last(th.V_over_K2) / p["width"],
+            "theory_nu_L_over_n": float(rm.nu(p["gamma"], p["activation"])) * p["depth"] / p["width"], "C_W": C_W}
 
 
 RESIDUAL_MLP = Kind(
     params={
-        "n": Param(_int_check(2), description="hidden width n"),
-        "depth": Param(_int_check(1, MAX_LAYERS), description="number of layers L (z^(1) ~ N(0, K1) is layer 1)"),
+        "width": Param(_int_check(2), description="hidden width n"),
+        "depth": Param(_int_check(1, MAX_LAYERS), description="number of layers L (z^(1) ~ N(0, K^(1)) is layer 1)"),
         "gamma": Param(_residual_gamma_check, description="residual (identity) coefficient gamma in [0, 1)"),
         "activation": Param(_residual_activation_check, required=False, default="relu",
                             description="activation class: relu, linear, leaky_relu:<slope>, tanh or erf"),
         "samples": Param(_int_check(2), description="independent network initialisations per grid point"),
-        "K1": Param(_float_check(V.positive, "(0, inf)"), required=False, default=1.0,
-                    description="first-layer kernel K^(1)"),
+        "input_kernel": Param(_float_check(V.positive, "(0, inf)"), required=False, default=1.0,
+                              description="first-layer kernel K^(1)"),
         "C_b": Param(_float_check(V.nonnegative, "[0, inf)"), required=False, default=0.0,
                      description="bias variance C_b"),
         "C_W": Param(_float_check(V.positive, "(0, inf)"), required=False,

@@ -9,23 +9,23 @@ Spec (TOML, read with :mod:`tomllib`, or the same structure as a dict)::
     sigma_b2 = [0.0, 0.05]
     activation = ["erf", "relu"]
     [fixed]                           # scalars shared by every grid point
-    k0 = 0.05
+    input_kernel = 0.05
     [run]
     seed = 0                          # root seed (Monte Carlo kinds); default 0
     chunk = 4                         # grid points per task / part file; default max(1, points // 100)
 
 Parameters of each kind (a parameter goes in [grid] or [fixed], not both; see :data:`KINDS`):
 
-* ``rho_star`` -- :func:`resprop.numeric.theories.fischer.field_theory.rho_star` per grid point: depth, k0, sigma_w2,
-  sigma_b2 (required); k0_offdiag, sigma_w2_out, sigma_b2_out (optional); activation (default erf).
+* ``rho_star`` -- :func:`resprop.numeric.theories.fischer.field_theory.rho_star` per grid point: depth, input_kernel,
+  sigma_w2, sigma_b2 (required); input_kernel_offdiag, sigma_w2_out, sigma_b2_out (optional); activation (default erf).
 * ``log_gaussian`` -- :func:`resprop.numeric.engine.monte_carlo.simulate_log_gaussian` with the estimators of
-  :mod:`resprop.numeric.engine.mc_estimators` and the theory of :func:`resprop.numeric.theories.lognormal.log_gaussian.theory`: n, d, alpha,
+  :mod:`resprop.numeric.engine.mc_estimators` and the theory of :func:`resprop.numeric.theories.lognormal.log_gaussian.theory`: width, depth, alpha,
   lam, samples (required); balanced (default false), method (default reduced), hypo_constant
   (optional: C_{alpha,lambda} for the theory mean; default: the point's own Monte Carlo C_hat).
 * ``residual_mlp`` -- :func:`resprop.numeric.engine.monte_carlo.simulate_residual_mlp` (PDLT App. B, eq. B.3) with
   :func:`resprop.numeric.engine.mc_estimators.four_point_vertex` at the last layer, next to
-  :func:`resprop.numeric.theories.pdlt.residual_mlp.vertex_trajectory` (B.12, B.26) and nu(gamma) L/n: n, depth, gamma,
-  samples (required); activation (relu | linear | leaky_relu:<s> | tanh | erf, default relu), K1
+  :func:`resprop.numeric.theories.pdlt.residual_mlp.vertex_trajectory` (B.12, B.26) and nu(gamma) L/n: width, depth, gamma,
+  samples (required); activation (relu | linear | leaky_relu:<s> | tanh | erf, default relu), input_kernel
   (default 1), C_b (default 0), C_W (default: the critical C_W(gamma)).
 
 Determinism.  Grid points are numbered by their row-major (C order) flat index over the [grid]

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import json
+
+import numpy as np
 
 from resprop.numeric.cli_support import emit, interrupted  # noqa: F401
 

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import json
+
+import numpy as np
 
 from resprop.numeric.cli_support import emit, interrupted  # noqa: F401
 
@@ -13,12 +16,13 @@ def cmd_rho_star(args) -> int:
     lo, hi = V.scalar("rho_min", args.rho_min, V.positive), V.scalar("rho_max", args.rho_max, V.positive)
     if hi <= lo:
         raise V.ParameterError("rho_max", f"must exceed rho_min = {lo:g}, got {hi:g}")
-    res = rho_star(args.depth, args.k0, args.sigma_w2, args.sigma_b2, k0_offdiag=args.k0_offdiag,
+    res = rho_star(args.depth, args.input_kernel, args.sigma_w2, args.sigma_b2,
+                   input_kernel_offdiag=args.input_kernel_offdiag,
                    sigma_w2_out=args.sigma_w2_out, activation=args.activation, grid=np.geomspace(lo, hi, 241),
                    progress=not args.quiet)
     # no interior maximum: rho* is null, and rho*_boundary names the edge the supremum approaches
-    keys = ("rho_star",) + (("rho_star_offdiag",) if args.k0_offdiag is not None else ())
-    out = {"depth": res["depth"].tolist(), "search_range": [lo, hi]}
+    keys = ("rho_star",) + (("rho_star_offdiag",) if args.input_kernel_offdiag is not None else ())
+    out = {"depth": res.depth.tolist(), "search_range": [lo, hi]}
     for key in keys:
         out[key] = [None if not i else float(v) for v, i in zip(res[key], res[key + "_interior"])]
         out[key + "_boundary"] = list(res[key + "_boundary"])
@@ -36,18 +40,17 @@ def cmd_rho_star(args) -> int:
 def cmd_response(args) -> int:
     from resprop.numeric.theories.fischer.field_theory import response
 
-    res = response(args.k0, args.depth, args.rho, args.sigma_w2, args.sigma_b2, k0_offdiag=args.k0_offdiag,
-                   sigma_w2_out=args.sigma_w2_out, activation=args.activation, progress=not args.quiet)
-    out = {"layer": np.arange(args.depth + 1), "eta": res["eta"], "chi": res["chi"], "K": res["K"],
-           "chi_out": res["chi_out"]}
-    if args.k0_offdiag is not None:
-        out.update(eta_offdiag=res["eta_offdiag"], chi_offdiag=res["chi_offdiag"],
-                   chi_out_offdiag=res["chi_out_offdiag"])
+    res = response(args.input_kernel, args.depth, args.rho, args.sigma_w2, args.sigma_b2,
+                   input_kernel_offdiag=args.input_kernel_offdiag, sigma_w2_out=args.sigma_w2_out,
+                   activation=args.activation, progress=not args.quiet)
+    out = {"layer": np.arange(args.depth + 1), "eta": res.eta, "chi": res.chi, "K": res.K, "chi_out": res.chi_out}
+    if args.input_kernel_offdiag is not None:
+        out.update(eta_offdiag=res.eta_offdiag, chi_offdiag=res.chi_offdiag, chi_out_offdiag=res.chi_out_offdiag)
     emit(out, args.json)
     return 0
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--k0", type=float, required=True, help="input kernel K^(0) (diagonal element)")
-    p.add_argument("--k0-offdiag", type=float, default=None, help="off-diagonal input kernel element")
+    p.add_argument("--input-kernel", type=float, required=True, help="input kernel K^(0) (diagonal element)")
+    p.add_argument("--input-kernel-offdiag", type=float, default=None, help="off-diagonal input kernel element")
     p.add_argument("--sigma-w2", type=float, required=True)
     p.add_argument("--sigma-b2", type=float, required=True)
     p.add_argument("--sigma-w2-out", type=float, default=None, help="readout weight variance (default: sigma_w2)")

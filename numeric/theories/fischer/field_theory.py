@@ -22,11 +22,12 @@ import resprop.generated.fischer as gen
 
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.expectations import ActivationKernels, kernels
+from resprop.numeric.engine.results import ResultRecord
 
 _PARALLEL_MIN = 20_000  # elements below which threading does not pay
 MAX_DEPTH = 10**6  # the largest depth accepted (as V.depths)
 #: the inputs that decide whether K^(l) and chi^(l) stay in float64 range (named when they do not)
-_RANGE_NAMES = "rho, sigma_w2, sigma_b2, k0, depth, activation"
+_RANGE_NAMES = "rho, sigma_w2, sigma_b2, input_kernel, depth, activation"
 
 
 def _u(fn):
@@ -240,6 +241,85 @@ def _assemble(diag: np.ndarray, off: np.ndarray, P: int) -> np.ndarray:
     return M
 
 
+@dataclass(frozen=True)
+class NNGPResult(ResultRecord):
+    """:func:`nngp`: K = K^(L), K_out = K^(L+1), chi = chi^(L), chi_out, each (P, P); with keep_layers also
+    K_layers, C_layers, eta_layers of shape (L+1, P, P) (None otherwise)."""
+
+    depth: int
+    K: np.ndarray
+    K_out: np.ndarray
+    chi: np.ndarray
+    chi_out: np.ndarray
+    K_layers: np.ndarray | None = None
+    C_layers: np.ndarray | None = None
+    eta_layers: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class ResponseResult(ResultRecord):
+    """:func:`response`: per-layer eta, chi, C, K (l = 0..L) and chi_out, K_out of the diagonal element; the
+    ``*_offdiag`` fields for the off-diagonal element when input_kernel_offdiag was given (None otherwise)."""
+
+    depth: int
+    eta: np.ndarray
+    chi: np.ndarray
+    C: np.ndarray
+    K: np.ndarray
+    chi_out: float
+    K_out: float
+    eta_offdiag: np.ndarray | None = None
+    chi_offdiag: np.ndarray | None = None
+    C_offdiag: np.ndarray | None = None
+    K_offdiag: np.ndarray | None = None
+    chi_out_offdiag: float | None = None
+    K_out_offdiag: float | None = None
+
+
+@dataclass(frozen=True)
+class ChiOutCurves(ResultRecord):
+    """:func:`chi_out_curves`: chi_out (and chi_out_offdiag) of shape (len(depth), len(rho))."""
+
+    rho: np.ndarray
+    depth: np.ndarray
+    chi_out: np.ndarray
+    chi_out_offdiag: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class RhoStarResult(ResultRecord):
+    """:func:`rho_star`: rho* per depth and its status (see there); the ``rho_star_offdiag*`` fields for the
+    off-diagonal element when input_kernel_offdiag was given (None otherwise)."""
+
+    depth: np.ndarray
+    search_range: np.ndarray
+    passes: int
+    rho_star: np.ndarray
+    rho_star_grid_index: np.ndarray
+    rho_star_chi_out: np.ndarray
+    rho_star_interior: np.ndarray
+    rho_star_supremum_at: np.ndarray
+    rho_star_bound: np.ndarray
+    rho_star_boundary: np.ndarray
+    rho_star_offdiag: np.ndarray | None = None
+    rho_star_offdiag_grid_index: np.ndarray | None = None
+    rho_star_offdiag_chi_out: np.ndarray | None = None
+    rho_star_offdiag_interior: np.ndarray | None = None
+    rho_star_offdiag_supremum_at: np.ndarray | None = None
+    rho_star_offdiag_bound: np.ndarray | None = None
+    rho_star_offdiag_boundary: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class RhoStarPairs(ResultRecord):
+    """:func:`rho_star_pairs` with ``with_status``: (P, P) matrices rho_star, interior, supremum_at, chi_out."""
+
+    rho_star: np.ndarray
+    interior: np.ndarray
+    supremum_at: np.ndarray
+    chi_out: np.ndarray
+
+
 def input_kernel(X, sigma_w2_in=1.0, sigma_b2_in=0.0) -> np.ndarray:
     """K^(0) = sigma_w,in^2/d_in X X^T + sigma_b,in^2 (B10) for inputs X of shape (P, d_in)."""
     X = V.real("X", X)
@@ -250,19 +330,19 @@ def input_kernel(X, sigma_w2_in=1.0, sigma_b2_in=0.0) -> np.ndarray:
     return gen.input_kernel(sw, sb, X.shape[1], X @ X.T)
 
 
-def nngp(K0, depth: int, rho, sigma_w2, sigma_b2, sigma_w2_out=None, sigma_b2_out=None,
-         activation="erf", eta0: float = 1.0, keep_layers: bool = False) -> dict[str, np.ndarray]:
+def nngp(input_kernel, depth: int, rho, sigma_w2, sigma_b2, sigma_w2_out=None, sigma_b2_out=None,
+         activation="erf", eta0: float = 1.0, keep_layers: bool = False) -> NNGPResult:
     """NNGP kernels and response functions for P inputs (B9-B10, C15-C17).
 
-    K0: (P, P) input kernel.  Returns K (P, P) = K^(L), K_out = K^(L+1), chi =
+    input_kernel: (P, P) input kernel K^(0).  Returns (:class:`NNGPResult`) K (P, P) = K^(L), K_out = K^(L+1), chi =
     chi^(L) and chi_out, each (P, P): diagonal entries use the diagonal
     response (<phi'^2 + phi phi''>), off-diagonal ones the off-diagonal
     response (<phi'_a phi'_b>).  With keep_layers, also K_layers, C_layers,
     eta_layers of shape (L+1, P, P).
     """
-    K0 = V.kernel_matrix("K0", K0)
+    K0 = V.kernel_matrix("input_kernel", input_kernel)
     if K0.ndim != 2:
-        raise V.ParameterError("K0", f"must be a single (P, P) matrix, got shape {K0.shape}")
+        raise V.ParameterError("input_kernel", f"must be a single (P, P) matrix, got shape {K0.shape}")
     L = V.integer("depth", depth, 1, MAX_DEPTH)
     hyper = Hyper.make(rho, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out)
     _scalars(hyper, "use rho_star/chi_out_curves for batches")
@@ -281,35 +361,36 @@ def nngp(K0, depth: int, rho, sigma_w2, sigma_b2, sigma_w2_out=None, sigma_b2_ou
             res[f"{name}_layers"] = np.stack([_assemble(dd, oo, P) for dd, oo in
                                               zip(tr.layers[f"{name}_diag"], tr.layers[f"{name}_off"])])
     for name, value in res.items():
-        V.finite_result(_RANGE_NAMES.replace("k0", "K0"), value, name)
-    return res
+        V.finite_result(_RANGE_NAMES, value, name)
+    return NNGPResult(depth=L, **res)
 
 
 # --------------------------------------------------------------------------- two-input element
-def _pair(k0, k0_offdiag):
-    k0 = V.positive("k0", k0)
-    if k0_offdiag is None:
+def _pair(input_kernel, input_kernel_offdiag):
+    k0 = V.positive("input_kernel", input_kernel)
+    if input_kernel_offdiag is None:
         return k0, np.zeros_like(k0)
-    k0o = V.real("k0_offdiag", k0_offdiag)
-    V.covariance_pair("k0_offdiag", *np.broadcast_arrays(k0, k0o))
+    k0o = V.real("input_kernel_offdiag", input_kernel_offdiag)
+    V.covariance_pair("input_kernel_offdiag", *np.broadcast_arrays(k0, k0o))
     return k0, k0o
 
 
-def response(k0, depth: int, rho, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w2_out=None, sigma_b2_out=None,
-             activation="erf", eta0: float = 1.0, progress: bool = False) -> dict[str, np.ndarray]:
-    """eta^(l), chi^(l), C^(l), K^(l) for l = 0..L and chi_out (45-48) for the diagonal element K^(0) = k0,
-    and for the off-diagonal element of [[k0, k0_offdiag], [k0_offdiag, k0]] when k0_offdiag is given.
+def response(input_kernel, depth: int, rho, sigma_w2, sigma_b2, input_kernel_offdiag=None, sigma_w2_out=None,
+             sigma_b2_out=None, activation="erf", eta0: float = 1.0, progress: bool = False) -> ResponseResult:
+    """eta^(l), chi^(l), C^(l), K^(l) for l = 0..L and chi_out (45-48) for the diagonal element
+    K^(0) = input_kernel, and for the off-diagonal element of [[k0, k0_offdiag], [k0_offdiag, k0]]
+    (k0 = input_kernel, k0_offdiag = input_kernel_offdiag) when input_kernel_offdiag is given.
 
     One pass over the layers (O(depth) memory: 24 bytes per layer and element); ``progress`` shows a tqdm bar."""
     L = V.integer("depth", depth, 1, MAX_DEPTH)
-    k0, k0o = _pair(k0, k0_offdiag)
+    k0, k0o = _pair(input_kernel, input_kernel_offdiag)
     if k0.ndim or k0o.ndim:
-        raise V.ParameterError("k0" if k0.ndim else "k0_offdiag", "must be a scalar here")
+        raise V.ParameterError("input_kernel" if k0.ndim else "input_kernel_offdiag", "must be a scalar here")
     hyper = Hyper.make(rho, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out)
     _scalars(hyper, "use chi_out_curves for batches")
     eta0 = V.scalar("eta0", eta0, V.positive)
     V.flag("progress", progress)
-    off = k0_offdiag is not None
+    off = input_kernel_offdiag is not None
     tr = _pair_pass(hyper.rho, hyper.sigma_w2, hyper.sigma_b2, hyper.sigma_w2_out, hyper.sigma_b2_out, k0, k0o,
                     np.array(L), kernels(activation), eta0, keep_layers=True, progress=progress, desc="response",
                     offdiag=off)
@@ -322,7 +403,7 @@ def response(k0, depth: int, rho, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w2_
                     "chi_out_offdiag": float(tr["chi_out_off"]), "K_out_offdiag": float(tr["K_out_off"])})
     for name, value in res.items():
         V.finite_result(_RANGE_NAMES, value, name)
-    return res
+    return ResponseResult(depth=L, **res)
 
 
 def _scalars(hyper: Hyper, hint: str) -> None:
@@ -339,28 +420,28 @@ def _batch_shape(names: str, *shapes) -> tuple:
             from None
 
 
-def chi_out_curves(rho, depths, k0, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w2_out=None, sigma_b2_out=None,
-                   activation="erf", eta0: float = 1.0) -> dict[str, np.ndarray]:
+def chi_out_curves(rho, depths, input_kernel, sigma_w2, sigma_b2, input_kernel_offdiag=None, sigma_w2_out=None,
+                   sigma_b2_out=None, activation="erf", eta0: float = 1.0) -> ChiOutCurves:
     """chi_out(rho) for every depth in one vectorised pass: arrays of shape (len(depths), len(rho))."""
     rho = np.atleast_1d(V.nonnegative("rho", rho))
     L = np.atleast_1d(V.depths("depth", depths, MAX_DEPTH))
     if rho.ndim != 1 or L.ndim != 1:
         raise V.ParameterError("rho" if rho.ndim != 1 else "depth", "must be a scalar or a 1-D array")
-    k0, k0o = _pair(k0, k0_offdiag)
+    k0, k0o = _pair(input_kernel, input_kernel_offdiag)
     hyper = Hyper.make(rho[None, :], sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out)
-    _batch_shape("sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out, k0, k0_offdiag", (L.size, rho.size),
+    _batch_shape("sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out, input_kernel, input_kernel_offdiag", (L.size, rho.size),
                  *(np.shape(getattr(hyper, n)) for n in ("sigma_w2", "sigma_b2", "sigma_w2_out", "sigma_b2_out")),
                  np.shape(k0), np.shape(k0o))
     stop = np.broadcast_to(L[:, None], (L.size, rho.size))
     tr = propagate(np.array([k0, k0], dtype=float), np.array([k0o], dtype=float), (np.array([0]), np.array([1])),
                    stop, hyper, kernels(activation), eta0)
     res = {"rho": rho, "depth": L, "chi_out": tr.chi_out_diag[..., 0]}
-    if k0_offdiag is not None:
+    if input_kernel_offdiag is not None:
         res["chi_out_offdiag"] = tr.chi_out_off[..., 0]
     for name in ("chi_out", "chi_out_offdiag"):
         if name in res:
             V.finite_result(_RANGE_NAMES, res[name], name)
-    return res
+    return ChiOutCurves(**res)
 
 
 # --------------------------------------------------------------------------- fast identical-diagonal pair pass
@@ -556,8 +637,8 @@ def boundary_text(supremum_at: str, bound: float) -> str | None:
     return f"rho -> {bound:g} ({supremum_at} edge)"
 
 
-def rho_star(depths, k0, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w2_out=None, sigma_b2_out=None,
-             activation="erf", grid=None, iters: int = 25, progress: bool = False) -> dict[str, np.ndarray]:
+def rho_star(depths, input_kernel, sigma_w2, sigma_b2, input_kernel_offdiag=None, sigma_w2_out=None,
+             sigma_b2_out=None, activation="erf", grid=None, iters: int = 25, progress: bool = False) -> RhoStarResult:
     """rho* = argmax_rho chi_out (Figs. 4-5) for a batch of depths and broadcastable hyperparameters.
 
     Searched range: rho in [grid[0], grid[-1]] (default: a 241-point log grid on [0.001, 3]).  Where chi_out
@@ -570,27 +651,29 @@ def rho_star(depths, k0, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w2_out=None,
     "upper", ``rho_star_bound`` the edge that the supremum approaches and ``rho_star_boundary`` the text
     "rho -> 0.001 (lower edge)".  ``rho_star_chi_out`` is chi_out at rho*, or its supremum (at the edge).
     The same keys with ``rho_star_offdiag`` for the off-diagonal element.  ``iters`` is accepted for
-    compatibility (the refinement stops on its own tolerance).  sigma_w2, sigma_b2 and k0 may be arrays
+    compatibility (the refinement stops on its own tolerance).  sigma_w2, sigma_b2 and input_kernel may be arrays
     broadcasting against the depth axis (shape (len(depths), ...)).  ``progress`` shows a tqdm bar per pass.
     """
     L = np.atleast_1d(V.depths("depth", depths, MAX_DEPTH))
-    k0, k0o = _pair(k0, k0_offdiag)
+    k0, k0o = _pair(input_kernel, input_kernel_offdiag)
     kern = kernels(activation)
     grid = np.geomspace(1e-3, 3.0, 241) if grid is None else _rho_grid(grid)
     V.integer("iters", iters, 0, 10_000)
     V.flag("progress", progress)
     hyper0 = Hyper.make(1.0, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out)
-    batch = _batch_shape("depth, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out, k0, k0_offdiag", L.shape,
+    batch = _batch_shape("depth, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out, input_kernel, input_kernel_offdiag",
+                         L.shape,
                          *(np.shape(getattr(hyper0, n)) for n in ("sigma_w2", "sigma_b2", "sigma_w2_out",
                                                                   "sigma_b2_out")),
                          np.shape(k0), np.shape(k0o))
     try:  # the depth axis leads: hyperparameter arrays broadcast against (len(depths), ...)
         stop = np.broadcast_to(L.reshape(L.shape + (1,) * (len(batch) - L.ndim)), batch)
     except ValueError:
-        raise V.ParameterError("depth, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out, k0, k0_offdiag",
+        raise V.ParameterError("depth, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out, input_kernel, "
+                               "input_kernel_offdiag",
                                f"array hyperparameters must broadcast against shape (len(depths), ...) = "
                                f"{L.shape + (1,) * (len(batch) - L.ndim)} with depth on the first axis") from None
-    targets = ("diag",) + (("off",) if k0_offdiag is not None else ())
+    targets = ("diag",) + (("off",) if input_kernel_offdiag is not None else ())
     T = len(targets)
     ext = lambda a: np.reshape(np.broadcast_to(a, batch), batch + (1, 1))  # noqa: E731  batch -> (T, n) axes
     counter = iter(range(1, 10**6))
@@ -620,7 +703,7 @@ def rho_star(depths, k0, sigma_w2, sigma_b2, k0_offdiag=None, sigma_w2_out=None,
         res[key + "_bound"] = m["bound"][..., k]
         res[key + "_boundary"] = np.vectorize(boundary_text, otypes=[object])(m["supremum_at"][..., k],
                                                                                m["bound"][..., k])
-    return res
+    return RhoStarResult(**res)
 
 
 def _rho_grid(grid) -> np.ndarray:
@@ -646,14 +729,14 @@ def _grid_argmax(vals: np.ndarray, which: str) -> np.ndarray:
     label = {"diag": "chi_out", "off": "chi_out (off-diagonal)"}.get(which, which)
     if not (np.all(np.isfinite(best)) and np.all(lo) and np.all(hi)):
         raise V.ParameterError(_RANGE_NAMES, f"{label} overflows float64 on the rho grid next to its maximum, so "
-                                             "rho* cannot be located; use smaller depth, sigma_w2 or k0")
+                                             "rho* cannot be located; use smaller depth, sigma_w2 or input_kernel")
     if np.any(best <= 0):
         raise V.ParameterError(_RANGE_NAMES, f"{label} is not positive anywhere on the rho grid (it underflows, or "
                                              "the activation's response is negative), so rho* cannot be located")
     return idx
 
 
-def rho_star_pairs(K0, depth: int, sigma_w2, sigma_b2, sigma_w2_out=None, activation="erf", grid=None,
+def rho_star_pairs(input_kernel, depth: int, sigma_w2, sigma_b2, sigma_w2_out=None, activation="erf", grid=None,
                    iters: int = 50, with_status: bool = False):
     """rho*_{ab} = argmax chi_out_{ab} for every element of a (P, P) input kernel (Fig. 6).
 
@@ -662,13 +745,13 @@ def rho_star_pairs(K0, depth: int, sigma_w2, sigma_b2, sigma_w2_out=None, activa
     diagonal response, off-diagonal ones the off-diagonal response.  Returns the (P, P) matrix; an element
     whose chi_out has no interior maximum in [grid[0], grid[-1]] (default [0.001, 3]) is None there (the
     matrix is then an object array, float64 otherwise).  With
-    ``with_status`` a dict: ``rho_star`` (that matrix), ``interior`` (bool), ``supremum_at`` ("interior",
+    ``with_status`` a :class:`RhoStarPairs`: ``rho_star`` (that matrix), ``interior`` (bool), ``supremum_at`` ("interior",
     "lower", "upper") and ``chi_out`` (at rho*, or the supremum at the edge).  ``iters`` is accepted for
     compatibility.
     """
-    K0 = V.kernel_matrix("K0", K0)
+    K0 = V.kernel_matrix("input_kernel", input_kernel)
     if K0.ndim != 2:
-        raise V.ParameterError("K0", f"must be a single (P, P) matrix, got shape {K0.shape}")
+        raise V.ParameterError("input_kernel", f"must be a single (P, P) matrix, got shape {K0.shape}")
     L = V.integer("depth", depth, 1, MAX_DEPTH)
     V.integer("iters", iters, 0, 10_000)
     with_status = V.flag("with_status", with_status)
@@ -697,17 +780,17 @@ def rho_star_pairs(K0, depth: int, sigma_w2, sigma_b2, sigma_w2_out=None, activa
         out[jj, ii] = val
         mats[key] = out
     mats["rho_star"] = _none_at_edges(mats["rho_star"], mats["interior"])
-    return mats if with_status else mats["rho_star"]
+    return RhoStarPairs(**mats) if with_status else mats["rho_star"]
 
 
-def linearised_rho_star(depths, k0, sigma_w2, sigma_b2, activation="erf", target_variance=0.5,
+def linearised_rho_star(depths, input_kernel, sigma_w2, sigma_b2, activation="erf", target_variance=0.5,
                         large_depth: bool = False) -> np.ndarray:
     """rho* of the linearised network (61) or its large-L form (62) for K^(L) = target_variance."""
     L = V.depths("depth", depths, MAX_DEPTH)
-    k0 = V.positive("k0", k0)
+    k0 = V.positive("input_kernel", input_kernel)
     tv = V.positive("target_variance", target_variance)
     sw, sb = V.positive("sigma_w2", sigma_w2), V.nonnegative("sigma_b2", sigma_b2)
     if np.any(tv <= k0):
-        raise V.ParameterError("target_variance", "must exceed k0 (the kernel only grows with depth)")
+        raise V.ParameterError("target_variance", "must exceed input_kernel (the kernel only grows with depth)")
     f = gen.rho_star_large_depth if large_depth else gen.rho_star_linearised
     return f(L, sw, sb, kernels(activation).dphi0_sq, k0, tv)

@@ -22,12 +22,15 @@ depths whose cumulants would take too long are refused up front.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 import resprop.generated.fischer as gen
 
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.expectations import kernels
+from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.theories.fischer.field_theory import MAX_DEPTH, response
 
 #: fourth-cumulant pairs per chunk (the erf/tanh quadratures hold ~5k-16k nodes per pair)
@@ -69,11 +72,26 @@ def max_depth(activation="erf") -> int:
     return min(L, MAX_DEPTH)
 
 
-def kernel_fluctuations(k0, depth: int, width: int, rho, sigma_w2, sigma_b2, sigma_w2_out=None, sigma_b2_out=None,
-                        activation="erf", full: bool = False) -> dict[str, np.ndarray]:
-    """Covariance of the residual kernels C^(0..L+1) at width N.
+@dataclass(frozen=True)
+class KernelFluctuations(ResultRecord):
+    """:func:`kernel_fluctuations`: var_C (l = 0..L+1), var_K, var_K_diagonal_sum and K (l = 0..L); with
+    ``full`` also the dense cov_C and G12 ((L+2) x (L+2); None otherwise)."""
 
-    Returns ``var_C`` (Var C^(l), l = 0..L+1), ``var_K`` (Var K^(l) = sum_{k, m <= l} G_CC^{km}, l = 0..L),
+    depth: int
+    width: int
+    var_C: np.ndarray
+    var_K: np.ndarray
+    var_K_diagonal_sum: np.ndarray
+    K: np.ndarray
+    cov_C: np.ndarray | None = None
+    G12: np.ndarray | None = None
+
+
+def kernel_fluctuations(input_kernel, depth: int, width: int, rho, sigma_w2, sigma_b2, sigma_w2_out=None,
+                        sigma_b2_out=None, activation="erf", full: bool = False) -> KernelFluctuations:
+    """Covariance of the residual kernels C^(0..L+1) at width N for the input kernel K^(0) = input_kernel.
+
+    Returns (:class:`KernelFluctuations`) ``var_C`` (Var C^(l), l = 0..L+1), ``var_K`` (Var K^(l) = sum_{k, m <= l} G_CC^{km}, l = 0..L),
     ``var_K_diagonal_sum`` (the C20 form sum_k G_CC^{kk}) and ``K``, in O(depth) memory.  With ``full`` also
     the dense ``cov_C`` ((L+2) x (L+2), G_CC) and ``G12`` (the propagator block), refused when they would
     exceed MAX_FULL_BYTES.  Depths beyond :func:`max_depth` (the number of fourth cumulants, which grows
@@ -94,9 +112,9 @@ def kernel_fluctuations(k0, depth: int, width: int, rho, sigma_w2, sigma_b2, sig
         raise V.ParameterError("depth", f"full=True returns two (L+2) x (L+2) float64 matrices, "
                                         f"{2 * (L + 2) ** 2 * 8 / 2**20:.0f} MiB at depth {L} (limit "
                                         f"{MAX_FULL_BYTES / 2**20:.0f} MiB); use full=False (O(depth) memory)")
-    r = response(k0, L, rho, sigma_w2, sigma_b2, sigma_w2_out=sigma_w2_out, sigma_b2_out=sigma_b2_out,
+    r = response(input_kernel, L, rho, sigma_w2, sigma_b2, sigma_w2_out=sigma_w2_out, sigma_b2_out=sigma_b2_out,
                  activation=activation)
-    K = r["K"]  # K^(0..L)
+    K = r.K  # K^(0..L)
     rho_, sw = float(rho), float(sigma_w2)
     swo = sw if sigma_w2_out is None else float(sigma_w2_out)
     w = np.concatenate([[0.0], np.full(L, rho_**2 * sw), [swo]])  # weight of <phi^2> in C^(l); C^(0) is data
@@ -129,10 +147,10 @@ def kernel_fluctuations(k0, depth: int, width: int, rho, sigma_w2, sigma_b2, sig
         var_C = (w**2 * kap_diag + 2 * c * w * P_prev * R + c**2 * P_prev**2 * Q_prev) / N
     out = {"var_C": var_C, "var_K": var_K, "var_K_diagonal_sum": np.cumsum(var_C[: L + 1]), "K": K}
     for name in ("var_C", "var_K"):
-        V.finite_result("rho, sigma_w2, sigma_b2, k0, depth, activation", out[name], name)
+        V.finite_result("rho, sigma_w2, sigma_b2, input_kernel, depth, activation", out[name], name)
     if full:
         out.update(_dense(K, L, N, w, g, kern))
-    return out
+    return KernelFluctuations(depth=L, width=N, **out)
 
 
 def _dense(K, L, N, w, g, kern) -> dict[str, np.ndarray]:

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import json
+
+import numpy as np
 
 from resprop.numeric.cli_support import emit, interrupted  # noqa: F401
 
@@ -39,7 +42,7 @@ def cmd_log_gaussian(args) -> int:
     from resprop.numeric.theories.lognormal import log_gaussian as lg
     from resprop.numeric.engine import monte_carlo as mc
     from resprop.numeric.engine import validation as V
-    lg.check_architecture(args.n, args.d, args.alpha, args.lam)
+    lg.check_architecture(args.width, args.depth, args.alpha, args.lam)
     V.integer("hypo_samples", args.hypo_samples, 2)
     sim = None
     hypo = args.hypo_constant
@@ -47,23 +50,25 @@ def cmd_log_gaussian(args) -> int:
     def alive(s):  # with alpha = 0 a network dies (z = 0, G = -inf) when all n ReLUs of a layer are off
         dead = int(np.count_nonzero(~np.isfinite(s.G)))
         if dead:
-            raise V.ParameterError("alpha, n", f"{dead} of {s.samples} simulated networks died (alpha = 0 and all "
-                                               f"n = {s.n} ReLUs of a layer off, probability 2^-n per layer), so "
-                                               "E[G] = -inf; use alpha != 0 or a larger n")
+            raise V.ParameterError("alpha, width", f"{dead} of {s.samples} simulated networks died (alpha = 0 and "
+                                                   f"all width = {s.width} ReLUs of a layer off, probability "
+                                                   "2^-width per layer), so E[G] = -inf; use alpha != 0 or a "
+                                                   "larger width")
         return s
 
     if args.simulate:
-        sim = alive(mc.simulate_log_gaussian(n=args.n, d=args.d, alpha=args.alpha, lam=args.lam,
+        sim = alive(mc.simulate_log_gaussian(width=args.width, depth=args.depth, alpha=args.alpha, lam=args.lam,
                                              balanced=args.balanced, samples=args.samples, seed=args.seed))
     if not args.balanced and hypo is None:
         est = sim if sim is not None else alive(mc.simulate_log_gaussian(
-            n=args.n, d=args.d, alpha=args.alpha, lam=args.lam, samples=args.hypo_samples, seed=args.seed))
+            width=args.width, depth=args.depth, alpha=args.alpha, lam=args.lam, samples=args.hypo_samples,
+            seed=args.seed))
         hyp = mc.hypoactivation(est)
         hypo, hypo_source = float(hyp["C_hat"]), f"Monte Carlo ({est.samples} samples, seed {args.seed})"
         hypo_se = float(hyp["C_hat_se"])
-    th = lg.theory(args.n, args.d, args.alpha, args.lam, balanced=args.balanced, hypo_constant=hypo)
-    theory = {"mean_G": th["mean_G"], "var_G": th["var_G"], "beta": th["beta"], "c": th["c"],
-              "I_total": th["I_total"], "h_total": th["h_total"]}
+    th = lg.theory(args.width, args.depth, args.alpha, args.lam, balanced=args.balanced, hypo_constant=hypo)
+    theory = {"mean_G": th.mean_G, "var_G": th.var_G, "beta": th.beta, "c": th.c, "I_total": th.I_total,
+              "h_total": th.h_total}
     if not args.balanced:
         theory["hypo_constant"] = hypo
         theory["hypo_constant_source"] = hypo_source
@@ -90,8 +95,8 @@ def add_subcommands(sub) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_j2bar)
     p = sub.add_parser("log-gaussian", help="Li-Nica-Roy E[G], Var[G]: theory and Monte Carlo")
-    p.add_argument("--n", type=int, required=True, help="hidden width (>= 2)")
-    p.add_argument("--d", type=int, required=True, help="number of residual layers (>= 1)")
+    p.add_argument("--width", type=int, required=True, help="hidden width n (>= 2)")
+    p.add_argument("--depth", type=int, required=True, help="number of residual layers d (>= 1)")
     p.add_argument("--alpha", type=float, required=True, help="skip coefficient")
     p.add_argument("--lam", type=float, required=True, help="residual-branch coefficient (>= 0)")
     p.add_argument("--balanced", action="store_true", help="balanced ResNet (random activation signs, Thm 4)")

@@ -73,7 +73,7 @@ def _fig_lnr_density(path: Path, depths, samples: int, seed: int) -> tuple[Path,
     for row, balanced in enumerate((False, True)):
         for col, d in enumerate(depths):
             ax = axes[row, col]
-            s = mc.simulate_log_gaussian(n=n, d=d, alpha=ALPHA, lam=LAM, balanced=balanced, samples=samples,
+            s = mc.simulate_log_gaussian(width=n, depth=d, alpha=ALPHA, lam=LAM, balanced=balanced, samples=samples,
                                          seed=seed + k, n_out=N_OUT)
             k += 1
             y_mc = log_output_norm_sq(s, N_IN)
@@ -125,7 +125,7 @@ def _fig_lnr_moments(path: Path, widths, samples: int, seed: int) -> tuple[Path,
     for kind, balanced, _ in kinds:
         rows = []
         for n in widths:
-            s = mc.simulate_log_gaussian(n=n, d=n, alpha=ALPHA, lam=LAM, balanced=balanced, samples=samples,
+            s = mc.simulate_log_gaussian(width=n, depth=n, alpha=ALPHA, lam=LAM, balanced=balanced, samples=samples,
                                          seed=seed + 100 + k)
             k += 1
             g = mc.g_moments(s)

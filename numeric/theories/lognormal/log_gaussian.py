@@ -10,31 +10,35 @@ differs by O(1/n), inside the stated O(d/n^2) error).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from scipy.signal import fftconvolve
 
 import resprop.generated.lognormal as lg
 
 from resprop.numeric.engine import validation as V
+from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.engine.validation import ParameterError
 
 __all__ = ["j2bar", "j2bar_odd_part", "cos_theta_k", "interlayer_total", "theory", "theory_layerwise",
            "conjecture5_theory", "output_moments_theory", "log_output_density", "infinite_width_log_density",
-           "check_architecture"]
+           "check_architecture", "LogGaussianTheory"]
 
 #: the largest number of residual layers d accepted (the interlayer sums are O(d) arrays)
 MAX_LAYERS = 10**7
 
 
-def check_architecture(n, d, alpha, lam) -> tuple[int, int, np.ndarray, np.ndarray]:
-    """Validate (n, d, alpha, lam); alpha and lam may be scalars or length-d sequences (Prop. 6)."""
-    n = V.integer("n", n, minimum=2)
-    d = V.integer("d", d, minimum=1, maximum=MAX_LAYERS)
+def check_architecture(width, depth, alpha, lam) -> tuple[int, int, np.ndarray, np.ndarray]:
+    """Validate (width n, depth d, alpha, lam); alpha and lam may be scalars or length-d sequences (Prop. 6).
+    Returns (n, d, alpha, lam) with alpha and lam as length-d float arrays."""
+    n = V.integer("width", width, minimum=2)
+    d = V.integer("depth", depth, minimum=1, maximum=MAX_LAYERS)
     a = np.broadcast_to(V.real("alpha", alpha), (d,)) if np.ndim(alpha) == 0 else V.real("alpha", alpha)
     l = np.broadcast_to(V.nonnegative("lam", lam), (d,)) if np.ndim(lam) == 0 else V.nonnegative("lam", lam)
     for name, arr in (("alpha", a), ("lam", l)):
         if arr.shape != (d,):
-            raise ParameterError(name, f"must be a scalar or a sequence of length d = {d}, got shape {arr.shape}")
+            raise ParameterError(name, f"must be a scalar or a sequence of length depth = {d}, got shape {arr.shape}")
     V.skip_and_branch(a, l)
     return n, d, np.asarray(a, float), np.asarray(l, float)
 
@@ -59,9 +63,9 @@ def cos_theta_k(alpha, lam, k):
     return lg.cos_theta_k(alpha, lam, k)
 
 
-def interlayer_total(n: int, d: int, alpha: float, lam: float) -> float:
-    """I_total of eq. (8): sum over lags k of 2 (d - k) (J2(theta_k) - J2(pi - theta_k)) / n."""
-    n, d, a, l = check_architecture(n, d, V.scalar("alpha", alpha), V.scalar("lam", lam, V.nonnegative))
+def interlayer_total(width: int, depth: int, alpha: float, lam: float) -> float:
+    """I_total of eq. (8): sum over lags k of 2 (d - k) (J2(theta_k) - J2(pi - theta_k)) / n (n = width, d = depth)."""
+    n, d, a, l = check_architecture(width, depth, V.scalar("alpha", alpha), V.scalar("lam", lam, V.nonnegative))
     alpha, lam = float(a[0]), float(l[0])
     if d < 2:
         return 0.0
@@ -70,20 +74,41 @@ def interlayer_total(n: int, d: int, alpha: float, lam: float) -> float:
     return float(np.sum(lg.interlayer_cov_term(d, k, lg.j2bar_odd_part(theta_k), n)))
 
 
-def theory(n, d, alpha, lam, *, balanced: bool = False, hypo_constant: float | None = None) -> dict:
+@dataclass(frozen=True)
+class LogGaussianTheory(ResultRecord):
+    """:func:`theory` and :func:`theory_layerwise`: E[G] (``mean_G``), Var[G] (``var_G``) and their parts for
+    width n and depth d.  ``mean_G`` and ``h_total`` are None for a vanilla network without hypo_constant;
+    alpha, lam, c, I_total and hypo_constant are None for the layer-dependent form (Prop. 6)."""
+
+    width: int
+    depth: int
+    balanced: bool
+    beta: float
+    mean_G: float | None
+    var_G: float
+    alpha: float | None = None
+    lam: float | None = None
+    c: float | None = None
+    I_total: float | None = None
+    h_total: float | None = None
+    hypo_constant: float | None = None
+
+
+def theory(width, depth, alpha, lam, *, balanced: bool = False,
+           hypo_constant: float | None = None) -> LogGaussianTheory:
     """E[G], Var[G] of Theorem 1 (vanilla, eq. 7 with Prop. 2) or Theorem 4 (balanced, eq. 9).
 
     The vanilla mean needs the hypoactivation constant C_{alpha,lambda} (Prop. 2), which the paper
     estimates by Monte Carlo; without it ``mean_G`` is None.
     """
-    n, d, a, l = check_architecture(n, d, alpha, lam)
+    n, d, a, l = check_architecture(width, depth, alpha, lam)
     balanced = V.flag("balanced", balanced)
     if np.ptp(a) or np.ptp(l):
         return theory_layerwise(n, a, l, balanced=balanced)
     a0, l0 = float(a[0]), float(l[0])
     beta = float(lg.beta(n, d, a0, l0))
     c = float(lg.c_coefficient(a0, l0))
-    out = {"n": n, "d": d, "alpha": a0, "lam": l0, "balanced": balanced, "beta": beta, "c": c}
+    out = {"width": n, "depth": d, "alpha": a0, "lam": l0, "balanced": balanced, "beta": beta, "c": c}
     if balanced:
         out.update(mean_G=float(lg.mean_G_balanced(beta)), var_G=float(lg.var_G_balanced(beta)),
                    I_total=0.0, h_total=0.0)
@@ -98,27 +123,27 @@ def theory(n, d, alpha, lam, *, balanced: bool = False, hypo_constant: float | N
     return _finite(out)
 
 
-def _finite(out: dict) -> dict:
+def _finite(out: dict) -> LogGaussianTheory:
     for key in ("beta", "c", "I_total", "h_total", "mean_G", "var_G"):
         if out.get(key) is not None:
-            V.finite_result("n, d, alpha, lam, hypo_constant", out[key], key)
-    return out
+            V.finite_result("width, depth, alpha, lam, hypo_constant", out[key], key)
+    return LogGaussianTheory(**out)
 
 
-def theory_layerwise(n, alpha, lam, *, h=None, balanced: bool = False) -> dict:
+def theory_layerwise(width, alpha, lam, *, h=None, balanced: bool = False) -> LogGaussianTheory:
     """Prop. 6 with its two typos corrected: E[G] (20) and Var[G] (21) for per-layer alpha_l, lam_l.
 
     cos(theta_{l,l'}) = prod_{i=l}^{l'-1} alpha_i / sqrt(alpha_i^2 + lam_i^2) and the pair (l, l') is
     weighted by c_l c_l'.  ``h`` are per-step hypoactivations h_{l-1} (length d; zeros when omitted).
     """
     a = V.real("alpha", alpha)
-    n, d, a, l = check_architecture(n, a.size, a, lam)
+    n, d, a, l = check_architecture(width, a.size, a, lam)
     balanced = V.flag("balanced", balanced)
     c = lg.c_coefficient(a, l)
     beta = 2.0 / n + float(np.sum(lg.layer_beta_term(a, l))) / n
     hh = np.zeros(d) if h is None else V.real("h", h)
     if hh.shape not in ((), (d,)):
-        raise ParameterError("h", f"must be a scalar or a sequence of length d = {d}, got shape {hh.shape}")
+        raise ParameterError("h", f"must be a scalar or a sequence of length depth = {d}, got shape {hh.shape}")
     mean = -beta / 2 + (0.0 if balanced else float(np.sum(2 * c * hh)))
     var = beta
     if not balanced and d > 1:
@@ -130,23 +155,23 @@ def theory_layerwise(n, alpha, lam, *, h=None, balanced: bool = False) -> dict:
         cos_ij = sgn[j] / sgn[i] * np.exp(cum[j] - cum[i])
         theta_ij = np.arccos(np.clip(cos_ij, -1, 1))
         var += float(np.sum(2 * c[i] * c[j] * lg.j2bar_odd_part(theta_ij))) / n
-    return _finite({"n": n, "d": d, "balanced": balanced, "beta": beta, "mean_G": mean, "var_G": var})
+    return _finite({"width": n, "depth": d, "balanced": balanced, "beta": beta, "mean_G": mean, "var_G": var})
 
 
-def conjecture5_theory(n, alpha, lam, lags=(1, 2)) -> dict:
+def conjecture5_theory(width, alpha, lam, lags=(1, 2)) -> dict:
     """Right-hand sides of eqs (11)-(13) for ||relu(zhat)||^2: uniform-sphere mean, variance (Lemma 10) and
     lag-k covariance (Lemma 16 / Cor. 17, divided by 4 for ||.||^2 instead of 2||.||^2)."""
-    n = V.integer("n", n, minimum=2)
+    n = V.integer("width", width, minimum=2)
     cov = {int(k): float(lg.j2bar_odd_part(np.arccos(np.clip(cos_theta_k(alpha, lam, k), -1, 1)))) / (4 * n)
            for k in lags}
     return {"mean": 0.5, "var": 3.0 / (4.0 * (n + 2)), "cov": cov}
 
 
-def output_moments_theory(d, alpha, lam, mean_G, var_G) -> dict:
+def output_moments_theory(depth, alpha, lam, mean_G, var_G) -> dict:
     """§3.1-3.2: E and Var of (z_i^out)^2 and Corr((z_i^out)^2, (z_j^out)^2) for ||x||^2 = n_in."""
     s2 = float(alpha) ** 2 + float(lam) ** 2
-    return {"mean_sq": float(lg.output_mean_sq(s2, d, mean_G, var_G)),
-            "var_sq": float(lg.output_var_sq(s2, d, mean_G, var_G)),
+    return {"mean_sq": float(lg.output_mean_sq(s2, depth, mean_G, var_G)),
+            "var_sq": float(lg.output_var_sq(s2, depth, mean_G, var_G)),
             "corr_sq": float(lg.output_corr_sq(var_G))}
 
 

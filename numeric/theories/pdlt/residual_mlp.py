@@ -17,6 +17,7 @@ import resprop.generated.pdlt as pr
 from resprop.generated.gauss_hermite import expect1
 
 from resprop.numeric.engine import validation as V
+from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.engine.validation import ParameterError
 
 __all__ = ["ActivationClass", "activation_class", "check_gamma", "critical_C_W", "nu", "r_star", "gamma_star",
@@ -133,9 +134,21 @@ def _moments(ac: ActivationClass, K: float) -> dict[str, float]:
             "sigma_4": float(expect1(lambda z: s(z) ** 4, K))}
 
 
-def vertex_trajectory(activation: str, *, gamma: float, depth: int, K1: float = 1.0, C_W: float | None = None,
-                      C_b: float = 0.0) -> dict[str, np.ndarray]:
-    """Iterate the kernel (B.12) and four-point vertex (B.26) recursions from V^(1) = 0.
+@dataclass(frozen=True)
+class VertexTrajectory(ResultRecord):
+    """:func:`vertex_trajectory`: K^(l), V^(l), V^(l)/K^(l)^2 for the layers l = 1..depth, and the C_W used."""
+
+    depth: int
+    layers: np.ndarray
+    K: np.ndarray
+    V: np.ndarray
+    V_over_K2: np.ndarray
+    C_W: float
+
+
+def vertex_trajectory(activation: str, *, gamma: float, depth: int, input_kernel: float = 1.0,
+                      C_W: float | None = None, C_b: float = 0.0) -> VertexTrajectory:
+    """Iterate the kernel (B.12) and four-point vertex (B.26) recursions from K^(1) = input_kernel, V^(1) = 0.
 
     Returns K^(l), V^(l) and V^(l)/K^(l)^2 for l = 1..depth (V/(n K^2) = that / n).  C_W defaults to
     the critical C_W(gamma).
@@ -146,7 +159,7 @@ def vertex_trajectory(activation: str, *, gamma: float, depth: int, K1: float = 
         raise ParameterError("gamma", f"must be a scalar here, got shape {g.shape}")
     g = float(g)
     depth = V.integer("depth", depth, minimum=1, maximum=MAX_TRAJECTORY_DEPTH)
-    K1 = float(V.positive("K1", K1))
+    K1 = float(V.positive("input_kernel", input_kernel))
     C_b = float(V.nonnegative("C_b", C_b))
     C_W = float(critical_C_W(g, activation)) if C_W is None else float(V.positive("C_W", C_W))
     K = np.empty(depth)
@@ -159,12 +172,12 @@ def vertex_trajectory(activation: str, *, gamma: float, depth: int, K1: float = 
             Vv[l + 1] = pr.four_point_update(Vv[l], K[l], C_W, g, chi, m["sigma_4"], m["sigma_sq"])
             K[l + 1] = pr.kernel_update(C_b, C_W, m["sigma_sq"], g, K[l])
     except ParameterError:  # inputs are valid here, so a generated kernel can only object to float64 overflow
-        raise ParameterError("K1, C_W, C_b, gamma, depth", "K^(l) or V^(l) leaves the float64 range (overflow); "
+        raise ParameterError("input_kernel, C_W, C_b, gamma, depth", "K^(l) or V^(l) leaves the float64 range (overflow); "
                                                            "use values of moderate size") from None
     if not (np.all(np.isfinite(K)) and np.all(np.isfinite(Vv)) and np.all(K > 0)):
-        raise ParameterError("K1, C_W, C_b, gamma, depth", "K^(l) or V^(l) leaves the float64 range (overflow or "
+        raise ParameterError("input_kernel, C_W, C_b, gamma, depth", "K^(l) or V^(l) leaves the float64 range (overflow or "
                                                            "underflow); use values of moderate size")
-    return {"K": K, "V": Vv, "V_over_K2": Vv / K**2, "layers": np.arange(1, depth + 1), "C_W": C_W}
+    return VertexTrajectory(depth=depth, layers=np.arange(1, depth + 1), K=K, V=Vv, V_over_K2=Vv / K**2, C_W=C_W)
 
 
 def xi_from_correlators(gamma, G_RR, G_Rz, G_zz) -> np.ndarray:

@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import math
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -51,6 +52,7 @@ import resprop.generated.gaussian as gg
 import resprop.generated.stable as gs
 
 from resprop.numeric.engine import validation as V
+from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.theories.fischer.field_theory import _parallel, _workers
 
 __all__ = ["nngp_ntk", "ACTIVATIONS", "METHODS"]
@@ -289,12 +291,12 @@ def _kernel_matrix(K0) -> tuple[np.ndarray, Callable[[], bool]]:
     K0 + 1e-10 max(1, max|K0|) I on one BLAS thread (several times cheaper than eigvalsh at P = 1000): it
     succeeds only if the smallest eigenvalue exceeds -1e-10 max(1, max|K0|) (up to round-off), which is
     the eigvalsh criterion."""
-    arr = V.real("K0", K0)
+    arr = V.real("input_kernel", K0)
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.size == 0:
-        arr = V.kernel_matrix("K0", arr)  # raises the usual shape error (or a batch: rejected below)
-        raise V.ParameterError("K0", f"must be a single (P, P) matrix, got shape {arr.shape}")
+        arr = V.kernel_matrix("input_kernel", arr)  # raises the usual shape error (or a batch: rejected below)
+        raise V.ParameterError("input_kernel", f"must be a single (P, P) matrix, got shape {arr.shape}")
     if (np.diagonal(arr) <= 0).any():
-        V.kernel_matrix("K0", arr)  # raises (symmetry, PSD or the diagonal)
+        V.kernel_matrix("input_kernel", arr)  # raises (symmetry, PSD or the diagonal)
 
     def deferred() -> bool:
         scale = max(1.0, float(np.abs(arr).max()))
@@ -318,14 +320,23 @@ def _scalar(name: str, arr: np.ndarray) -> float:
     return float(arr)
 
 
-def nngp_ntk(K0, depth: int, rho, sigma_w2, sigma_b2, activation: str = "erf", ntk: bool = True, Theta0=None,
-             method: str = "fused") -> dict[str, np.ndarray]:
-    """K^(L) and Theta^(L) of the residual network for a (P, P) input kernel K0.
+@dataclass(frozen=True)
+class NNGPNTK(ResultRecord):
+    """:func:`nngp_ntk`: K = K^(L) and (with ntk; None otherwise) Theta = Theta^(L), each (P, P)."""
 
-    Theta0 defaults to K0 (read-in layer in NTK parameterisation: Theta^(0) = K^(0)).  With ``ntk=False``
-    only the NNGP is iterated.  Returns {"K": (P, P)} and, with ntk, {"Theta": (P, P)}.
+    depth: int
+    K: np.ndarray
+    Theta: np.ndarray | None = None
+
+
+def nngp_ntk(input_kernel, depth: int, rho, sigma_w2, sigma_b2, activation: str = "erf", ntk: bool = True,
+             Theta0=None, method: str = "fused") -> NNGPNTK:
+    """K^(L) and Theta^(L) of the residual network for a (P, P) input kernel K^(0) = input_kernel.
+
+    Theta0 defaults to input_kernel (read-in layer in NTK parameterisation: Theta^(0) = K^(0)).  With
+    ``ntk=False`` only the NNGP is iterated (``Theta`` is None).
     """
-    K0, deferred_check = _kernel_matrix(K0)
+    K0, deferred_check = _kernel_matrix(input_kernel)
     L = V.integer("depth", depth, 1, MAX_DEPTH)
     rho, sw, sb = (_scalar(name, check(name, value)) for name, check, value in
                    (("rho", V.nonnegative, rho), ("sigma_w2", V.positive, sigma_w2),
@@ -338,7 +349,7 @@ def nngp_ntk(K0, depth: int, rho, sigma_w2, sigma_b2, activation: str = "erf", n
         if Theta0 is not None:
             T0 = V.real("Theta0", Theta0)
             if T0.shape != K0.shape or not np.allclose(T0, T0.T, rtol=0, atol=1e-12 * max(1.0, np.abs(T0).max())):
-                raise V.ParameterError("Theta0", f"must be a symmetric matrix of the shape of K0 {K0.shape}")
+                raise V.ParameterError("Theta0", f"must be a symmetric matrix of the shape of input_kernel {K0.shape}")
     elif Theta0 is not None:
         raise V.ParameterError("Theta0", "is only used with ntk=True")
     try:
@@ -350,15 +361,15 @@ def nngp_ntk(K0, depth: int, rho, sigma_w2, sigma_b2, activation: str = "erf", n
                 out = _run_generated(act, K0, T0, L, rho * rho, sw, sb) if valid else {}
     except V.ParameterError:  # the inputs were validated: a generated kernel objects only to float64 overflow
         if not deferred_check():
-            V.kernel_matrix("K0", K0)  # raises: not symmetric or not positive semi-definite
-        raise V.ParameterError("rho, sigma_w2, sigma_b2, K0, depth", "K or Theta is not finite in float64 for these "
+            V.kernel_matrix("input_kernel", K0)  # raises: not symmetric or not positive semi-definite
+        raise V.ParameterError("rho, sigma_w2, sigma_b2, input_kernel, depth", "K or Theta is not finite in float64 for these "
                                                                      "values (overflow); use values of moderate size") \
             from None
     if not valid:
-        V.kernel_matrix("K0", K0)  # raises: not symmetric or not positive semi-definite
+        V.kernel_matrix("input_kernel", K0)  # raises: not symmetric or not positive semi-definite
     for name, value in out.items():
         if not np.all(np.isfinite(value)):
-            raise V.ParameterError("rho, sigma_w2, sigma_b2, K0, depth",
+            raise V.ParameterError("rho, sigma_w2, sigma_b2, input_kernel, depth",
                                    f"{name} is not finite in float64 for these values (overflow); "
                                    "use values of moderate size")
-    return out
+    return NNGPNTK(depth=L, **out)

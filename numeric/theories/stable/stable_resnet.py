@@ -22,6 +22,7 @@ from scipy.integrate import solve_ivp
 import resprop.generated.stable as gs
 
 from resprop.numeric.engine import validation as V
+from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.theories.fischer.field_theory import _layer_bar, _parallel
 from resprop.numeric.engine.validation import ParameterError
 
@@ -32,7 +33,7 @@ NAMED_SCALINGS = {"unscaled": "1", "uniform": "1/sqrt(L)", "decreasing": "1/(sqr
 _l, _L = sp.symbols("l L", positive=True, integer=True)
 MAX_DEPTH = 10**6  # as V.depths
 #: names of the inputs that decide whether Q_L and Theta_L are representable (named when they are not)
-_RANGE_NAMES = "Q0, sigma_w2, sigma_b2, scaling"
+_RANGE_NAMES = "input_kernel, sigma_w2, sigma_b2, scaling"
 
 
 @dataclass(frozen=True)
@@ -204,19 +205,52 @@ def _step(state: KernelState, lam2: float, sigma_w2: float, sigma_b2: float) -> 
     return KernelState(q_diag / r, t_diag / r, q_off / r, t_off / r, state.log_scale + np.log(r), state.i, state.j)
 
 
-def kernels(Q0, depth: int, scaling="uniform", sigma_w2: float = 2.0, sigma_b2: float = 0.0,
-            keep_layers: bool = False, require_stable: bool = False, progress: bool = False) -> dict:
-    """NNGP Q_L (5) and NTK Theta_L (9), NTK parameterisation, for an input kernel Q0 (P x P).
+@dataclass(frozen=True)
+class StableKernels(ResultRecord):
+    """:func:`kernels`: Q_L = exp(log_scale) Q_normalised, Theta_L = exp(log_scale) ntk_normalised (P, P), the
+    correlations C_L and of the NTK, the log diagonals, sum_l lambda_l^2; the ``*_layers`` fields (L+1, ...)
+    with keep_layers (None otherwise)."""
 
-    Returns log_scale, Q_normalised, ntk_normalised (Q = exp(log_scale) Q_normalised, same for the NTK),
+    depth: int
+    log_scale: float
+    Q_normalised: np.ndarray
+    ntk_normalised: np.ndarray
+    correlation: np.ndarray
+    ntk_correlation: np.ndarray
+    log_Q_diag: np.ndarray
+    log_ntk_diag: np.ndarray
+    lambda_squared_sum: float
+    log_Q_diag_layers: np.ndarray | None = None
+    log_ntk_diag_layers: np.ndarray | None = None
+    correlation_layers: np.ndarray | None = None
+    ntk_correlation_layers: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class TwoInputKernels(ResultRecord):
+    """:func:`two_input_kernels`: per depth, log Q_L(x, x), C_L(x, x'), log Theta_L(x, x) and the NTK
+    correlation (lists of Python numbers)."""
+
+    depth: list
+    log_Q_diag: list
+    correlation: list
+    log_ntk_diag: list
+    ntk_correlation: list
+
+
+def kernels(input_kernel, depth: int, scaling="uniform", sigma_w2: float = 2.0, sigma_b2: float = 0.0,
+            keep_layers: bool = False, require_stable: bool = False, progress: bool = False) -> StableKernels:
+    """NNGP Q_L (5) and NTK Theta_L (9), NTK parameterisation, for the input kernel Q_0 = input_kernel (P x P).
+
+    Returns (:class:`StableKernels`) log_scale, Q_normalised, ntk_normalised (Q = exp(log_scale) Q_normalised, same for the NTK),
     the correlation kernel C_L (3), log_Q_diag and log_ntk_diag.  With keep_layers, also per-layer
     log_Q_diag_layers, log_ntk_diag_layers and correlation_layers (L+1, P, P).
     """
-    Q0 = V.kernel_matrix("Q0", Q0)
+    Q0 = V.kernel_matrix("input_kernel", input_kernel)
     if Q0.ndim != 2:
-        raise ParameterError("Q0", f"must be a single (P, P) matrix, got shape {Q0.shape}")
+        raise ParameterError("input_kernel", f"must be a single (P, P) matrix, got shape {Q0.shape}")
     if np.min(np.diagonal(Q0)) < np.finfo(float).tiny:
-        raise ParameterError("Q0", f"variances must be normal float64 numbers (>= {np.finfo(float).tiny:.3g})")
+        raise ParameterError("input_kernel", f"variances must be normal float64 numbers (>= {np.finfo(float).tiny:.3g})")
     sigma_w2 = V.scalar("sigma_w2", sigma_w2, V.positive)
     sigma_b2 = V.scalar("sigma_b2", sigma_b2, V.nonnegative)
     lam2 = lambda_squared(scaling, depth, require_stable)
@@ -255,7 +289,7 @@ def kernels(Q0, depth: int, scaling="uniform", sigma_w2: float = 2.0, sigma_b2: 
         out["ntk_correlation_layers"] = np.array([r[3] for r in layers])
     for key, value in out.items():
         V.finite_result(_RANGE_NAMES, value, key)
-    return out
+    return StableKernels(depth=lam2.size, **out)
 
 
 def two_input_kernels(depths, scaling="uniform", angle: float = 1.0, sigma_w2: float = 2.0, sigma_b2: float = 0.0,
@@ -285,20 +319,21 @@ def two_input_kernels(depths, scaling="uniform", angle: float = 1.0, sigma_w2: f
         out["correlation"].append(float(k["correlation"][0, 1]))
         out["log_ntk_diag"].append(float(k["log_ntk_diag"][0]))
         out["ntk_correlation"].append(float(k["ntk_correlation"][0, 1]))
-    return out
+    return TwoInputKernels(**out)
 
 
-def ode_limit(Q0, t_eval, sigma_w2: float = 2.0, sigma_b2: float = 0.0, rtol: float = 1e-11) -> np.ndarray:
-    """The ODE (8), the uniform-scaling limit L -> oo, solved for every element of Q0: q_t (len(t_eval), P, P).
+def ode_limit(input_kernel, t_eval, sigma_w2: float = 2.0, sigma_b2: float = 0.0, rtol: float = 1e-11) -> np.ndarray:
+    """The ODE (8), the uniform-scaling limit L -> oo, solved for every element of the input kernel Q_0
+    (``input_kernel``, P x P): q_t (len(t_eval), P, P).
 
     t_eval: strictly increasing times in [0, 1] (t = l/L); sigma_w2 > 0, sigma_b2 >= 0, rtol in [1e-13, 0.1].
 
     The diagonal is the closed form `ode_diagonal` (dsolve); off-diagonal elements are integrated by
     scipy's DOP853 with q' = sigma_b^2 + sigma_w^2 sqrt(q_aa q_bb) (c + f(c))/2.
     """
-    Q0 = V.kernel_matrix("Q0", Q0)
+    Q0 = V.kernel_matrix("input_kernel", input_kernel)
     if Q0.ndim != 2:
-        raise ParameterError("Q0", f"must be a single (P, P) matrix, got shape {Q0.shape}")
+        raise ParameterError("input_kernel", f"must be a single (P, P) matrix, got shape {Q0.shape}")
     t_eval = np.atleast_1d(V.nonnegative("t_eval", t_eval))
     if t_eval.ndim != 1 or np.any(t_eval > 1) or (t_eval.size > 1 and np.any(np.diff(t_eval) <= 0)):
         raise ParameterError("t_eval", "must be a strictly increasing 1-D sequence of times in [0, 1] (t = l/L), "
@@ -328,9 +363,9 @@ def ode_limit(Q0, t_eval, sigma_w2: float = 2.0, sigma_b2: float = 0.0, rtol: fl
             sol = solve_ivp(rhs, (0.0, float(t_eval.max())), Q0[i, j], t_eval=t_eval, method="DOP853", rtol=rtol,
                             atol=1e-13)
         if not sol.success or sol.y.shape[1] != t_eval.size:
-            raise ParameterError("Q0, sigma_w2, sigma_b2, t_eval", f"the ODE (8) could not be integrated for these "
+            raise ParameterError("input_kernel, sigma_w2, sigma_b2, t_eval", f"the ODE (8) could not be integrated for these "
                                                                    f"values ({sol.message}); use values of moderate size")
         out[:, i, j] = sol.y.T
         out[:, j, i] = sol.y.T
-    V.finite_result("Q0, sigma_w2, sigma_b2, t_eval", out, "q_t")
+    V.finite_result("input_kernel, sigma_w2, sigma_b2, t_eval", out, "q_t")
     return out
