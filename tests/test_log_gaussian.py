@@ -118,7 +118,7 @@ def test_layerwise_balanced_by_monte_carlo():
     alpha = rng.uniform(0.5, 1.2, d)
     lam = rng.uniform(0.3, 1.0, d)
     th = L.theory_layerwise(n, alpha, lam, balanced=True)
-    g = M.g_moments(M.simulate_log_gaussian(n=n, d=d, alpha=alpha, lam=lam, balanced=True, samples=40000, seed=5))
+    g = M.g_moments(M.simulate_log_gaussian(width=n, depth=d, alpha=alpha, lam=lam, balanced=True, samples=40000, seed=5))
     allowance = 2 * d / n**2
     assert abs(g["var_G"] - th["var_G"]) < 4 * g["var_G_se"] + allowance
     assert abs(g["mean_G"] - th["mean_G"]) < 4 * g["mean_G_se"] + allowance
@@ -175,7 +175,7 @@ def test_density_convolution_matches_direct_sampling():
 # --------------------------------------------------------------------------- theory vs simulation
 def test_balanced_theorem4_mean_and_variance():
     n = d = 64
-    s = M.simulate_log_gaussian(n=n, d=d, alpha=A, lam=L_, balanced=True, samples=40000, seed=21)
+    s = M.simulate_log_gaussian(width=n, depth=d, alpha=A, lam=L_, balanced=True, samples=40000, seed=21)
     g = M.g_moments(s)
     th = L.theory(n, d, A, L_, balanced=True)
     allowance = 2 * d / n**2  # O(d/n^2) of Thm 4, coefficient 2 (measured n |delta| <= 1.1 at n = 25..100)
@@ -186,7 +186,7 @@ def test_balanced_theorem4_mean_and_variance():
 def test_vanilla_mean_relation_with_measured_hypoactivation():
     """E[G] = -beta/2 + 2 c h_total, with h_total measured on the same networks (one per-sample statistic)."""
     n = d = 64
-    s = M.simulate_log_gaussian(n=n, d=d, alpha=A, lam=L_, samples=30000, seed=22)
+    s = M.simulate_log_gaussian(width=n, depth=d, alpha=A, lam=L_, samples=30000, seed=22)
     th = L.theory(n, d, A, L_, hypo_constant=0.0)
     y = s.G - 2 * th["c"] * np.sum(s.act_sq - 0.5, axis=1)
     se = y.std(ddof=1) / np.sqrt(y.size)
@@ -203,7 +203,7 @@ def test_vanilla_variance_theorem1_finding():
     term, with a large constant.  Pinned: the gap is real at n = 32, and shrinks like 1/n."""
     deltas = {}
     for n, seed in ((32, 31), (64, 32)):
-        s = M.simulate_log_gaussian(n=n, d=n, alpha=A, lam=L_, samples=30000, seed=seed)
+        s = M.simulate_log_gaussian(width=n, depth=n, alpha=A, lam=L_, samples=30000, seed=seed)
         g = M.g_moments(s)
         deltas[n] = (g["var_G"] - L.theory(n, n, A, L_)["var_G"], g["var_G_se"])
     d32, se32 = deltas[32]
@@ -218,7 +218,7 @@ def test_conjecture5_quantities():
     uniform-sphere values (Lemma 10, Lemma 16), relative O(1/n): allowance 8/n relative (measured n x
     relative error <= 6 at n = 32, 64, 128)."""
     n = 96
-    s = M.simulate_log_gaussian(n=n, d=40, alpha=A, lam=L_, samples=20000, seed=9)
+    s = M.simulate_log_gaussian(width=n, depth=40, alpha=A, lam=L_, samples=20000, seed=9)
     c5 = M.conjecture5(s)
     th = L.conjecture5_theory(n, A, L_)
     assert abs(c5["var_avg"] - th["var"]) < 4 * c5["var_avg_se"] + 8 / n * th["var"]
@@ -230,7 +230,7 @@ def test_conjecture5_quantities():
 
 def test_balanced_output_moments_and_correlation():
     n, d = 100, 20
-    s = M.simulate_log_gaussian(n=n, d=d, alpha=A, lam=L_, balanced=True, samples=40000, seed=8, n_out=4)
+    s = M.simulate_log_gaussian(width=n, depth=d, alpha=A, lam=L_, balanced=True, samples=40000, seed=8, n_out=4)
     om = M.output_moments(s)
     th = L.theory(n, d, A, L_, balanced=True)
     pred = L.output_moments_theory(d, A, L_, th["mean_G"], th["var_G"])
@@ -242,14 +242,14 @@ def test_balanced_output_moments_and_correlation():
 
 # --------------------------------------------------------------------------- CLI and bad input
 def test_cli_log_gaussian(capsys):
-    argv = ["log-gaussian", "--n", "32", "--d", "16", "--alpha", "0.7071", "--lam", "0.7071", "--balanced",
+    argv = ["log-gaussian", "--width", "32", "--depth", "16", "--alpha", "0.7071", "--lam", "0.7071", "--balanced",
             "--simulate", "--samples", "4000", "--seed", "0", "--json"]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out["simulation"]) >= {"mean_G", "mean_G_se", "var_G", "var_G_se"}
     beta = 2 / 32 + 16 / 32 * (5 * 0.7071**4 + 4 * 0.7071**4) / (2 * 0.7071**2) ** 2
     assert np.isclose(out["theory"]["var_G"], beta) and np.isclose(out["theory"]["mean_G"], -beta / 2)
-    assert main(["log-gaussian", "--n", "32", "--d", "16", "--alpha", "0.7071", "--lam", "0.7071",
+    assert main(["log-gaussian", "--width", "32", "--depth", "16", "--alpha", "0.7071", "--lam", "0.7071",
                  "--hypo-constant", "-0.9", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert "simulation" not in out and np.isclose(out["theory"]["mean_G"], -beta / 2 + 2 * 0.5 * (-0.9) * 16 / 32,
@@ -257,10 +257,10 @@ def test_cli_log_gaussian(capsys):
 
 
 @pytest.mark.parametrize("argv, name", [
-    (["log-gaussian", "--n", "10", "--d", "5", "--alpha", "0", "--lam", "0"], "alpha, lam"),
-    (["log-gaussian", "--n", "1", "--d", "5", "--alpha", "1", "--lam", "1"], "n"),
-    (["log-gaussian", "--n", "10", "--d", "0", "--alpha", "1", "--lam", "1"], "d"),
-    (["log-gaussian", "--n", "10", "--d", "5", "--alpha", "1", "--lam", "-1"], "lam"),
+    (["log-gaussian", "--width", "10", "--depth", "5", "--alpha", "0", "--lam", "0"], "alpha, lam"),
+    (["log-gaussian", "--width", "1", "--depth", "5", "--alpha", "1", "--lam", "1"], "width"),
+    (["log-gaussian", "--width", "10", "--depth", "0", "--alpha", "1", "--lam", "1"], "depth"),
+    (["log-gaussian", "--width", "10", "--depth", "5", "--alpha", "1", "--lam", "-1"], "lam"),
     (["j2bar", "3.2"], "theta"),
     (["j2bar", "-0.1"], "theta"),
 ])

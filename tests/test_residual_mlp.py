@@ -113,7 +113,7 @@ def test_xi_from_simulated_block():
     """B.45 fed by correlators measured on a simulated ReLU block with C_W = 2 (critical inside the block):
     G_RR = K and G_Rz = 0 in expectation, so xi(gamma) = sqrt(1 - gamma^2)."""
     gamma = 0.6
-    s = M.simulate_residual_mlp(n=64, depth=3, gamma=gamma, C_W=2.0, activation="relu", K1=1.0, samples=20000,
+    s = M.simulate_residual_mlp(width=64, depth=3, gamma=gamma, C_W=2.0, activation="relu", input_kernel=1.0, samples=20000,
                                 seed=4, record_block=True)
     bc = M.block_correlators(s)
     xi = R.xi_from_correlators(gamma, bc["G_RR"][0], bc["G_Rz"][0], bc["G_zz"][0])
@@ -127,7 +127,7 @@ def test_xi_from_simulated_block():
 
 # --------------------------------------------------------------------------- recursion: float vs mpmath
 def test_vertex_trajectory_float_vs_mpmath():
-    tr = R.vertex_trajectory("tanh", gamma=0.5, depth=25, K1=1.0)
+    tr = R.vertex_trajectory("tanh", gamma=0.5, depth=25, input_kernel=1.0)
     mp_tr = vertex_trajectory_mp("tanh", 0.5, 25, dps=20)
     K_mp = np.array([float(k) for k, _ in mp_tr])
     V_mp = np.array([float(v) for _, v in mp_tr])
@@ -185,7 +185,7 @@ def test_tanh_four_point_vertex_vs_recursion():
     tr = R.vertex_trajectory("tanh", gamma=gamma, depth=depth)
     rel = {}
     for n, seed in ((32, 1), (128, 2)):
-        s = M.simulate_residual_mlp(n=n, depth=depth, gamma=gamma, C_W=tr["C_W"], activation="tanh", K1=1.0,
+        s = M.simulate_residual_mlp(width=n, depth=depth, gamma=gamma, C_W=tr["C_W"], activation="tanh", input_kernel=1.0,
                                     samples=20000, seed=seed)
         fp = M.four_point_vertex(s)
         sim, se, th = fp["V_over_nK2"][-1], fp["V_over_nK2_se"][-1], tr["V_over_K2"][-1] / n
@@ -214,7 +214,7 @@ def test_cross_theory_pdlt_vs_li_nica_roy():
 
     pdlt = float(R.nu(gamma, "relu")) * d / n + 2 / n
     lnr = L.theory(n, d, a, lam)
-    s = M.simulate_residual_mlp(n=n, depth=d + 1, gamma=gamma, C_W=2 * lam**2, activation="relu", K1=1.0,
+    s = M.simulate_residual_mlp(width=n, depth=d + 1, gamma=gamma, C_W=2 * lam**2, activation="relu", input_kernel=1.0,
                                 samples=30000, seed=12)
     ln = M.log_norm_moments(s)
     var, se = ln["var"][-1], ln["var_se"][-1]
@@ -222,8 +222,8 @@ def test_cross_theory_pdlt_vs_li_nica_roy():
     assert var - pdlt > 20 * se  # PDLT misses most of the variance of the vanilla residual ReLU MLP
     assert abs(var - lnr["var_G"]) < var - pdlt  # LNR's beta + c^2 I_total is much closer
     # the balanced network (fresh random activation signs) is what nu r + 2/n describes
-    b = M.g_moments(M.simulate_log_gaussian(n=n, d=d, alpha=a, lam=lam, balanced=True, samples=30000, seed=13))
+    b = M.g_moments(M.simulate_log_gaussian(width=n, depth=d, alpha=a, lam=lam, balanced=True, samples=30000, seed=13))
     assert abs(b["var_G"] - pdlt) < 4 * b["var_G_se"] + 2 * d / n**2
     # and the two engines simulate the same vanilla network: Var ln S2 = Var G
-    v = M.g_moments(M.simulate_log_gaussian(n=n, d=d, alpha=a, lam=lam, samples=30000, seed=14))
+    v = M.g_moments(M.simulate_log_gaussian(width=n, depth=d, alpha=a, lam=lam, samples=30000, seed=14))
     assert abs(v["var_G"] - var) < 4 * np.hypot(v["var_G_se"], se)
