@@ -57,7 +57,7 @@ def test_rho_star_scales_as_inverse_sqrt_depth():
 
 
 #: rho* = argmax_rho chi_out at the Fig. 4 parameters (k0 = 0.05, sigma_w^2 = 1.25, sigma_b^2 = 0.05; off-diagonal
-#: k0_offdiag = 0.03), pinned from the paper-independent route resprop.numeric.engine.mp_checks.rho_star_mp: bisection on the
+#: k0_offdiag = 0.03), pinned from the paper-independent route resprop.numeric.theories.fischer.mp_checks.rho_star_mp: bisection on the
 #: mpmath slope of the closed-form chi_out at 30 digits, e.g.
 #: ``rho_star_mp(0.05, 50, 1.25, 0.05, start=0.138, dps=30)`` (values shown to 15 digits).
 RHO_STAR_MP30 = {10: 0.326509160259975, 50: 0.138384538142605, 100: 0.0972191765354639, 200: 0.0685226948707319}

@@ -3,7 +3,7 @@ import mpmath as mp
 import pytest
 
 from resprop.numeric.theories.fischer import field_theory as F
-from resprop.numeric.engine.mp_checks import chi_out_mp, rho_star_mp
+from resprop.numeric.theories.fischer.mp_checks import chi_out_mp, rho_star_mp
 
 SETTINGS = [(0.05, 10, 0.3, 1.25, 0.05), (1.4, 20, 1.0, 1.2, 0.2), (0.2, 50, 0.15, 2.0, 0.0)]
 

@@ -15,7 +15,7 @@ from resprop.numeric.theories.lognormal import log_gaussian as L
 from resprop.numeric.engine import monte_carlo as M
 from resprop.numeric.theories.pdlt import residual_mlp as R
 from resprop.numeric.cli import main
-from resprop.numeric.engine.mp_checks import nu_from_iteration_mp, vertex_trajectory_mp
+from resprop.numeric.theories.pdlt.mp_checks import nu_from_iteration_mp, vertex_trajectory_mp
 from resprop.numeric.engine.validation import ParameterError
 
 
@@ -176,54 +176,4 @@ def test_bad_gamma_python():
 
 
 # --------------------------------------------------------------------------- theory vs simulation
-def test_tanh_four_point_vertex_vs_recursion():
-    """V/(n K^2) of residual tanh MLPs at criticality against the iterated B.26 (leading order in 1/n).
 
-    Allowance: the next order is a relative O(L/n) correction; we allow L/n relative.  The relative gap
-    must also shrink with n at fixed L (measured 7.6%, 3.7%, 2.4% at n = 32, 64, 128, L = 16)."""
-    gamma, depth = 0.5, 16
-    tr = R.vertex_trajectory("tanh", gamma=gamma, depth=depth)
-    rel = {}
-    for n, seed in ((32, 1), (128, 2)):
-        s = M.simulate_residual_mlp(width=n, depth=depth, gamma=gamma, C_W=tr["C_W"], activation="tanh", input_kernel=1.0,
-                                    samples=20000, seed=seed)
-        fp = M.four_point_vertex(s)
-        sim, se, th = fp["V_over_nK2"][-1], fp["V_over_nK2_se"][-1], tr["V_over_K2"][-1] / n
-        assert abs(sim - th) < 4 * se + depth / n * th
-        rel[n] = ((sim - th) / th, se / th)
-    assert rel[128][0] < rel[32][0]  # the gap closes as n grows (point estimates, fixed seeds)
-    # deep-layer slope of the recursion approaches nu(gamma) = 2/3 (1 - gamma^4) (B.35)
-    deep = R.vertex_trajectory("tanh", gamma=gamma, depth=3000)["V_over_K2"]
-    assert abs((deep[-1] - deep[-2]) - R.nu(gamma, "tanh")) < 2e-3
-
-
-def test_cross_theory_pdlt_vs_li_nica_roy():
-    """Residual ReLU MLP at criticality (gamma = alpha, C_W = 2 lam^2, lam^2 = 1 - gamma^2) is a vanilla
-    Li-Nica-Roy ResNet with d = L - 1.  PDLT's nu(gamma) r + 2/n equals LNR's beta exactly (symbolically
-    here) and so describes the *balanced* network; the vanilla network has the extra c^2 I_total of
-    interlayer correlations that PDLT's single-input B.26 does not contain.  Documented finding, pinned."""
-    gamma = 2**-0.5
-    n, d = 48, 48
-    a, lam = gamma, np.sqrt(1 - gamma**2)
-    # symbolic identity nu(gamma) d/n + 2/n = beta(alpha = gamma, lam^2 = 1 - gamma^2)
-    from resprop.derive.theories import lognormal as dlg
-    g = sp.Symbol("g", positive=True)
-    nu_relu = dr.nu_scale_invariant().subs({dr.a_plus: 1, dr.a_minus: 0, dr.gamma: g})
-    beta = dlg.beta_paper().subs({dlg.alpha: g, dlg.lam: sp.sqrt(1 - g**2)})
-    assert sp.simplify(nu_relu * dlg.d / dlg.n + 2 / dlg.n - beta) == 0
-
-    pdlt = float(R.nu(gamma, "relu")) * d / n + 2 / n
-    lnr = L.theory(n, d, a, lam)
-    s = M.simulate_residual_mlp(width=n, depth=d + 1, gamma=gamma, C_W=2 * lam**2, activation="relu", input_kernel=1.0,
-                                samples=30000, seed=12)
-    ln = M.log_norm_moments(s)
-    var, se = ln["var"][-1], ln["var_se"][-1]
-    assert np.isclose(pdlt, lnr["beta"])
-    assert var - pdlt > 20 * se  # PDLT misses most of the variance of the vanilla residual ReLU MLP
-    assert abs(var - lnr["var_G"]) < var - pdlt  # LNR's beta + c^2 I_total is much closer
-    # the balanced network (fresh random activation signs) is what nu r + 2/n describes
-    b = M.g_moments(M.simulate_log_gaussian(width=n, depth=d, alpha=a, lam=lam, balanced=True, samples=30000, seed=13))
-    assert abs(b["var_G"] - pdlt) < 4 * b["var_G_se"] + 2 * d / n**2
-    # and the two engines simulate the same vanilla network: Var ln S2 = Var G
-    v = M.g_moments(M.simulate_log_gaussian(width=n, depth=d, alpha=a, lam=lam, samples=30000, seed=14))
-    assert abs(v["var_G"] - var) < 4 * np.hypot(v["var_G_se"], se)

@@ -235,3 +235,4 @@ def make_figures(out: Path, *, quick: bool = False, seed: int = 0, data: dict | 
 
 
 make_pc_figures = make_figures
+FIGURE_NAMES = PC_FIGURE_NAMES

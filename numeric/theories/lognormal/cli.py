@@ -13,7 +13,7 @@ def cmd_j2bar(args) -> int:
     """J2-bar(theta) at --digits digits: derived closed form and 2-D quadrature of eq. (23), as decimal strings."""
     import mpmath as mp
 
-    from resprop.numeric.engine.mp_checks import j2bar_closed_mp, j2bar_quadrature_mp
+    from resprop.numeric.theories.lognormal.mp_checks import j2bar_closed_mp, j2bar_quadrature_mp
     from resprop.numeric.engine.validation import ParameterError
 
     digits = args.digits

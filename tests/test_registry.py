@@ -1,0 +1,116 @@
+"""The theory registry is the one list of theories: every declaration is consistent with what the theory adds,
+and no hand-typed list of theory names or per-theory if-chain remains in the engine."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from resprop import registry
+from resprop.numeric.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parent.parent
+SLUGS = ("fischer", "lognormal", "pdlt", "stable", "abcd")
+
+
+def test_builtin_slugs_in_report_order():
+    assert registry.slugs() == SLUGS
+
+
+def test_theories_json_lists_slug_title_citation_subcommands(capsys):
+    assert main(["theories", "--json"]) == 0
+    entries = json.loads(capsys.readouterr().out)
+    assert [e["slug"] for e in entries] == list(SLUGS)
+    for e in entries:
+        assert e["title"] and e["citation"] and e["subcommands"], e
+
+
+def test_theories_plain_lists_every_slug(capsys):
+    assert main(["theories"]) == 0
+    out = capsys.readouterr().out
+    assert all(re.search(rf"^{s}: ", out, re.M) for s in SLUGS)
+
+
+def test_declared_subcommands_are_the_ones_added():
+    sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    declared = [c for th in registry.theories().values() for c in th.subcommands]
+    assert len(declared) == len(set(declared))
+    assert set(declared) <= set(sub.choices)
+    engine = set(sub.choices) - set(declared)
+    assert engine == {"derive", "latex", "reproduce", "sweep", "figures", "theories"}, engine
+
+
+def test_generated_files_of_each_theory_exist_and_are_named_by_derivation():
+    gen = ROOT / "generated"
+    for th in registry.theories().values():
+        for rel in th.generated_files:
+            assert (gen / rel).is_file(), (th.slug, rel)
+    assert set(registry.derivations()) == {"gaussian", "fischer", "lognormal", "pdlt", "stable", "abcd",
+                                           "predictive_coding"}
+
+
+def test_each_theory_has_claims_figures_and_a_quickstart_page():
+    for th in registry.theories().values():
+        assert callable(th.load("claims")), th.slug
+        assert th.figures is None or callable(th.load("figures"))
+        assert (ROOT / th.docs).is_file(), th.docs
+
+
+def test_figure_names_start_with_the_slug():
+    import importlib
+
+    for th in registry.theories().values():
+        module = importlib.import_module(th.figures.partition(":")[0])
+        assert module.FIGURE_NAMES and all(n.startswith(th.slug + "_") for n in module.FIGURE_NAMES), th.slug
+
+
+def test_unknown_theory_is_a_value_error_naming_the_allowed_slugs(tmp_path, capsys):
+    with pytest.raises(ValueError, match="theory: unknown theory 'nosuch'; allowed: fischer, lognormal"):
+        registry.theory("nosuch")
+    with pytest.raises(ValueError, match="derivation: unknown derivation"):
+        registry.derivation("nosuch")
+    assert main(["figures", "--out", str(tmp_path / "f"), "--only", "nosuch"]) == 2
+    assert "only" in capsys.readouterr().err
+
+
+def test_bad_declarations_are_refused():
+    with pytest.raises(ValueError, match="slug"):
+        registry.Theory(slug="Bad Slug", title="t", citation="c", paper="p", citation_tex="c",
+                        derivations={"x": "m:f"})
+    with pytest.raises(ValueError, match="derivations"):
+        registry.Theory(slug="empty", title="t", citation="c", paper="p", citation_tex="c", derivations={})
+    clash = registry.Theory(slug="clash", title="t", citation="c", paper="p", citation_tex="c",
+                            derivations={"fischer": "m:f"})
+    with pytest.raises(ValueError, match="already belong"):
+        registry.register(clash)
+    assert "clash" not in registry.slugs()
+
+
+def _engine_sources():
+    for top in ("numeric", "derive"):
+        for path in (ROOT / top).rglob("*.py"):
+            if "theories" not in path.relative_to(ROOT).parts:
+                yield path
+
+
+def test_engine_imports_no_theory():
+    """The shared engine (everything outside */theories/) reaches theories only through the registry."""
+    offenders = []
+    for path in _engine_sources():
+        for line in path.read_text().splitlines():
+            if re.match(r"\s*(from|import)\s+resprop\.(numeric|derive)\.theories\b", line):
+                offenders.append(f"{path.relative_to(ROOT)}: {line.strip()}")
+    assert not offenders, offenders
+
+
+def test_no_hand_typed_theory_list_outside_the_registry():
+    """No tuple/list/set/dict of two or more slugs, and no `== "slug"` test, outside the theory packages."""
+    slug = "|".join(SLUGS)
+    listed = re.compile(rf"""["']({slug})["']\s*[,:]\s*["']({slug})["']""")
+    branch = re.compile(rf"""(==|!=|\bin)\s*\(?["']({slug})["']""")
+    offenders = []
+    for path in _engine_sources():
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if listed.search(line) or branch.search(line):
+                offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not offenders, offenders
