@@ -59,7 +59,8 @@ class Theory:
     with the slug).  ``cross_claims`` (optional) gives claims that compare this theory with others; they run
     when any of ``cross_with`` (or this theory) is reproduced.  ``figures_before_claims``: the claims read a file
     the figures write (``figures_dir``), so the report draws the figures first.  ``generated_shared`` lists generated files
-    outside its own derivations that its numbers depend on (for the report's freshness row).
+    outside its own derivations that its numbers depend on (for the report's freshness row).  ``sweep_kinds``
+    (optional) is a ``"module:KINDS"`` dict of the `resprop sweep` kinds it adds.
     """
 
     slug: str
@@ -77,6 +78,7 @@ class Theory:
     cross_with: tuple[str, ...] = ()
     generated_shared: tuple[str, ...] = ()
     figures_before_claims: bool = False
+    sweep_kinds: str | None = None
     steps: int = 1
     docs: str = ""
     extra: dict[str, Any] = field(default_factory=dict)

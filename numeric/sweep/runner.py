@@ -14,7 +14,7 @@ Spec (TOML, read with :mod:`tomllib`, or the same structure as a dict)::
     seed = 0                          # root seed (Monte Carlo kinds); default 0
     chunk = 4                         # grid points per task / part file; default max(1, points // 100)
 
-Parameters of each kind (a parameter goes in [grid] or [fixed], not both; see :data:`KINDS`):
+Parameters of each kind (a parameter goes in [grid] or [fixed], not both; see :func:`kinds`, declared by the theories):
 
 * ``rho_star`` -- :func:`resprop.numeric.theories.fischer.field_theory.rho_star` per grid point: depth, input_kernel,
   sigma_w2, sigma_b2 (required); input_kernel_offdiag, sigma_w2_out, sigma_b2_out (optional); activation (default erf).
@@ -70,10 +70,10 @@ from typing import Any
 import numpy as np
 
 from resprop.numeric.engine.output import OutputPathError, Publication
-from resprop.numeric.sweep.kinds import KINDS, _int_check, _output_names
+from resprop.numeric.sweep.kinds import _int_check, _output_names, kinds
 from resprop.numeric.engine.validation import ParameterError
 
-__all__ = ["KINDS", "run_sweep", "cli_sweep", "load_spec", "normalize_spec", "dumps_toml", "grid_points"]
+__all__ = ["kinds", "run_sweep", "cli_sweep", "load_spec", "normalize_spec", "dumps_toml", "grid_points"]
 
 log = logging.getLogger("resprop.numeric.sweep.runner")
 
@@ -137,10 +137,10 @@ def normalize_spec(raw: dict) -> Spec:
             raise ParameterError(str(key), f"unknown top-level key; allowed: {', '.join(SPEC_KEYS)}")
     kind_name = raw.get("kind")
     if kind_name is None:
-        raise ParameterError("kind", f"required; allowed: {', '.join(KINDS)}")
-    if not isinstance(kind_name, str) or kind_name not in KINDS:
-        raise ParameterError("kind", f"unknown value {kind_name!r}; allowed: {', '.join(KINDS)}")
-    kind = KINDS[kind_name]
+        raise ParameterError("kind", f"required; allowed: {', '.join(kinds())}")
+    if not isinstance(kind_name, str) or kind_name not in kinds():
+        raise ParameterError("kind", f"unknown value {kind_name!r}; allowed: {', '.join(kinds())}")
+    kind = kinds()[kind_name]
     grid_raw, fixed_raw, run_raw = raw.get("grid"), raw.get("fixed", {}), raw.get("run", {})
     for name, table in (("grid", grid_raw), ("fixed", fixed_raw), ("run", run_raw)):
         if table is not None and not isinstance(table, dict):
@@ -237,7 +237,7 @@ def compute_chunk(kind: str, points: list[dict], indices: list[int], root_seed: 
     A point whose computation refuses its values (a :class:`ParameterError` that only the computation can
     detect, e.g. chi_out overflowing float64) gives ``{"error": ...}`` instead of raising, so the worker logs no
     traceback and the parent reports it as one line naming the grid point."""
-    k = KINDS[kind]
+    k = kinds()[kind]
     rows = []
     for p, i in zip(points, indices):
         try:
@@ -393,7 +393,7 @@ def assemble(spec: Spec, chunks: dict[int, dict[str, np.ndarray]]):
     """The labelled Dataset of a finished sweep from its chunk results."""
     import xarray as xr
 
-    kind = KINDS[spec.kind]
+    kind = kinds()[spec.kind]
     dims = list(spec.grid)
     data_vars = {}
     for name in spec.outputs:

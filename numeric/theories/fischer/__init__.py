@@ -16,6 +16,7 @@ THEORY = Theory(
     claims="resprop.numeric.theories.fischer.claims:claims",
     figures="resprop.numeric.theories.fischer.figures:make_figures",
     generated_shared=('gaussian.py', 'latex/gaussian.tex', 'gauss_hermite.py', 'activation_erf.py', 'activation_tanh.py', 'activation_gelu.py'),
+    sweep_kinds="resprop.numeric.theories.fischer.sweep:KINDS",
     steps=5,
     docs="docs/quickstart/fischer.md",
 )

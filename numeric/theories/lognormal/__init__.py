@@ -17,6 +17,7 @@ THEORY = Theory(
     cross_claims="resprop.numeric.theories.lognormal.claims:cross_claims",
     cross_with=('pdlt',),
     figures="resprop.numeric.theories.lognormal.figures:make_figures",
+    sweep_kinds="resprop.numeric.theories.lognormal.sweep:KINDS",
     steps=8,
     docs="docs/quickstart/lognormal.md",
 )

@@ -16,6 +16,7 @@ THEORY = Theory(
     claims="resprop.numeric.theories.pdlt.claims:claims",
     figures="resprop.numeric.theories.pdlt.figures:make_figures",
     generated_shared=('gauss_hermite.py',),
+    sweep_kinds="resprop.numeric.theories.pdlt.sweep:KINDS",
     steps=7,
     docs="docs/quickstart/pdlt.md",
 )
