@@ -14,19 +14,21 @@ from resprop.derive.latex import export_latex
 from resprop.numeric.cli import main
 
 
-@pytest.fixture
-def example(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def example(tmp_path_factory):
     from example_theory import THEORY
 
     registry.register(THEORY)
-    # what `resprop derive` would write into generated/: render into tmp_path and import it from there
-    written = codegen.write_generated(target=tmp_path)
-    assert tmp_path / "linear.py" in written and tmp_path / "latex" / "linear.tex" in written
-    spec = importlib.util.spec_from_file_location("resprop.generated.linear", tmp_path / "linear.py")
+    # what `resprop derive` would write into generated/: render into a scratch tree and import it from there
+    target = tmp_path_factory.mktemp("generated")
+    written = codegen.write_generated(target=target)
+    assert target / "linear.py" in written and target / "latex" / "linear.tex" in written
+    spec = importlib.util.spec_from_file_location("resprop.generated.linear", target / "linear.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    monkeypatch.setitem(sys.modules, "resprop.generated.linear", module)
+    sys.modules["resprop.generated.linear"] = module
     yield THEORY
+    del sys.modules["resprop.generated.linear"]
     registry.unregister("linear")
 
 
@@ -59,7 +61,7 @@ def test_generated_kernel_matches_the_sympy_closed_form(example):
 
 
 def test_latex_export_writes_its_document(example, tmp_path):
-    paths = {p.stem: p for p in export_latex(tmp_path / "tex")}
+    paths = {p.stem: p for p in export_latex(tmp_path / "tex")}  # the real export, every registered derivation
     assert "linear" in paths and r"\rho" in paths["linear"].read_text() and r"K^{(\ell+1)}" in paths["linear"].read_text()
 
 
