@@ -3,9 +3,10 @@
 ``reproduce(out, theory)`` runs, per theory (fischer, lognormal, pdlt, stable, abcd):
 
 1. a freshness check of ``generated/`` (``resprop.derive.codegen.stale_files``): a stale file is a FAILS row;
-2. the theory's rows (:mod:`resprop.numeric.report.reproduce_rows`): the paper's value or claim, resprop's theory value,
-   Monte Carlo (or another independent route) with its standard error, and a verdict "agrees",
-   "documented disagreement" or "FAILS";
+2. the theory's claims (``CLAIMS`` in ``numeric/theories/<slug>/claims.py``, :class:`resprop.numeric.report.claims.Claim`,
+   run through the registry's ``claims`` entry): the paper's value or claim, resprop's theory value, Monte Carlo (or
+   another independent route) with its standard error, the tolerance rule, and a verdict "agrees", "documented
+   disagreement" or "FAILS" (tests/test_claims.py checks the same claim objects);
 3. its figures (the existing figure makers, quick settings with ``quick``) in DIR/figures/;
 4. its LaTeX documents (``resprop.derive.latex.export_latex``) in DIR/latex/, compiled to PDF when pdflatex exists;
 
@@ -76,6 +77,14 @@ def _error_row(what: str, exc: BaseException) -> dict:
                check="runs without an exception", note=tb[:300])
 
 
+def _declared_count(info) -> int:
+    """How many claims a theory declares (``CLAIMS`` of its claims module; one progress step each), 0 if unknown."""
+    try:
+        return len(getattr(registry.resolve(info.claims.partition(":")[0]), "CLAIMS", ()))
+    except Exception:  # an import error becomes the theory's FAILS row below
+        return 0
+
+
 # --------------------------------------------------------------------------- the run
 def _counts(rows: list[dict]) -> dict:
     return {"rows": len(rows), "agrees": sum(r["verdict"] == "agrees" for r in rows),
@@ -126,7 +135,7 @@ def _build(work: Path, theories: list[str], quick: bool, quiet: bool, check_gene
         info = registry.theory(th)
         t0 = time.time()
         rows, figures, docs = [], [], []
-        bar = tqdm(total=info.steps + 2, desc=th, disable=quiet, file=sys.stderr)
+        bar = tqdm(total=(_declared_count(info) or info.steps) + 2, desc=th, disable=quiet, file=sys.stderr)
         step = lambda: bar.update(1)  # noqa: E731
         if check_generated:
             rows.append(_fresh_row(th, stale, stale_error))

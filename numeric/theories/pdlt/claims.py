@@ -1,16 +1,17 @@
-"""Report claims of the pdlt theory: the paper's statement, resprop's value and an independent check.
+"""Report claims of the pdlt theory, declared once (:class:`resprop.numeric.report.claims.Claim`).
 
-``claims(quick, step, figures_dir=None)`` returns ``(rows, extra)``; ``step()`` advances a progress bar and
-``extra`` carries data for the figures.  Row fields: :mod:`resprop.numeric.report.claims`.
+``CLAIMS`` is the list the report renders and tests/test_claims.py checks; ``claims(quick, step, figures_dir=None)``
+returns ``(rows, extra)`` for the report driver.  Simulations shared by several claims are cached per ``quick``.
 """
 from __future__ import annotations
 
 import math
-from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
-from resprop.numeric.report.claims import A, mc, ref, row, size, within
+from resprop.numeric.report.claims import (Claim, Criterion, Evidence, Tolerance, evaluate_claims, mc, ref,
+                                           size)
 
 #: Monte Carlo sizes (quick, full)
 SIZES = {"pdlt_tanh": (20000, 60000), "pdlt_block": (20000, 60000)}
@@ -20,55 +21,79 @@ def _size(name: str, quick: bool) -> int:
     return size(SIZES, name, quick)
 
 
-def claims(quick: bool, step, figures_dir=None) -> tuple[list[dict], dict]:
+def _b26(ctx) -> Evidence:
     import sympy as sp
 
     from resprop.derive.theories import pdlt as dr
-    from resprop.numeric.engine import monte_carlo as M
-    from resprop.numeric.theories.pdlt import residual_mlp as R
-    from resprop.numeric.engine.mp_checks import nu_from_iteration_mp
 
-    rows = []
     k_next, v_next = dr.four_point_recursion_from_forward()
     ok = sp.simplify(v_next - dr.four_point_recursion_paper()) == 0 and sp.simplify(k_next - dr.kernel_recursion()) == 0
-    rows.append(row("four-point vertex recursion B.26 derived from the forward equation B.3", "B.26 as printed",
-                    "derived - printed = 0" if ok else "differs", ref("SymPy simplify", "symbolic"), passed=ok,
-                    check="SymPy: derived recursion minus the book's is identically 0 (also the kernel B.12)"))
-    step()
+    return Evidence("derived - printed = 0" if ok else "differs", ref("SymPy simplify", "symbolic"), holds=ok)
+
+
+def _nu_relu(ctx) -> Evidence:
+    from resprop.numeric.theories.pdlt.mp_checks import nu_from_iteration_mp
+    from resprop.numeric.theories.pdlt import residual_mlp as R
+
     relu = nu_from_iteration_mp("relu", 0.5, depth=4, dps=30)
     nu_relu = float(R.nu(0.5, "relu"))
-    rows.append(row("nu(gamma = 1/2), ReLU (B.29)", "(1 - g^2)(5(1 - g^2) + 4 g^2) = 3.5625", nu_relu,
-                    ref(float(relu["nu"]), "B.26 iterated in mpmath, 30 digits"),
-                    passed=abs(float(relu["nu"]) - nu_relu) < 1e-25 and abs(nu_relu - 3.5625) < 1e-14,
-                    check="|mpmath - closed form| < 1e-25"))
+    return Evidence(nu_relu, ref(float(relu["nu"]), "B.26 iterated in mpmath, 30 digits"),
+                    holds=abs(float(relu["nu"]) - nu_relu) < 1e-25 and abs(nu_relu - 3.5625) < 1e-14)
+
+
+def _nu_tanh(ctx) -> Evidence:
+    from resprop.numeric.theories.pdlt import residual_mlp as R
+
     deep = R.vertex_trajectory("tanh", gamma=0.5, depth=3000)["V_over_K2"]
     slope = float(deep[-1] - deep[-2])
     nu_t = float(R.nu(0.5, "tanh"))
-    rows.append(row("nu(gamma = 1/2), tanh (B.35)", "2/3 (1 - g^4) = 0.625", nu_t,
-                    ref(slope, "slope of iterated V/K^2 at layer 3000 (Gauss-Legendre expectations)"),
-                    passed=abs(slope - nu_t) < 2e-3 and abs(nu_t - 0.625) < 1e-14, check="|slope - nu| < 2e-3"))
-    step()
-    gamma, depth = 0.5, 16
-    tr = R.vertex_trajectory("tanh", gamma=gamma, depth=depth)
+    return Evidence(nu_t, ref(slope, "slope of iterated V/K^2 at layer 3000 (Gauss-Legendre expectations)"),
+                    holds=abs(slope - nu_t) < 2e-3 and abs(nu_t - 0.625) < 1e-14)
+
+
+GAMMA, DEPTH = 0.5, 16
+WIDTHS = ((32, 1), (64, 2), (128, 3))
+
+
+@lru_cache(maxsize=None)
+def _vertex(quick: bool, n: int, seed: int) -> tuple[float, float, float, int]:
+    """(MC V/(nK^2), its SE, theory, samples) at layer DEPTH, residual tanh MLP of width n."""
+    from resprop.numeric.engine import monte_carlo as M
+    from resprop.numeric.theories.pdlt import residual_mlp as R
+
+    tr = R.vertex_trajectory("tanh", gamma=GAMMA, depth=DEPTH)
     ns = _size("pdlt_tanh", quick)
+    s = M.simulate_residual_mlp(width=n, depth=DEPTH, gamma=GAMMA, C_W=tr["C_W"], activation="tanh",
+                                input_kernel=1.0, samples=ns, seed=seed)
+    fp = M.four_point_vertex(s)
+    return float(fp["V_over_nK2"][-1]), float(fp["V_over_nK2_se"][-1]), float(tr["V_over_K2"][-1] / n), ns
+
+
+def _vertex_claim(n: int, seed: int):
+    def compute(ctx) -> Evidence:
+        sim, se, th, ns = _vertex(ctx.quick, n, seed)
+        return Evidence(th, mc(sim, se, f"{ns} networks, seed {seed}"), compare=(sim, se, th, DEPTH / n * th),
+                        note=f"relative gap {100 * (sim - th) / th:.1f}%")
+    return compute
+
+
+def _gap_closes(ctx) -> Evidence:
+    from resprop.numeric.theories.pdlt import residual_mlp as R
+
     rel = {}
-    for n, seed in ((32, 1), (64, 2), (128, 3)):
-        s = M.simulate_residual_mlp(n=n, depth=depth, gamma=gamma, C_W=tr["C_W"], activation="tanh", K1=1.0,
-                                    samples=ns, seed=seed)
-        fp = M.four_point_vertex(s)
-        sim, se, th = float(fp["V_over_nK2"][-1]), float(fp["V_over_nK2_se"][-1]), float(tr["V_over_K2"][-1] / n)
+    for n, seed in WIDTHS:
+        sim, _, th, _ = _vertex(ctx.quick, n, seed)
         rel[n] = (sim - th) / th
-        rows.append(row(f"V/(n K^2) at layer {depth}, residual tanh MLP, n = {n}, gamma = 1/2",
-                        "iterated B.26 (leading order in 1/n)", th, mc(sim, se, f"{ns} networks, seed {seed}"),
-                        passed=within(sim, se, th, depth / n * th),
-                        check="|MC - theory| <= 4 SE + (L/n) x theory (next order is relative O(L/n))",
-                        note=f"relative gap {100 * rel[n]:.1f}%"))
-        step()
-    rows.append(row("relative gap of V/(n K^2) closes with width (n = 32 -> 128)", "O(1/n) corrections",
-                    {f"n = {k}": v for k, v in rel.items()}, None, passed=rel[128] < rel[32],
-                    check="gap at n = 128 below gap at n = 32 (fixed seeds)",
-                    note=f"at L = {depth} the recursion is not yet deep: V/K^2 = {tr['V_over_K2'][-1]:.2f} vs "
-                         f"nu L = {nu_t * depth:.2f}"))
+    tr = R.vertex_trajectory("tanh", gamma=GAMMA, depth=DEPTH)
+    nu_t = float(R.nu(GAMMA, "tanh"))
+    return Evidence({f"n = {k}": v for k, v in rel.items()}, None, holds=rel[128] < rel[32],
+                    note=f"at L = {DEPTH} the recursion is not yet deep: V/K^2 = {tr['V_over_K2'][-1]:.2f} vs "
+                         f"nu L = {nu_t * DEPTH:.2f}")
+
+
+def _footnote8(ctx) -> Evidence:
+    from resprop.numeric.theories.pdlt import residual_mlp as R
+
     worst = 0.0
     for act in ("relu", "linear", "leaky_relu:0.3", "tanh"):
         gg = np.array([0.05, 0.3, 0.6, 0.9, 0.99])
@@ -76,15 +101,18 @@ def claims(quick: bool, step, figures_dir=None) -> tuple[list[dict], dict]:
     r = 1e5
     fr = float((1 - R.gamma_star(r, "relu", 1) ** 2) * r)
     ft = float((1 - R.gamma_star(r, "tanh", 1) ** 2) * r)
-    rows.append(row("footnote 8: (1 - gamma*^2) r at r = 1e5, n_L = 1", "1/23 (scale-invariant), 3/23 (K* = 0)",
-                    {"relu": fr, "tanh": ft}, ref(worst, "max relative error of gamma*(r*(gamma)) - gamma"),
-                    passed=abs(fr * 23 - 1) < 1e-3 and abs(ft * 23 / 3 - 1) < 1e-3 and worst < 1e-9,
-                    check="asymptotes within 0.1%; gamma*(r) inverts r*(gamma) to 1e-9"))
-    step()
+    return Evidence({"relu": fr, "tanh": ft}, ref(worst, "max relative error of gamma*(r*(gamma)) - gamma"),
+                    holds=abs(fr * 23 - 1) < 1e-3 and abs(ft * 23 / 3 - 1) < 1e-3 and worst < 1e-9)
+
+
+def _xi(ctx) -> Evidence:
+    from resprop.numeric.engine import monte_carlo as M
+    from resprop.numeric.theories.pdlt import residual_mlp as R
+
     g6 = 0.6
-    nb = _size("pdlt_block", quick)
-    s = M.simulate_residual_mlp(n=64, depth=3, gamma=g6, C_W=2.0, activation="relu", K1=1.0, samples=nb, seed=4,
-                                record_block=True)
+    nb = _size("pdlt_block", ctx.quick)
+    s = M.simulate_residual_mlp(width=64, depth=3, gamma=g6, C_W=2.0, activation="relu", input_kernel=1.0,
+                                samples=nb, seed=4, record_block=True)
     bc = M.block_correlators(s)
     vals = np.array([bc["G_RR"][0], bc["G_Rz"][0], bc["G_zz"][0]])
     xi = float(R.xi_from_correlators(g6, *vals))
@@ -92,9 +120,31 @@ def claims(quick: bool, step, figures_dir=None) -> tuple[list[dict], dict]:
     dxi = [(float(R.xi_from_correlators(g6, *(vals + hh * np.eye(3)[i]))) - xi) / hh for i in range(3)]
     se = math.sqrt(sum((dx * bc[k + "_se"][0]) ** 2 for dx, k in zip(dxi, ("G_RR", "G_Rz", "G_zz"))))
     target = math.sqrt(1 - g6**2)
-    rows.append(row("residual weight xi (B.45) from simulated block correlators, ReLU, gamma = 0.6",
-                    "xi preserves the two-point correlator", target,
-                    mc(xi, se, f"{nb} networks, n = 64, seed 4; SE propagated from the correlators"),
-                    passed=within(xi, se, target), check="|MC - sqrt(1 - gamma^2)| <= 4 SE"))
-    step()
-    return rows, {}
+    return Evidence(target, mc(xi, se, f"{nb} networks, n = 64, seed 4; SE propagated from the correlators"),
+                    compare=(xi, se, target, 0.0))
+
+
+CLAIMS = [
+    Claim("pdlt", "b26-derived", "four-point vertex recursion B.26 derived from the forward equation B.3",
+          "B.26 as printed",
+          Criterion("SymPy: derived recursion minus the book's is identically 0 (also the kernel B.12)"), _b26),
+    Claim("pdlt", "nu-relu", "nu(gamma = 1/2), ReLU (B.29)", "(1 - g^2)(5(1 - g^2) + 4 g^2) = 3.5625",
+          Criterion("|mpmath - closed form| < 1e-25"), _nu_relu),
+    Claim("pdlt", "nu-tanh", "nu(gamma = 1/2), tanh (B.35)", "2/3 (1 - g^4) = 0.625",
+          Criterion("|slope - nu| < 2e-3"), _nu_tanh),
+    *[Claim("pdlt", f"vertex-n{n}", f"V/(n K^2) at layer {DEPTH}, residual tanh MLP, n = {n}, gamma = 1/2",
+            "iterated B.26 (leading order in 1/n)",
+            Tolerance(allowance="(L/n) x theory", why="next order is relative O(L/n)"), _vertex_claim(n, seed))
+      for n, seed in WIDTHS],
+    Claim("pdlt", "vertex-gap-closes", "relative gap of V/(n K^2) closes with width (n = 32 -> 128)",
+          "O(1/n) corrections", Criterion("gap at n = 128 below gap at n = 32 (fixed seeds)"), _gap_closes),
+    Claim("pdlt", "footnote8", "footnote 8: (1 - gamma*^2) r at r = 1e5, n_L = 1",
+          "1/23 (scale-invariant), 3/23 (K* = 0)",
+          Criterion("asymptotes within 0.1%; gamma*(r) inverts r*(gamma) to 1e-9"), _footnote8),
+    Claim("pdlt", "xi-block", "residual weight xi (B.45) from simulated block correlators, ReLU, gamma = 0.6",
+          "xi preserves the two-point correlator", Tolerance(lhs="|MC - sqrt(1 - gamma^2)|"), _xi),
+]
+
+
+def claims(quick: bool, step, figures_dir=None) -> tuple[list[dict], dict]:
+    return evaluate_claims(CLAIMS, quick, step, figures_dir), {}
