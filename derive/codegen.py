@@ -14,24 +14,32 @@ import difflib
 import functools
 import math
 import re
-from importlib import resources
 from pathlib import Path
 
-import jinja2
 import sympy as sp
 from sympy.printing.numpy import SciPyPrinter
 
-from resprop.derive import activations
 from resprop import registry
+from resprop.derive import activations
+from resprop.derive.results import COVARIANCE_RTOL, Derivation, Result
+from resprop.derive.templating import (  # noqa: F401
+    _HASH_LINE,
+    HEADER,
+    content_hash,
+    environment,
+    md_cell,
+    md_text,
+    recorded_hash_problem,
+    render,
+    template_loader,
+    template_source,
+    tex_escape,
+)
+
+_render = render
 
 #: Activations that get a generated Gauss--Hermite module.
 GENERATED_ACTIVATIONS = ("erf", "tanh", "gelu")
-from resprop.derive.results import COVARIANCE_RTOL, Derivation, Result
-from resprop.derive.templating import (HEADER, _HASH_LINE, content_hash, environment, md_cell, md_text,  # noqa: F401
-                                       recorded_hash_problem, render, tex_escape, template_loader,
-                                       template_source)
-
-_render = render
 
 PANELS_1D = 600
 HALF_WIDTH_1D = 9.0
@@ -58,15 +66,15 @@ class KernelPrinter(SciPyPrinter):
     def _print_asin(self, expr):
         # |argument| <= 1 holds mathematically (Cauchy-Schwarz); clip the last-ulp round-off
         # that appears when the correlation of two inputs approaches 1 at large depth.
-        return "numpy.arcsin(numpy.clip({}, -1.0, 1.0))".format(self._print(expr.args[0]))
+        return f"numpy.arcsin(numpy.clip({self._print(expr.args[0])}, -1.0, 1.0))"
 
     def _print_acos(self, expr):
-        return "numpy.arccos(numpy.clip({}, -1.0, 1.0))".format(self._print(expr.args[0]))
+        return f"numpy.arccos(numpy.clip({self._print(expr.args[0])}, -1.0, 1.0))"
 
     def _print_Pow(self, expr, rational=False):
         base, exp = expr.args
         if self._correlation & base.free_symbols and exp.is_Rational and not exp.is_Integer:
-            clipped = "numpy.maximum({}, 0.0)".format(self._print(base))
+            clipped = f"numpy.maximum({self._print(base)}, 0.0)"
             if exp == sp.S.Half:
                 return f"numpy.sqrt({clipped})"
             if exp == -sp.S.Half:
@@ -83,9 +91,9 @@ class KernelPrinter(SciPyPrinter):
     def _print_log(self, expr):
         arg = expr.args[0]
         if isinstance(arg, sp.gamma):
-            return "scipy.special.gammaln({})".format(self._print(arg.args[0]))
+            return f"scipy.special.gammaln({self._print(arg.args[0])})"
         if arg.is_Add and sp.S.One in arg.args:                    # log(1 + x) = log1p(x), exact for small x
-            return "numpy.log1p({})".format(self._print(arg - 1))
+            return f"numpy.log1p({self._print(arg - 1)})"
         return super()._print_log(expr)
 
     def _print_Add(self, expr, order=None):
@@ -93,9 +101,9 @@ class KernelPrinter(SciPyPrinter):
             const = sp.S.One if sp.S.One in expr.args else sp.S.NegativeOne
             (other,) = [a for a in expr.args if a != const]
             if const == 1 and isinstance(-other, sp.exp):          # 1 - exp(u) = -expm1(u)
-                return "(-numpy.expm1({}))".format(self._print((-other).args[0]))
+                return f"(-numpy.expm1({self._print((-other).args[0])}))"
             if const == -1 and isinstance(other, sp.exp):          # exp(u) - 1 = expm1(u)
-                return "numpy.expm1({})".format(self._print(other.args[0]))
+                return f"numpy.expm1({self._print(other.args[0])})"
         return super()._print_Add(expr, order=order)
 
     def _print_Max(self, expr):  # elementwise, so the kernels broadcast
@@ -160,21 +168,30 @@ def function_spec(result: Result) -> dict:
     }
 
 
+def scipy_imports(*codes: str) -> list[str]:
+    """The SciPy submodules (``scipy.special``, ``scipy.constants``) that printed code uses, sorted: a generated
+    module imports exactly these (no unused import, none missing)."""
+    return sorted({m.group(1) for code in codes for m in re.finditer(r"\b(scipy\.[a-z_]+)\.", code)})
+
+
 def render_theory_module(d: Derivation, derivation_path: str) -> str:
-    return _render("numpy_module.py.j2", functions=[function_spec(r) for r in d.results],
+    functions = [function_spec(r) for r in d.results]
+    return _render("numpy_module.py.j2", functions=functions,
+                   scipy_imports=scipy_imports(*(f["code"] for f in functions)),
                    derivation_path=derivation_path, title=d.title, paper=d.paper, covariance_rtol=COVARIANCE_RTOL)
 
 
 def render_domain_module() -> str:
-    return _render("domain_module.py.j2", covariance_rtol=repr(COVARIANCE_RTOL))
+    return _render("domain_module.py.j2")
 
 
 def render_activation_module(name: str, expr: sp.Expr | None = None) -> str:
     if expr is None:
         expr = activations.activation_expr(name)
     phi, dphi, ddphi = activations.derivatives(expr)
+    codes = {"phi": print_numpy(phi), "dphi": print_numpy(dphi), "ddphi": print_numpy(ddphi)}
     return _render("activation_module.py.j2", name=name, expr=str(expr), dexpr=str(dphi), ddexpr=str(ddphi),
-                   phi=print_numpy(phi), dphi=print_numpy(dphi), ddphi=print_numpy(ddphi))
+                   scipy_imports=scipy_imports(*codes.values()), **codes)
 
 
 def render_gauss_hermite_module() -> str:

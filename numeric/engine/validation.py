@@ -1,6 +1,19 @@
-"""Input validation at the public boundary: every error names the parameter and the allowed range."""
+"""Input validation at the public boundary: every error names the parameter and the allowed range.
+
+This is the one validation layer of resprop.  The generated kernels' domain checks (``generated/_domain.py`` is
+a re-export of :func:`as_float`, :func:`interval`, :func:`covariance`, :func:`constraint` and
+:func:`kernel_result`), the drivers' checks (:func:`positive`, :func:`integer`, ...) and the check of a value
+against a declared parameter (:func:`check`, used by ``Parameter.validate`` and the CLI's
+``add_parameter_option``) all live here and raise :class:`ParameterError`.  The domain strings of the
+declarations (``"(0, inf)"``, ``"[0, 1)"``, ``"real"``, ``"|K_ab| <= sqrt(K_aa K_bb)"``) are parsed by
+:func:`parse_domain` (re-exported by ``resprop.derive.results``).
+"""
 from __future__ import annotations
 
+import math
+import numbers
+import re
+from dataclasses import dataclass
 from typing import Iterable
 
 import numpy as np
@@ -161,3 +174,225 @@ def choice(name: str, value: str, allowed: Iterable[str]) -> str:
 def _show(arr: np.ndarray) -> str:
     flat = np.ravel(arr)
     return ", ".join(f"{v:g}" for v in flat[:4]) + (" ..." if flat.size > 4 else "")
+
+
+
+# ---------------------------------------------------------------------------
+# Domains: the interval strings of the parameter declarations
+# ---------------------------------------------------------------------------
+
+_BOUND = {"inf": math.inf, "-inf": -math.inf, "pi": math.pi, "-pi": -math.pi}
+_INTERVAL = re.compile(r"^([\[(])\s*([^,\s]+)\s*,\s*([^,\s]+)\s*([\])])$")
+_COVARIANCE = re.compile(r"^\|(\w+)\| <= sqrt\((\w+) (\w+)\)$")
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A parsed domain: an interval (``lo``, ``hi`` with closed flags) or the covariance constraint
+    ``|x| <= sqrt(var_a var_b)`` on the named variances (``kind == "covariance"``)."""
+
+    text: str
+    kind: str = "interval"
+    lo: float = -math.inf
+    hi: float = math.inf
+    lo_closed: bool = False
+    hi_closed: bool = False
+    var_a: str = ""
+    var_b: str = ""
+
+    @property
+    def correlation_type(self) -> bool:
+        """A correlation or covariance: 1 - rho^2 (or K_aa K_bb - K_ab^2) may reach 0 on the boundary."""
+        return self.kind == "covariance" or (self.lo, self.hi) == (-1.0, 1.0)
+
+    def contains(self, x: float) -> bool:
+        """x lies in the interval (a covariance domain contains every real: it needs the variances)."""
+        if self.kind != "interval":
+            return True
+        return (x >= self.lo if self.lo_closed else x > self.lo) and (x <= self.hi if self.hi_closed else x < self.hi)
+
+
+def _bound(token: str, text: str) -> float:
+    if token in _BOUND:
+        return _BOUND[token]
+    try:
+        return float(int(token)) if re.fullmatch(r"-?\d+", token) else float(token)
+    except ValueError:
+        raise ValueError(f"unparseable domain {text!r}: bound {token!r} is not a number, inf or pi") from None
+
+
+def parse_domain(text: str) -> Domain:
+    """'real', '[a, b]', '(a, b)', '[a, b)', '(a, b]' (a, b numbers, +-inf or +-pi) or '|x| <= sqrt(a b)'."""
+    if text == "real":
+        return Domain(text)
+    m = _INTERVAL.match(text)
+    if m:
+        lo, hi = _bound(m.group(2), text), _bound(m.group(3), text)
+        lo_closed, hi_closed = m.group(1) == "[", m.group(4) == "]"
+        if not lo < hi or (lo_closed and math.isinf(lo)) or (hi_closed and math.isinf(hi)):
+            raise ValueError(f"unparseable domain {text!r}: need lo < hi and open infinite ends")
+        return Domain(text, "interval", lo, hi, lo_closed, hi_closed)
+    m = _COVARIANCE.match(text)
+    if m:
+        return Domain(text, "covariance", var_a=m.group(2), var_b=m.group(3))
+    raise ValueError(f"unparseable domain {text!r}; expected 'real', an interval such as '[0, inf)' "
+                     "or '|K_ab| <= sqrt(K_aa K_bb)'")
+
+
+# ---------------------------------------------------------------------------
+# Domain checks of the generated kernels (generated/_domain.py re-exports these)
+# ---------------------------------------------------------------------------
+
+#: relative round-off tolerated on |K_ab| <= sqrt(K_aa K_bb) before it is an error; K_ab is then clipped
+COVARIANCE_RTOL = 1e-12
+
+
+def _show_exact(values) -> str:
+    flat = np.ravel(values)
+    text = ", ".join(repr(float(v)) for v in flat[:4])
+    return text + (" ..." if flat.size > 4 else "")
+
+
+def as_float(name, value, domain):
+    """``value`` as a float64 array: numeric, not NaN, not infinite."""
+    raw = value if isinstance(value, np.ndarray) else np.asarray(value)
+    if raw.dtype.kind not in "biuf" and not (raw.dtype.kind == "O" and raw.size and all(
+            isinstance(v, (int, float, np.integer, np.floating)) for v in raw.ravel())):
+        raise ParameterError(name, f"must be a real number (or an array of them) in {domain}, got {value!r:.60}")
+    try:
+        arr = raw.astype(np.float64, copy=False)
+    except (TypeError, ValueError, OverflowError):
+        raise ParameterError(name, f"must be a real number in {domain}, got {value!r:.60}") from None
+    if not np.isfinite(arr).all():
+        bad = arr[~np.isfinite(arr)]
+        raise ParameterError(name, f"must be a finite number in {domain}, got {_show_exact(bad)}")
+    return arr
+
+
+def interval(name, value, lo, hi, lo_closed, hi_closed, domain):
+    """float64 array of ``value`` in the interval (lo, hi) with the given closed ends."""
+    arr = as_float(name, value, domain)
+    ok = (arr >= lo if lo_closed else arr > lo) & (arr <= hi if hi_closed else arr < hi)
+    if not ok.all():
+        raise ParameterError(name, f"must lie in {domain}, got {_show_exact(arr[~ok])}")
+    return arr
+
+
+def covariance(name, value, var_a, var_b, domain):
+    """float64 array of ``value`` with |value| <= sqrt(var_a var_b) up to a relative round-off of
+    COVARIANCE_RTOL, clipped into [-sqrt(var_a var_b), sqrt(var_a var_b)]."""
+    arr = as_float(name, value, domain)
+    bound = np.sqrt(var_a) * np.sqrt(var_b)
+    ok = np.abs(arr) <= bound * (1.0 + COVARIANCE_RTOL)
+    if not ok.all():
+        bad = np.broadcast_to(arr, ok.shape)[~ok]
+        raise ParameterError(name, f"must satisfy {domain} (relative round-off {COVARIANCE_RTOL:g} allowed), "
+                                   f"got {_show_exact(bad)}")
+    return np.clip(arr, -bound, bound)
+
+
+def constraint(ok, names, text):
+    """A compound condition on several inputs (e.g. alpha^2 + lam^2 > 0)."""
+    if not np.all(ok):
+        raise ParameterError(names, f"must satisfy {text}")
+
+
+def kernel_result(function, names, value):
+    """The kernel's value; inf or NaN from finite in-domain input is a float64 overflow of ``function``."""
+    if not np.isfinite(value).all():
+        raise ParameterError(names, f"{function} is not finite in float64 for these values (overflow); "
+                                    "use values of moderate size")
+    return value[()] if isinstance(value, np.ndarray) and value.ndim == 0 else value
+
+
+# ---------------------------------------------------------------------------
+# A value against a declared parameter (resprop.derive.symbols.Parameter, or anything with name and domain)
+# ---------------------------------------------------------------------------
+
+#: integers beyond this are not exact in float64 (an integer parameter given as a float must stay below it)
+MAX_EXACT_FLOAT_INT = 2**53
+_INT64 = np.iinfo(np.int64)
+
+
+def _is_bool(value) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return True
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind == "b" or (value.dtype.kind == "O" and any(
+            isinstance(v, (bool, np.bool_)) for v in value.ravel()))
+    if isinstance(value, (list, tuple)):
+        try:
+            return any(isinstance(v, (bool, np.bool_)) for v in np.asarray(value, dtype=object).ravel())
+        except (TypeError, ValueError):
+            return False
+    return False
+
+
+def describe(parameter) -> str:
+    """'a real number in <domain>' or 'an integer in <domain>': what a declared parameter accepts."""
+    return f"{'an integer' if getattr(parameter, 'integer', False) else 'a real number'} in {parameter.domain}"
+
+
+def check(parameter, value, name: str | None = None):
+    """``value`` checked against the declaration ``parameter`` (its ``domain`` string and ``integer`` flag).
+
+    Refused with a :class:`ParameterError` naming ``name`` (default ``parameter.name``) and the allowed range:
+    None, strings and other non-numeric values, booleans (True is not 1), complex numbers, empty arrays, NaN,
+    inf, values outside the domain (closed and open ends exact) and, for an integer parameter, non-integral
+    values, integers beyond int64 and integers given as floats beyond 2^53 (not exact in float64).  The
+    messages have the kernels' form, e.g. ``gamma: must lie in [0, 1), got 1.0``.
+
+    Returns a Python float (int for an integer parameter) for a scalar, else a float64 (int64) array.  A
+    covariance domain (``|K_ab| <= sqrt(K_aa K_bb)``) needs the variances: only finiteness is checked here.
+    """
+    name = parameter.name if name is None else name
+    domain = parse_domain(parameter.domain)
+    integer = bool(getattr(parameter, "integer", False))
+    if value is None or _is_bool(value) or np.iscomplexobj(value) or isinstance(value, (str, bytes)):
+        raise ParameterError(name, f"must be {describe(parameter)}, got {_brief(value)}")
+    raw = None if isinstance(value, numbers.Number) else value if isinstance(value, np.ndarray) else np.asarray(value)
+    if raw is not None and raw.size == 0:
+        raise ParameterError(name, f"must not be empty ({describe(parameter)}), got shape {raw.shape}")
+    if integer:
+        ints = _integers(name, value, raw, domain.text)
+        if ints is not None:
+            ok = np.vectorize(domain.contains, otypes=[bool])(ints.astype(np.float64))
+            if not np.all(ok):
+                bad = np.ravel(ints[~ok])
+                raise ParameterError(name, f"must lie in {domain.text}, got "
+                                           + ", ".join(str(int(v)) for v in bad[:4]) + (" ..." if bad.size > 4 else ""))
+            return int(ints) if ints.ndim == 0 else ints
+    if domain.kind == "interval":
+        arr = interval(name, value, domain.lo, domain.hi, domain.lo_closed, domain.hi_closed, domain.text)
+    else:
+        arr = as_float(name, value, domain.text)
+    if integer:  # given as floats: integral and exact in float64
+        frac = arr != np.round(arr)
+        if frac.any():
+            raise ParameterError(name, f"must be an integer in {domain.text}, got {_show_exact(arr[frac])}")
+        big = np.abs(arr) > MAX_EXACT_FLOAT_INT
+        if big.any():
+            raise ParameterError(name, f"must be an integer in {domain.text} given exactly (an int, or a float "
+                                       f"<= 2^53), got {_show_exact(arr[big])}")
+        out = arr.astype(np.int64)
+        return int(out) if out.ndim == 0 else out
+    return float(arr) if arr.ndim == 0 else arr
+
+
+def _integers(name, value, raw, domain):
+    """An int64 array when ``value`` is given as integers (Python ints, NumPy integers, integer arrays or
+    lists of ints), None when it is given otherwise (floats: checked as floats); refuses ints beyond int64."""
+    if isinstance(value, numbers.Integral):
+        items = [int(value)]
+    elif raw is not None and raw.dtype.kind in "iu":
+        if raw.dtype.kind == "u" and raw.size and int(raw.max()) > _INT64.max:
+            raise ParameterError(name, f"must be an integer in {domain} within int64 (|n| < 2^63), got {int(raw.max())}")
+        return raw.astype(np.int64)
+    elif raw is not None and raw.dtype.kind == "O" and all(isinstance(v, numbers.Integral) for v in raw.ravel()):
+        items = [int(v) for v in raw.ravel()]
+    else:
+        return None
+    big = [v for v in items if not _INT64.min <= v <= _INT64.max]
+    if big:
+        raise ParameterError(name, f"must be an integer in {domain} within int64 (|n| < 2^63), got {_brief(big[0])}")
+    return np.asarray(value if raw is None else raw, dtype=np.int64)
