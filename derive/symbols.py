@@ -4,7 +4,9 @@ A theory module declares each of its inputs with :class:`Parameter`; the declara
 symbol (assumptions from the domain), the :class:`~derive.results.Input` of every result that uses it
 (domain and one-line meaning, which the generated kernels validate and document), and the LaTeX the
 export prints for it.  ``Derivation.symbols`` maps each symbol of a theory to its declaration, so the
-LaTeX printer and later the docs and hypothesis strategies need no theory-specific table.
+LaTeX printer, the docs (``docs/reference/parameters.md``), the hypothesis strategies (``tests/strategies.py``),
+the drivers' checks (:meth:`Parameter.validate`) and the CLI options (``resprop.numeric.cli_support.
+add_parameter_option``) need no theory-specific table.
 
 LaTeX conventions: a per-layer quantity declares the layer it is read at (``layer``, e.g. ``\\ell`` or
 ``\\ell-1``) and prints with that layer as a superscript, ``K^{(\\ell)}``; a Gaussian expectation is
@@ -94,6 +96,22 @@ class Parameter:
 
     def input(self) -> Input:
         return Input(self.symbol, self.domain, self.meaning)
+
+    def validate(self, value, name: str | None = None):
+        """``value`` checked against this declaration by the one validation layer
+        (:func:`resprop.numeric.engine.validation.check`): a ParameterError naming ``name`` (default this
+        parameter's name) and the domain for NaN, inf, booleans, non-numeric, out-of-domain values and, for an
+        integer parameter, non-integers and int64 overflow.  Returns a float (int) or a float64 (int64) array."""
+        from resprop.numeric.engine.validation import check
+
+        return check(self, value, name)
+
+    def describe(self) -> str:
+        """One line for help texts and docs: meaning, allowed range and convention."""
+        from resprop.numeric.engine.validation import describe
+
+        text = f"{self.meaning}; {describe(self)}"
+        return f"{text} ({self.convention})" if self.convention else text
 
 
 def by_symbol(params: Iterable[Parameter]) -> dict[sp.Symbol, Parameter]:
