@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any, Callable
+from typing import Any
 
 #: the built-in theories, in report order (one line per theory: the "registry entry")
 BUILTIN = (
@@ -54,11 +55,14 @@ class Theory:
     ``derivations`` maps each derivation name (the stem of ``generated/<name>.py`` and ``latex/<name>.tex``) to
     the ``"module:function"`` returning its :class:`resprop.derive.results.Derivation`.  ``cli`` is a
     ``"module:function"`` called with argparse's sub-parsers object to add ``subcommands``.  ``claims`` is a
-    ``"module:function"`` ``(quick, step) -> (claims, extra)`` giving the report's claims; ``figures`` a
+    ``"module:function"`` ``(quick, step, figures_dir=None) -> (rows, extra)`` whose module declares the theory's
+    claims once as ``CLAIMS`` (:class:`resprop.numeric.report.claims.Claim`; the report and tests/test_claims.py
+    both evaluate them); ``figures`` a
     ``"module:function"`` ``(out_dir, quick=..., seed=...) -> [paths]`` drawing the theory's PNGs (names start
     with the slug).  ``cross_claims`` (optional) gives claims that compare this theory with others; they run
     when any of ``cross_with`` (or this theory) is reproduced.  ``figures_before_claims``: the claims read a file
-    the figures write (``figures_dir``), so the report draws the figures first.  ``generated_shared`` lists generated files
+    the figures write (``figures_dir``), so the report draws the figures first.  ``generated_shared`` lists generated
+    files
     outside its own derivations that its numbers depend on (for the report's freshness row).  ``sweep_kinds``
     (optional) is a ``"module:KINDS"`` dict of the `resprop sweep` kinds it adds.
     """
