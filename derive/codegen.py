@@ -6,7 +6,8 @@ The path is a short sequence of steps, each callable on its own:
 ``generated_files`` (everything, in memory) -> ``write_generated`` / ``stale_files``.
 
 ``generated_files`` keys are paths relative to ``generated/``, except those under ``docs/`` (``ROOT_FILES``,
-the generated kernel reference ``docs/reference/kernels.md``), which are relative to the repository root.
+the generated kernel reference ``docs/reference/kernels.md`` and parameter reference
+``docs/reference/parameters.md``), which are relative to the repository root.
 """
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ GH_ORDER_2D = 128
 #: generated_files() keys under this prefix are relative to the repository root, not to generated/
 ROOT_PREFIX = "docs/"
 KERNEL_REFERENCE = "docs/reference/kernels.md"
+PARAMETER_REFERENCE = "docs/reference/parameters.md"
 
 
 class KernelPrinter(SciPyPrinter):
@@ -221,6 +223,22 @@ def render_kernel_reference() -> str:
     return _render("kernel_reference.md.j2", theories=theories, total=sum(len(t["results"]) for t in theories))
 
 
+def render_parameter_reference() -> str:
+    """docs/reference/parameters.md: every declared parameter of every derivation (name, LaTeX, domain, meaning,
+    convention, layer and the kernels that take it), read from the ``PARAMETERS`` declarations."""
+    derivations = []
+    for theory in registry.derivations():
+        d, path = registry.derivation(theory), registry.derivation_source(theory)
+        params = [{"name": p.name, "tex": p.tex(), "domain": p.domain, "integer": p.integer, "meaning": p.meaning,
+                   "convention": p.convention, "layer": p.layer,
+                   "kernels": [r.name for r in d.results if any(i.name == p.name for i in r.inputs)]}
+                  for p in d.parameters]
+        derivations.append({"name": theory, "anchor": f"parameters-{theory}".lower(), "title": d.title,
+                            "path": path, "parameters": params})
+    return _render("parameter_reference.md.j2", derivations=derivations,
+                   total=sum(len(d["parameters"]) for d in derivations))
+
+
 def generated_files() -> dict[str, str]:
     """Relative path -> text, for everything `resprop derive` writes.
 
@@ -237,6 +255,7 @@ def generated_files() -> dict[str, str]:
         files[f"{theory}.py"] = render_theory_module(d, path)
         files[f"latex/{theory}.tex"] = render_latex_document(d, path)
     files[KERNEL_REFERENCE] = render_kernel_reference()
+    files[PARAMETER_REFERENCE] = render_parameter_reference()
     return files
 
 
@@ -309,5 +328,6 @@ def stale_files(target: Path | None = None) -> dict[str, str]:
 
 
 __all__ = ["generated_files", "write_generated", "stale_files", "recorded_hash_problem", "render_theory_module",
-           "render_activation_module", "render_kernel_reference", "file_path", "display_path", "function_spec",
+           "render_activation_module", "render_kernel_reference", "render_parameter_reference",
+           "file_path", "display_path", "function_spec",
            "KernelPrinter", "GENERATED_ACTIVATIONS"]
