@@ -19,7 +19,9 @@ import random
 from fractions import Fraction as F
 
 import _common as C
+
 from resprop.derive.theories import abcd as A
+
 REPEATS = 3
 N_POINTS = 200
 SYSTEMS = [(alg, reading, numbers) for alg in A.ALGORITHMS for reading in A.READINGS

@@ -19,11 +19,10 @@ are drawn until ``var_G_se / var_G < 0.01`` (jackknife SE, resprop.numeric.engin
 from __future__ import annotations
 
 import math
-import time
-
-import numpy as np
 
 import _common as C
+import numpy as np
+
 from resprop.numeric.engine.mc_estimators import mean_se, variance_se
 from resprop.numeric.engine.monte_carlo import simulate_log_gaussian
 
@@ -55,8 +54,7 @@ def engine(n: int, method: str, samples: int, seed: int = 0) -> np.ndarray:
 
 def var_g_to_target(n: int, balanced: bool) -> dict:
     """Draw batches (seeds 1000, 1001, ...) until the jackknife RSE of Var[G] is below TARGET_RSE."""
-    parts, k, last = [], 0, None
-    t0 = time.perf_counter()
+    parts, k = [], 0
     while True:
         s = simulate_log_gaussian(width=n, depth=n, alpha=ALPHA, lam=LAM, balanced=balanced, samples=BATCH,
                                   seed=1000 + k)
@@ -66,7 +64,6 @@ def var_g_to_target(n: int, balanced: bool) -> dict:
         var, se = variance_se(G)
         if se / var < TARGET_RSE or G.size >= MAX_SAMPLES:
             break
-    elapsed = time.perf_counter() - t0
     mean, mean_se_ = mean_se(G)
     act = np.concatenate([p.act_sq for p in parts])
     h_total, h_se = mean_se(act.sum(axis=1) - 0.5 * n)

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import math
 
+import _common as C
 import numpy as np
 
-import _common as C
-from resprop.numeric.theories.fischer import field_theory as ft
 from resprop.numeric.engine import validation as V
+from resprop.numeric.theories.fischer import field_theory as ft
+
 P, D_IN, K_DIAG = 1000, 100, 0.05
 DEPTH, RHO, SW2, SB2 = 200, 0.1, 1.25, 0.05
 REPEATS = 3

@@ -39,11 +39,12 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import _common as C
 import numpy as np
 
-import _common as C
 from resprop.numeric.theories.fischer import field_theory as ft
 from resprop.numeric.theories.stable import residual_ntk as R
+
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "peer_nt_worker.py"
 ACTIVATIONS, SIZES, DEPTHS = ("erf", "relu"), (500, 1000), (50, 200)
@@ -117,7 +118,7 @@ def run() -> dict:
         results, rows, bad, timings = {}, [], [], []
         for n, (act, P, L) in enumerate(configs):
             K0 = ft.input_kernel(xs[P], 1.0, 0.0)
-            for mode, get in GETS.items():
+            for mode in GETS:
                 ntk = mode == "nngp+ntk"
                 cpu = []
 

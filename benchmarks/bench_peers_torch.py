@@ -68,9 +68,9 @@ def worker() -> None:
 
 # --------------------------------------------------------------------------- main (resprop's environment)
 def run() -> dict:
+    import _common as C
     import numpy as np
 
-    import _common as C
     from resprop.numeric.engine.mc_estimators import mean_se, variance_se
     from resprop.numeric.engine.monte_carlo import simulate_log_gaussian
 

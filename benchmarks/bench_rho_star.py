@@ -18,10 +18,11 @@ the chi_out_curves grid (1e-12 relative).
 """
 from __future__ import annotations
 
+import _common as C
 import numpy as np
 
-import _common as C
 from resprop.numeric.theories.fischer import field_theory as ft
+
 DEPTHS = np.linspace(10, 640, 64).astype(int)
 RHOS = np.geomspace(1e-3, 3, 256)
 K0, K0_OFF, SW2, SB2 = 0.05, 0.03, 1.25, 0.05
@@ -80,7 +81,7 @@ def run() -> dict:
         ["rho_star (64 depths, diag + offdiag)", t_star["best_s"], t_star["median_s"], ""],
         ["loop over response(), extrapolated", loop_total, "", 1e6 * loop_total / n_eval],
     ])
-    print("\nloop subsample (best-of-%d per call, ms):" % REPEATS_LOOP)
+    print(f"\nloop subsample (best-of-{REPEATS_LOOP} per call, ms):")
     C.print_table(["depth", "min ms", "mean ms", "max ms"],
                   [[int(L), 1e3 * row.min(), 1e3 * row.mean(), 1e3 * row.max()] for L, row in zip(sub_depths, per_call)])
     print(f"fit per call: {1e3 * a_icpt:.3f} ms + {1e6 * b_slope:.2f} us x depth")

@@ -25,6 +25,7 @@ import platform
 import time
 
 from resprop.numeric.theories.fischer import field_theory as ft
+
 K0, K0_OFF, SW2, SB2 = 0.05, 0.03, 1.25, 0.05
 
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import math
 
+import _common as C
 import numpy as np
 
-import _common as C
 from resprop.numeric.engine.simulate import simulate_kernels
 
 WIDTH, DEPTH, RHO, SW2, SB2 = 500, 20, 0.1, 1.25, 0.05

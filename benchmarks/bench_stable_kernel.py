@@ -18,10 +18,11 @@ recursion returns inf, resprop a finite log-diagonal equal to L ln 2.
 """
 from __future__ import annotations
 
+import _common as C
 import numpy as np
 
-import _common as C
 from resprop.numeric.theories.stable import stable_resnet as S
+
 P, DEPTH, SW2, SB2 = 1000, 1000, 2.0, 0.0
 RTOL = 1e-8
 

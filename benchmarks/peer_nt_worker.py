@@ -45,14 +45,13 @@ def main() -> None:
     os.environ["JAX_ENABLE_X64"] = "1" if job.get("x64") else "0"
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     warnings.filterwarnings("ignore", message=".*FanIn.*")
+    import _common as C
     import jax
     import jax.numpy as jnp
     import jaxlib
-    import numpy as np
     import neural_tangents as nt
+    import numpy as np
     from neural_tangents import stax
-
-    import _common as C
 
     dtype = jnp.float64 if job.get("x64") else jnp.float32
     prec = "f64" if job.get("x64") else "f32"

@@ -34,7 +34,7 @@ def main(argv: list[str]) -> int:
         print(f"no benchmark matches {argv}; available: {SCRIPTS}")
         return 2
     info = C.machine_info()
-    report = {"timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    report = {"timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
               "machine": info, "benchmarks": {}, "failed": []}
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:

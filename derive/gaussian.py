@@ -11,7 +11,7 @@ Cov(u, v) = K_ab.
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from itertools import product
 
 import sympy as sp
@@ -87,7 +87,7 @@ def _erf_scale() -> sp.Expr:
     return sp.sqrt(1 + 2 * K_aa) * sp.sqrt(1 + 2 * K_bb)
 
 
-@lru_cache(maxsize=None)
+@cache
 def erf_mean_dphi_dphi() -> sp.Expr:
     """<erf'(u) erf'(v)> = (4/pi) E[exp(-u^2 - v^2)] = (4/pi) / sqrt(det(I + 2K)).
 
@@ -100,7 +100,7 @@ def erf_mean_dphi_dphi() -> sp.Expr:
     return sp.simplify((sp.Integer(4) / sp.pi) * e)
 
 
-@lru_cache(maxsize=None)
+@cache
 def erf_mean_phi_phi() -> sp.Expr:
     """<erf(u) erf(v)> by integrating Price's theorem d<phi phi>/dK_ab = <phi' phi'>
     from K_ab = 0, where <phi phi> = <phi>^2 = 0 because erf is odd.
@@ -116,20 +116,20 @@ def erf_mean_phi_phi() -> sp.Expr:
     return antiderivative.subs(q, 2 * K_ab / a) - antiderivative.subs(q, 0)
 
 
-@lru_cache(maxsize=None)
+@cache
 def erf_mean_phi_sq() -> sp.Expr:
     """<erf(u)^2> for u ~ N(0, K): the diagonal of :func:`erf_mean_phi_phi`."""
     return sp.factor(erf_mean_phi_phi().subs({K_aa: K, K_bb: K, K_ab: K}), deep=True)
 
 
-@lru_cache(maxsize=None)
+@cache
 def erf_price_diag() -> sp.Expr:
     """<erf'^2 + erf erf''> = d<erf^2>/dK  (Price's theorem, D4, for f = phi^2)."""
     return sp.simplify(sp.diff(erf_mean_phi_sq(), K))
 
 
 # --------------------------------------------------------------------------- ReLU
-@lru_cache(maxsize=None)
+@cache
 def relu_arccos_normalised() -> tuple[sp.Expr, sp.Expr, sp.Expr]:
     """Arc-cosine kernels k_n(r) = E[relu(u)^n relu(v)^n] / (K_aa K_bb)^{n/2}, n = 0, 1, 2.
 
@@ -141,7 +141,7 @@ def relu_arccos_normalised() -> tuple[sp.Expr, sp.Expr, sp.Expr]:
     k0 = sp.Rational(1, 4) + sp.integrate(1 / (2 * sp.pi * sp.sqrt(1 - _u**2)), (_u, 0, _r))
     k1 = 1 / (2 * sp.pi) + sp.integrate(k0.subs(_r, _u), (_u, 0, _r))
     k2 = sp.Rational(1, 4) + 4 * sp.integrate(k1.subs(_r, _u), (_u, 0, _r))
-    return tuple(sp.simplify(k) for k in (k0, k1, k2))  # type: ignore[return-value]
+    return tuple(sp.simplify(k) for k in (k0, k1, k2))
 
 
 def cho_saul_arccos(n: int) -> sp.Expr:
@@ -168,31 +168,75 @@ def derive_gaussian() -> Derivation:
     """Closed-form Gaussian expectations used by every theory."""
     d = Derivation("gaussian", "Gaussian toolbox: closed-form dual kernels", PAPER)
     d.declare(PARAMETERS)
-    pair = r"$(u, v) \sim \mathcal{N}(0, K)$ with $K = \begin{pmatrix} K_{aa} & K_{ab} \\ K_{ab} & K_{bb} \end{pmatrix}$"
+    pair = (
+        r"$(u, v) \sim \mathcal{N}(0, K)$ with $K = \begin{pmatrix} K_{aa} & K_{ab} \\ K_{ab} & K_{bb} \end{pmatrix}$"
+    )
     src_d4 = Source(PAPER, "D4", "Price's theorem")
-    d.add(Result("erf_mean_phi_phi", erf_mean_phi_phi(), PAIR_INPUTS,
-                 Source(PAPER, "29", "erf dual kernel, Price-integrated"),
-                 "<erf(u) erf(v)> for (u, v) ~ N(0, [[K_aa, K_ab], [K_ab, K_bb]])",
-                 sp.Symbol(r"\langle \operatorname{erf}(u) \operatorname{erf}(v) \rangle"),
-                 statement=r"For " + pair + r", integrating Price's theorem from $K_{ab} = 0$ gives the erf dual kernel."))
-    d.add(Result("erf_mean_dphi_dphi", erf_mean_dphi_dphi(), PAIR_INPUTS, src_d4,
-                 "<erf'(u) erf'(v)>", sp.Symbol(r"\langle \operatorname{erf}'(u) \operatorname{erf}'(v) \rangle"),
-                 statement=r"For " + pair + r", the expectation of the product of the derivatives is a Gaussian integral."))
+    d.add(
+        Result(
+            "erf_mean_phi_phi",
+            erf_mean_phi_phi(),
+            PAIR_INPUTS,
+            Source(PAPER, "29", "erf dual kernel, Price-integrated"),
+            "<erf(u) erf(v)> for (u, v) ~ N(0, [[K_aa, K_ab], [K_ab, K_bb]])",
+            sp.Symbol(r"\langle \operatorname{erf}(u) \operatorname{erf}(v) \rangle"),
+            statement=r"For " + pair + r", integrating Price's theorem from $K_{ab} = 0$ gives the erf dual kernel.",
+        )
+    )
+    d.add(
+        Result(
+            "erf_mean_dphi_dphi",
+            erf_mean_dphi_dphi(),
+            PAIR_INPUTS,
+            src_d4,
+            "<erf'(u) erf'(v)>",
+            sp.Symbol(r"\langle \operatorname{erf}'(u) \operatorname{erf}'(v) \rangle"),
+            statement=r"For " + pair + r", the expectation of the product of the derivatives is a Gaussian integral.",
+        )
+    )
     d.add(Result("erf_mean_phi_sq", erf_mean_phi_sq(), DIAG_INPUTS, Source(PAPER, "29"),
                  "<erf(u)^2> for u ~ N(0, K)", sp.Symbol(r"\langle \operatorname{erf}(u)^{2} \rangle_{K}"),
                  statement=r"On the diagonal, $u \sim \mathcal{N}(0, K)$, the erf kernel reduces to"))
-    d.add(Result("erf_price_diag", erf_price_diag(), DIAG_INPUTS, Source(PAPER, "45", "via D4"),
-                 "<erf'(u)^2 + erf(u) erf''(u)> for u ~ N(0, K)",
-                 sp.Symbol(r"\langle \operatorname{erf}'^{2} + \operatorname{erf} \operatorname{erf}'' \rangle_{K}"),
-                 statement=r"By Price's theorem the derivative of $\langle \operatorname{erf}(u)^{2} \rangle_{K}$ with respect to $K$ is"))
+    d.add(
+        Result(
+            "erf_price_diag",
+            erf_price_diag(),
+            DIAG_INPUTS,
+            Source(PAPER, "45", "via D4"),
+            "<erf'(u)^2 + erf(u) erf''(u)> for u ~ N(0, K)",
+            sp.Symbol(r"\langle \operatorname{erf}'^{2} + \operatorname{erf} \operatorname{erf}'' \rangle_{K}"),
+            statement=r"By Price's theorem the derivative of $\langle \operatorname{erf}(u)^{2} \rangle_{K}$ "
+                      r"with respect to $K$ is",
+        )
+    )
     for n in range(3):
-        d.add(Result(f"relu_arccos{n}", _relu_kernel(n), PAIR_INPUTS,
-                     Source("cho_saul2009", f"arc-cosine degree {n}", "Price-integrated"),
-                     f"E[relu(u)^{n} relu(v)^{n}]" if n else "E[H(u) H(v)] (Heaviside)",
-                     sp.Symbol(rf"k_{{{n}}}"),
-                     statement=(rf"For {pair}, the degree-{n} arc-cosine kernel, integrated from the orthant probability with Price's theorem, is" if n else rf"For {pair}, the probability that both arguments are positive (the degree-0 arc-cosine kernel) is")))
-    d.add(Result("relu_price_diag", sp.diff(_relu_kernel(1).subs({K_aa: K, K_bb: K, K_ab: K}), K),
-                 DIAG_INPUTS, Source(PAPER, "45", "via D4"),
-                 "<relu'(u)^2 + relu(u) relu''(u)> = d<relu^2>/dK", sp.Symbol(r"\langle \mathrm{relu}'^{2} + \mathrm{relu}\, \mathrm{relu}'' \rangle_{K}"),
-                 statement=r"For the ReLU the Price-theorem derivative of $\langle \mathrm{relu}(u)^{2} \rangle_{K}$ is a constant."))
+        d.add(
+            Result(
+                f"relu_arccos{n}",
+                _relu_kernel(n),
+                PAIR_INPUTS,
+                Source("cho_saul2009", f"arc-cosine degree {n}", "Price-integrated"),
+                f"E[relu(u)^{n} relu(v)^{n}]" if n else "E[H(u) H(v)] (Heaviside)",
+                sp.Symbol(rf"k_{{{n}}}"),
+                statement=(
+                    rf"For {pair}, the degree-{n} arc-cosine kernel, integrated from the orthant probability "
+                    rf"with Price's theorem, is"
+                    if n
+                    else rf"For {pair}, the probability that both arguments are positive (the degree-0 "
+                         rf"arc-cosine kernel) is"
+                ),
+            )
+        )
+    d.add(
+        Result(
+            "relu_price_diag",
+            sp.diff(_relu_kernel(1).subs({K_aa: K, K_bb: K, K_ab: K}), K),
+            DIAG_INPUTS,
+            Source(PAPER, "45", "via D4"),
+            "<relu'(u)^2 + relu(u) relu''(u)> = d<relu^2>/dK",
+            sp.Symbol(r"\langle \mathrm{relu}'^{2} + \mathrm{relu}\, \mathrm{relu}'' \rangle_{K}"),
+            statement=r"For the ReLU the Price-theorem derivative of $\langle \mathrm{relu}(u)^{2} \rangle_{K}$ "
+                      r"is a constant.",
+        )
+    )
     return d

@@ -17,7 +17,6 @@ from resprop import registry
 from resprop.derive.results import Derivation, Result
 from resprop.derive.templating import render
 
-
 #: a LaTeX name that takes a power without parentheses: one letter or command, primes, one subscript
 _SIMPLE = re.compile(r"^\\?[A-Za-z]+'*(_\{[^{}]*\})?$")
 

@@ -25,6 +25,7 @@ class Input:
     symbol: sp.Symbol
     domain: str  # human-readable, e.g. "(0, inf)", "[0, inf)", "real", "[-1, 1]"
     description: str
+    parsed: Domain = field(init=False, repr=False, compare=False)  # set by __post_init__
 
     def __post_init__(self) -> None:
         parsed = parse_domain(self.domain)

@@ -7,7 +7,8 @@ import sys
 import traceback
 from pathlib import Path
 
-import numpy as np
+from resprop import registry
+from resprop.numeric.cli_support import emit, interrupted
 
 
 class _Parser(argparse.ArgumentParser):
@@ -15,9 +16,6 @@ class _Parser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         self.exit(2, f"resprop: error: {message}\n")
 
-
-from resprop import registry
-from resprop.numeric.cli_support import emit, interrupted
 
 _interrupted = interrupted
 _emit = emit
@@ -105,8 +103,11 @@ def cmd_sweep(args) -> int:
 
     missing = [m for m in ("dask", "distributed", "xarray", "h5netcdf", "zarr") if importlib.util.find_spec(m) is None]
     if missing:  # the optional extra: say which one, not a ModuleNotFoundError
-        print(f"resprop: error: sweep needs the optional dependencies of resprop[sweep] (missing: {', '.join(missing)}); "
-              "install them with: pip install 'resprop[sweep]'", file=sys.stderr)
+        print(
+            f"resprop: error: sweep needs the optional dependencies of resprop[sweep] (missing: {', '.join(missing)}); "
+            "install them with: pip install 'resprop[sweep]'",
+            file=sys.stderr,
+        )
         return 2
     from resprop.numeric.sweep.runner import cli_sweep
 

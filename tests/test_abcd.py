@@ -8,8 +8,8 @@ import pytest
 import sympy as sp
 
 from resprop.derive.theories import abcd as A
-from resprop.numeric.theories.abcd import abcd as M
 from resprop.numeric.engine.validation import ParameterError
+from resprop.numeric.theories.abcd import abcd as M
 
 HALF = sp.Rational(1, 2)
 F = Fraction

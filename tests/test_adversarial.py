@@ -5,9 +5,8 @@ zero, huge, non-numeric, empty, one ulp out of range, integer arrays, float32, o
 under files, are unwritable or hold foreign files, bad sweep specs).  A result is checked against an independent
 reference (SymPy at 30 digits, scipy.stats, an exact limit, or the same call in float64).
 """
-import pytest
-
 import adversarial
+import pytest
 
 CASES = adversarial.all_cases()
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from resprop.derive.codegen import KERNEL_REFERENCE, file_path, generated_files, stale_files, write_generated
+from resprop.numeric.cli import main
 from resprop.registry import derivations
 
 THEORIES = derivations()
-from resprop.numeric.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from resprop.numeric.theories.fischer import field_theory as F
 from resprop.numeric.engine.datasets import digits_0_vs_3, scaled_kernel, synthetic_angles
+from resprop.numeric.theories.fischer import field_theory as F
 
 FIG4 = dict(input_kernel=0.05, sigma_w2=1.25, sigma_b2=0.05, input_kernel_offdiag=0.03)
 

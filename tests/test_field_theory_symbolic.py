@@ -5,6 +5,8 @@ import pytest
 import sympy as sp
 
 from resprop.derive.theories import fischer as FT
+
+
 @pytest.fixture(scope="module")
 def action3():
     return FT.build_action(3, inputs=1)

@@ -6,6 +6,7 @@ import matplotlib.image as mpimg
 import numpy as np
 import pytest
 
+from resprop.numeric.engine.monte_carlo import simulate_log_gaussian
 from resprop.numeric.report.plotting import histogram_density
 from resprop.numeric.theories.lognormal import figures as lognormal_figures
 from resprop.numeric.theories.lognormal.figures import log_output_norm_sq
@@ -16,7 +17,6 @@ FIGURE_NAMES = lognormal_figures.FIGURE_NAMES + pdlt_figures.FIGURE_NAMES
 
 def make_figures(out, **kw):
     return lognormal_figures.make_figures(out, **kw) + pdlt_figures.make_figures(out, **kw)
-from resprop.numeric.engine.monte_carlo import simulate_log_gaussian
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

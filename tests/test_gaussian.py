@@ -2,12 +2,11 @@
 import numpy as np
 import pytest
 import sympy as sp
+from conftest import bivariate_mean_quad, univariate_mean_quad
+from scipy.special import erf, ndtr
 
 from resprop.derive import gaussian as G
 from resprop.numeric.engine.expectations import kernels
-from scipy.special import erf, ndtr
-
-from conftest import bivariate_mean_quad, univariate_mean_quad
 
 
 @pytest.mark.parametrize("degree", [2, 4, 6])

@@ -21,10 +21,10 @@ import sympy as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from resprop.numeric.engine.validation import ParameterError
 from resprop.registry import derivation, derivations
 
 THEORIES = derivations()  # every derivation (foundation first), by name
-from resprop.numeric.engine.validation import ParameterError
 
 SETTINGS = settings(derandomize=True, max_examples=25, deadline=None, database=None,
                     suppress_health_check=list(HealthCheck))
@@ -58,7 +58,7 @@ def _exact_functions(expr):
                         lambda e: log1p(e.args[0] - 1))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _reference(theory, name):
     res = _derivation(theory)[name]
     return sp.lambdify([i.symbol for i in res.inputs], _exact_functions(res.expr), "mpmath")

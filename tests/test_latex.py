@@ -8,10 +8,10 @@ from sympy.core.function import AppliedUndef
 from sympy.parsing.latex import parse_latex
 
 from resprop.derive.latex import export_latex, symbol_tex
+from resprop.derive.symbols import Parameter, assumptions_for
 from resprop.registry import derivation, derivations
 
 THEORIES = derivations()  # every derivation (foundation first), by name
-from resprop.derive.symbols import Parameter, assumptions_for
 
 EQUATION = re.compile(r"\\begin\{equation\}\n(.*?)\n\\label\{eq:(\w+):(\w+)\}\\tag\{([^}]*)\}\n\\end\{equation\}", re.S)
 

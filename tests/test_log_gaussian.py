@@ -13,11 +13,11 @@ from scipy import integrate, special
 
 import resprop.generated.lognormal as glg
 from resprop.derive.theories import lognormal as dlg
-from resprop.numeric.theories.lognormal import log_gaussian as L
-from resprop.numeric.engine import monte_carlo as M
 from resprop.numeric.cli import main
-from resprop.numeric.theories.lognormal.mp_checks import j2bar_closed_mp, j2bar_quadrature_mp
+from resprop.numeric.engine import monte_carlo as M
 from resprop.numeric.engine.validation import ParameterError
+from resprop.numeric.theories.lognormal import log_gaussian as L
+from resprop.numeric.theories.lognormal.mp_checks import j2bar_closed_mp, j2bar_quadrature_mp
 
 A = L_ = 2**-0.5
 

@@ -18,12 +18,12 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from resprop.numeric.theories.fischer import field_theory as F
-from resprop.numeric.theories.fischer import fluctuations as FL
-from resprop.numeric.theories.stable import stable_resnet as SR
 from resprop.numeric.cli import main
 from resprop.numeric.engine.expectations import kernels
 from resprop.numeric.engine.validation import ParameterError
+from resprop.numeric.theories.fischer import field_theory as F
+from resprop.numeric.theories.fischer import fluctuations as FL
+from resprop.numeric.theories.stable import stable_resnet as SR
 
 FIG4 = dict(input_kernel=0.05, sigma_w2=1.25, sigma_b2=0.05)
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from conftest import interrupt_when
 
 import resprop.numeric.engine.output as O
-from conftest import interrupt_when
 from resprop.numeric.cli import main
 from resprop.numeric.engine.output import MANIFEST_NAME, OutputPathError, Publication, check_replaceable
 
@@ -68,8 +68,8 @@ def snapshot(path: Path) -> dict[str, bytes]:
 def fast_builders(monkeypatch):
     """Cheap stand-ins for the slow builders of latex, figures and reproduce; ``calls`` counts their runs."""
     import resprop.derive.latex
-    import resprop.numeric.theories.lognormal.figures as lognormal_figures
     import resprop.numeric.report.reproduce as R
+    import resprop.numeric.theories.lognormal.figures as lognormal_figures
 
     calls = []
 

@@ -14,8 +14,8 @@ from scipy import optimize, stats
 
 import resprop.generated.predictive_coding as gen
 from resprop.derive.theories import predictive_coding as dpc
-from resprop.numeric.theories.abcd import predictive_coding as pc
 from resprop.numeric.engine.validation import ParameterError
+from resprop.numeric.theories.abcd import predictive_coding as pc
 
 
 def _net_and_data(N, L, *, arch="mlp", param="mean_field", activation="linear", d_out=1, seed=0, P=7, D=5):

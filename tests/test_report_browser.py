@@ -159,7 +159,7 @@ def test_report_structure(report_dir):
     report = json.loads((report_dir / "report.json").read_text())
     assert list(report["theories"]) == list(THEORIES)
     assert report["generated"]["checked"]
-    for name, th in report["theories"].items():
+    for th in report["theories"].values():
         assert th["rows"] and all(r["verdict"] in ("agrees", "documented disagreement", "FAILS") for r in th["rows"])
         assert th["rows"][0]["quantity"].startswith("generated/ is fresh")
         for f in th["figures"]:

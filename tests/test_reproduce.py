@@ -5,12 +5,11 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import interrupt_when
+
 from resprop.numeric.cli import main
 from resprop.numeric.engine.output import write_manifest
 from resprop.numeric.report.reproduce import GENERATOR, fmt, resolve_theories
-
 
 
 def _strays(out: Path) -> list[str]:

@@ -11,12 +11,11 @@ from hypothesis import strategies as st
 import resprop.generated.pdlt as gpr
 from resprop.derive.theories import pdlt as dr
 from resprop.generated.gauss_hermite import expect1
-from resprop.numeric.theories.lognormal import log_gaussian as L
-from resprop.numeric.engine import monte_carlo as M
-from resprop.numeric.theories.pdlt import residual_mlp as R
 from resprop.numeric.cli import main
-from resprop.numeric.theories.pdlt.mp_checks import nu_from_iteration_mp, vertex_trajectory_mp
+from resprop.numeric.engine import monte_carlo as M
 from resprop.numeric.engine.validation import ParameterError
+from resprop.numeric.theories.pdlt import residual_mlp as R
+from resprop.numeric.theories.pdlt.mp_checks import nu_from_iteration_mp, vertex_trajectory_mp
 
 
 # --------------------------------------------------------------------------- symbolic

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from scipy.special import erf
 
+from resprop.numeric.engine.validation import ParameterError
 from resprop.numeric.theories.fischer import field_theory as ft
 from resprop.numeric.theories.stable import residual_ntk as R
 from resprop.numeric.theories.stable import stable_resnet as S
-from resprop.numeric.engine.validation import ParameterError
 
 RHO, SW2, SB2 = 0.3, 1.25, 0.05
 

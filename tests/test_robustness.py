@@ -23,14 +23,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from resprop.numeric.cli import main
+from resprop.numeric.engine import monte_carlo as MC
 from resprop.numeric.theories.abcd import abcd as AB
 from resprop.numeric.theories.fischer import field_theory as F
 from resprop.numeric.theories.lognormal import log_gaussian as LG
-from resprop.numeric.engine import monte_carlo as MC
 from resprop.numeric.theories.pdlt import residual_mlp as RM
 from resprop.numeric.theories.stable import residual_ntk as RN
 from resprop.numeric.theories.stable import stable_resnet as SR
-from resprop.numeric.cli import main
 
 FUZZ = settings(max_examples=40, deadline=None, database=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
+from resprop.numeric.engine.simulate import mean_and_se, simulate_kernels
 from resprop.numeric.theories.fischer.field_theory import response
 from resprop.numeric.theories.fischer.fluctuations import kernel_fluctuations
-from resprop.numeric.engine.simulate import mean_and_se, simulate_kernels
 
 FIG2 = dict(rho=1.0, sigma_w2=1.2, sigma_b2=0.2)
 
@@ -52,8 +52,8 @@ def test_hypoactivation_constant_at_paper_setting():
 def test_conjecture5_figure4_setting(n):
     """Fig. 4 (d = 200): absolute errors of eqs (11)-(13) scale as O(1/n^2) while the quantities are O(1/n):
     n^2 x |error| stays below 6 (measured 1-5 for n = 32..128 at d = 40)."""
-    from resprop.numeric.theories.lognormal.log_gaussian import conjecture5_theory
     from resprop.numeric.engine.monte_carlo import conjecture5, simulate_log_gaussian
+    from resprop.numeric.theories.lognormal.log_gaussian import conjecture5_theory
 
     a = 2**-0.5
     s = simulate_log_gaussian(width=n, depth=200, alpha=a, lam=a, samples=10000, seed=n)

@@ -7,6 +7,7 @@ import pytest
 
 from resprop.numeric.theories.stable import experiments as E
 from resprop.numeric.theories.stable import stable_resnet as sr
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

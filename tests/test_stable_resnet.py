@@ -9,10 +9,10 @@ from scipy import integrate
 
 import resprop.generated.stable as gs
 from resprop.derive.theories import stable as ds
-from resprop.numeric.theories.stable import stable_resnet as S
 from resprop.numeric.cli import main
-from resprop.numeric.theories.fischer.field_theory import nngp
 from resprop.numeric.engine.validation import ParameterError
+from resprop.numeric.theories.fischer.field_theory import nngp
+from resprop.numeric.theories.stable import stable_resnet as S
 
 
 def _pair(angle=1.0, d=2):

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-
 from conftest import interrupt_when
-from resprop.numeric.theories.fischer import field_theory as F
-from resprop.numeric.sweep.runner import cli_sweep, dumps_toml, load_spec, normalize_spec, run_sweep
+
 from resprop.numeric.engine.validation import ParameterError
+from resprop.numeric.sweep.runner import cli_sweep, dumps_toml, load_spec, normalize_spec, run_sweep
+from resprop.numeric.theories.fischer import field_theory as F
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -6,9 +6,9 @@ leading-order theory (relative O(1/N), written out in each test).
 import numpy as np
 import pytest
 
+from resprop.numeric.engine.simulate import finite_difference_response, mean_and_se, simulate_kernels
 from resprop.numeric.theories.fischer.field_theory import response
 from resprop.numeric.theories.fischer.fluctuations import kernel_fluctuations
-from resprop.numeric.engine.simulate import finite_difference_response, mean_and_se, simulate_kernels
 
 FIG2 = dict(rho=1.0, sigma_w2=1.2, sigma_b2=0.2)  # sigma_in/out default to the same values, as in Fig. 2
 N, D_IN, L = 500, 100, 20

@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from resprop.numeric.theories.fischer import field_theory as F
 from resprop.numeric.cli import main
+from resprop.numeric.theories.fischer import field_theory as F
 
 GOOD = dict(input_kernel=0.05, sigma_w2=1.25, sigma_b2=0.05)
 

@@ -51,7 +51,8 @@ Discrepancies with the paper (each pinned by a test)
    N (resp. N^2) entries of the Frobenius products coherently.  For a linear network the inner products
    reduce to h^(L) N^-2a_l (``sharp_pc_exponents``): at initialisation r and the D-term are
    Theta(N^-(c + d + 2a_l)) and Theta(N^-(c + 2a_l + 1/2)), i.e. N^-3/2 on the family, and N^-1 once the
-   readout has aligned (h^(L) ~ gamma).  resprop.numeric.theories.abcd.abcd.mlp_pc_terms measures slopes -3/2 and -1.  The
+   readout has aligned (h^(L) ~ gamma).  resprop.numeric.theories.abcd.abcd.mlp_pc_terms measures slopes -3/2 and -1.
+    The
    classification is unaffected (the terms are dominated either way).
 4. Eq. 122 divides by (1 + N^-1) and (1 + N^-1)^2, the fixed-depth rescaling, where eq. 107 gives
    s = 1 + Theta(L/N).  With the correct s the PC feature updates carry a factor 1/s ~ N/L when L >> N,
@@ -74,10 +75,10 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import lru_cache
-from typing import Iterable, Mapping, Sequence
+from functools import cache
 
 import sympy as sp
 
@@ -222,7 +223,7 @@ def _eq0(expr: sp.Expr) -> sp.Eq:
     return sp.Eq(expr, 0, evaluate=False)
 
 
-@lru_cache(maxsize=None)
+@cache
 def desiderata(algorithm: str, reading: str = "paper") -> dict[int, Desideratum]:
     """Desiderata 1-5 (§2.3, §4) as exponent constraints for ``algorithm`` under ``reading``.
 
@@ -476,7 +477,7 @@ def solve_system(relations: Iterable, variables: Sequence[sp.Symbol], domain: It
     return [solve_case(cs, variables) for cs in split_cases(relations, domain)]
 
 
-@lru_cache(maxsize=None)
+@cache
 def solution(algorithm: str, reading: str, numbers: tuple[int, ...]) -> tuple[Piece, ...]:
     """The feasible pieces of the conjunction of desiderata ``numbers`` (cached)."""
     rels, variables, domain = system(algorithm, reading, numbers)
@@ -523,7 +524,7 @@ def lp_case_feasible(case: Case, variables: Sequence[sp.Symbol], fixed: Mapping 
     return (not strict_any) or (-res.fun > tol)
 
 
-@lru_cache(maxsize=None)
+@cache
 def desideratum_cases(algorithm: str, reading: str, number: int) -> tuple[Case, ...]:
     dz = desiderata(algorithm, reading)[number]
     return tuple(split_cases(dz.relations, dz.domain))
@@ -720,11 +721,14 @@ def derive_abcd() -> Derivation:
     add("pc_depth_term_alpha_half", sp.simplify(pc_depth.xreplace({alpha: p5.solution[alpha]})), "124",
         "the PC depth term at alpha = 1/2: (L/N^2) / (1 + L/N)^2 = Theta(L/N^2) for N >> L", r"F_{P}^{\star}",
         note="s from eq. 107")
-    what = {"q_first": r"the first layer's NTK term of $df/dt$", "q_hidden": r"the NTK term of $df/dt$ of a layer $l \geq 2$",
-            "r_hidden": r"the PC energy-gradient term $r$ of $df/dt$",
-            "e_first": r"$dh^{(1)}/dt$, the first layer's own update",
-            "e_hidden": r"the backpropagation term of $dh^{(l)}/dt$, $l \geq 2$",
-            "D_hidden": r"the PC $D$-term of $dh^{(l)}/dt$, $l \geq 2$"}
+    what = {
+        "q_first": r"the first layer's NTK term of $df/dt$",
+        "q_hidden": r"the NTK term of $df/dt$ of a layer $l \geq 2$",
+        "r_hidden": r"the PC energy-gradient term $r$ of $df/dt$",
+        "e_first": r"$dh^{(1)}/dt$, the first layer's own update",
+        "e_hidden": r"the backpropagation term of $dh^{(l)}/dt$, $l \geq 2$",
+        "D_hidden": r"the PC $D$-term of $dh^{(l)}/dt$, $l \geq 2$",
+    }
     exponents = {f"exponent_{key}": rf"The width power counting gives the $N$-exponent of {text} (predictive "
                                     rf"coding, $d \geq 0$; backpropagation is the same without the PC terms)."
                  for key, text in what.items()}

@@ -25,11 +25,10 @@ route (50-55).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import sympy as sp
 
-from resprop.derive.activations import x as _x
 from resprop.derive.gaussian import erf_mean_phi_sq
 from resprop.derive.results import Constraint, Derivation
 from resprop.derive.symbols import Parameter
@@ -280,7 +279,7 @@ def kernel_fluctuations(action: Action) -> sp.Matrix:
 
 
 # --------------------------------------------------------------------------- rho*
-@lru_cache(maxsize=None)
+@cache
 def linearised_kernel() -> sp.Expr:
     """K^(L) of the linearised network (56-60), solved with rsolve.
 
@@ -294,7 +293,7 @@ def linearised_kernel() -> sp.Expr:
     return sp.simplify(sol.subs(l, depth))
 
 
-@lru_cache(maxsize=None)
+@cache
 def rho_star_linearised() -> sp.Expr:
     """rho* from K^(L) = target variance (V/2)^2 (eq. 61), solved for rho."""
     r2 = sp.Symbol("r2", positive=True)
@@ -341,9 +340,10 @@ def rho_star_large_depth_stable() -> sp.Expr:
     return _check_equal(sp.sqrt(_log_ratio() / (depth * a)), rho_star_large_depth(), "rho*_inf")
 
 
-@lru_cache(maxsize=None)
+@cache
 def rho_star_large_depth() -> sp.Expr:
-    """Leading large-L form of :func:`rho_star_linearised` (eq. 62): rho* ~ sqrt(log(ratio) / (L sigma_w^2 phi'(0)^2))."""
+    """Leading large-L form of :func:`rho_star_linearised` (eq. 62): rho* ~ sqrt(log(ratio) / (L sigma_w^2
+    phi'(0)^2))."""
     eps = sp.Symbol("epsilon", positive=True)  # 1/L
     r2 = sp.simplify(rho_star_linearised() ** 2).subs(depth, 1 / eps)
     lead = sp.series(r2, eps, 0, 2).removeO()
@@ -351,7 +351,7 @@ def rho_star_large_depth() -> sp.Expr:
 
 
 # --------------------------------------------------------------------------- max entropy
-@lru_cache(maxsize=None)
+@cache
 def uniform_kl_erf() -> sp.Expr:
     """D_KL(p_uni || p_phi) for y = erf(h), h ~ N(0, sigma^2), y uniform on [-1, 1] (E4).
 
@@ -367,7 +367,7 @@ def uniform_kl_erf() -> sp.Expr:
     return sp.simplify(sp.expand_log(kl, force=True))
 
 
-@lru_cache(maxsize=None)
+@cache
 def max_entropy_variance() -> sp.Expr:
     """The stationary point of :func:`uniform_kl_erf` in sigma^2 (E5).
 
@@ -422,7 +422,7 @@ def _one_step_updates() -> dict[str, sp.Expr]:
     }
 
 
-@lru_cache(maxsize=None)
+@cache
 def derive_field_theory() -> Derivation:
     d = Derivation("fischer", "Field theory of residual networks", PAPER)
     u = _one_step_updates()

@@ -23,7 +23,7 @@ Lemma 16 has J2 where J2-bar is meant.
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import sympy as sp
 
@@ -52,7 +52,12 @@ PARAMETERS = (
     _P("scale2", "(0, inf)", r"\left(\alpha^{2} + \lambda^{2}\right)", "alpha^2 + lam^2"),
     _P("n_out", "[1, inf)", r"n_{\mathrm{out}}", "output dimension"),
     _P("y", "real", "y", "value of ln ||Z||^2"),
-    _P("odd_part", "real", r"\left(\bar{J}_{2}(\theta) - \bar{J}_{2}(\pi - \theta)\right)", "J2(theta) - J2(pi - theta)"),
+    _P(
+        "odd_part",
+        "real",
+        r"\left(\bar{J}_{2}(\theta) - \bar{J}_{2}(\pi - \theta)\right)",
+        "J2(theta) - J2(pi - theta)",
+    ),
 )
 (theta, cos_theta, alpha, lam, n, d, k, beta, c, h_total, I_total, hypo_constant, mean_G, var_G, scale2, n_out,
  y, odd_part) = (p.symbol for p in PARAMETERS)
@@ -67,7 +72,7 @@ def cho_saul_j2bar(t: sp.Expr = theta) -> sp.Expr:
     return (3 * sp.sin(t) * sp.cos(t) + (sp.pi - t) * (1 + 2 * sp.cos(t) ** 2)) / sp.pi
 
 
-@lru_cache(maxsize=None)
+@cache
 def j2bar_from_definition() -> sp.Expr:
     """Eq. (23) integrated exactly.
 
@@ -100,7 +105,7 @@ def j2bar_odd_part_closed_form() -> sp.Expr:
     return compact
 
 
-@lru_cache(maxsize=None)
+@cache
 def cross_moment_from_definition() -> sp.Expr:
     """E[Z^2 relu(cos t Z + sin t W)^2], the off-diagonal term of Lemma 16's proof (same polar route)."""
     radial = sp.integrate(_r**5 * sp.exp(-_r**2 / 2), (_r, 0, sp.oo))
@@ -266,8 +271,15 @@ def derive_log_gaussian() -> Derivation:
     add("layer_cos_factor", alpha / sp.sqrt(alpha**2 + lam**2), [alpha, lam], "21",
         "one layer's factor of cos(theta_{l,l'}) (Prop. 6 prints alpha_i^2 for alpha_i)", r"\cos\theta_{\ell,\ell+1}",
         note="corrected", constraints=nonzero)
-    add("beta", beta_from_lemmas(), [n, d, alpha, lam], "5", "beta = 2/n + d/n (5 lam^4 + 4 alpha^2 lam^2)/(alpha^2+lam^2)^2",
-        r"\beta", constraints=nonzero)
+    add(
+        "beta",
+        beta_from_lemmas(),
+        [n, d, alpha, lam],
+        "5",
+        "beta = 2/n + d/n (5 lam^4 + 4 alpha^2 lam^2)/(alpha^2+lam^2)^2",
+        r"\beta",
+        constraints=nonzero,
+    )
     add("layer_beta_term", layer_beta_term(), [alpha, lam], "21",
         "one layer's contribution to n beta (Prop. 6)", r"b_{l}", constraints=nonzero)
     add("c_coefficient", c_coefficient(), [alpha, lam], "5", "c = lam^2/(alpha^2+lam^2)", "c", constraints=nonzero)
@@ -278,15 +290,23 @@ def derive_log_gaussian() -> Derivation:
         r"I_{k}")
     add("mean_G", -beta / 2 + 2 * c * h_total, [beta, c, h_total], "7", "E[G] = -beta/2 + 2 c h_total",
         r"\mathbb{E}[G]")
-    add("var_G", beta + c**2 * I_total, [beta, c, I_total], "7", "Var[G] = beta + c^2 I_total", r"\operatorname{Var}[G]")
+    add(
+        "var_G", beta + c**2 * I_total, [beta, c, I_total], "7", "Var[G] = beta + c^2 I_total", r"\operatorname{Var}[G]"
+    )
     add("mean_G_balanced", -beta / 2, [beta], "9", "E[G] = -beta/2 (balanced ResNet, Thm 4)", r"\mathbb{E}[G]")
     add("var_G_balanced", beta, [beta], "9", "Var[G] = beta (balanced ResNet, Thm 4)", r"\operatorname{Var}[G]")
     add("output_mean_sq", moments["mean"], [scale2, d, mean_G, var_G], "3.1",
         "E[(z_i^out)^2] for ||x||^2 = n_in", r"\mathbb{E}[(z_{i}^{\mathrm{out}})^{2}]")
     add("output_var_sq", moments["variance"], [scale2, d, mean_G, var_G], "3.1",
         "Var[(z_i^out)^2] for ||x||^2 = n_in", r"\operatorname{Var}[(z_{i}^{\mathrm{out}})^{2}]")
-    add("output_corr_sq", output_corr_sq_stable(moments["correlation"]), [var_G], "3.2",
-        "Corr((z_i^out)^2, (z_j^out)^2), i != j", r"\operatorname{Corr}[(z_{i}^{\mathrm{out}})^{2}, (z_{j}^{\mathrm{out}})^{2}]")
+    add(
+        "output_corr_sq",
+        output_corr_sq_stable(moments["correlation"]),
+        [var_G],
+        "3.2",
+        "Corr((z_i^out)^2, (z_j^out)^2), i != j",
+        r"\operatorname{Corr}[(z_{i}^{\mathrm{out}})^{2}, (z_{j}^{\mathrm{out}})^{2}]",
+    )
     add("log_chi2_density", log_chi2_density(), [y, n_out], "C.3", "density of ln ||Z||^2, ||Z||^2 ~ chi^2(n_out)",
         r"p_{\ln \|Z\|^{2}}(y)")
     dv.state(STATEMENTS)

@@ -18,7 +18,7 @@ What is derived here rather than typed in:
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import sympy as sp
 
@@ -35,7 +35,9 @@ P_K = Parameter("K", "(0, inf)", "K", "single-input kernel K^(l)", layer=r"\ell"
 P_V = Parameter("V", "real", "V", "four-point vertex V^(l)", layer=r"\ell")
 P_C_W = Parameter("C_W", "(0, inf)", r"C_{W}", "rescaled weight variance", "Var W = C_W / n")
 P_C_b = Parameter("C_b", "[0, inf)", r"C_{b}", "bias variance")
-P_gamma = Parameter("gamma", "[0, 1)", r"\gamma", "residual hyperparameter gamma", "xi = 1, z' = b + W sigma(z) + gamma z")
+P_gamma = Parameter(
+    "gamma", "[0, 1)", r"\gamma", "residual hyperparameter gamma", "xi = 1, z' = b + W sigma(z) + gamma z"
+)
 P_a_plus = Parameter("a_plus", "real", r"a_{+}", "slope for z > 0")
 P_a_minus = Parameter("a_minus", "real", r"a_{-}", "slope for z < 0")
 P_sigma1 = Parameter("sigma_1", "(0, inf)", r"\sigma_{1}", "sigma'(0)")
@@ -62,8 +64,32 @@ PARAMETERS = (P_K, P_V, P_C_W, P_C_b, P_gamma, P_a_plus, P_a_minus, P_sigma1, P_
               P_chi_perp, P_dK1, P_ddK2, P_h_K, P_mean_sigma_sq, P_mean_sigma_sq_z_sq, P_mean_sigma_4,
               P_mean_dsigma_sq, P_mean_dsigma_sq_z_sq, P_G_RR, P_G_Rz, P_G_zz)
 
-(K, V, C_W, C_b, gamma, a_plus, a_minus, sigma1, n_L, r, nu, chi_par, chi_perp, dK1, ddK2, h_K, mean_sigma_sq,
- mean_sigma_sq_z_sq, mean_sigma_4, mean_dsigma_sq, mean_dsigma_sq_z_sq, G_RR, G_Rz, G_zz) = (p.symbol for p in PARAMETERS)
+(
+    K,
+    V,
+    C_W,
+    C_b,
+    gamma,
+    a_plus,
+    a_minus,
+    sigma1,
+    n_L,
+    r,
+    nu,
+    chi_par,
+    chi_perp,
+    dK1,
+    ddK2,
+    h_K,
+    mean_sigma_sq,
+    mean_sigma_sq_z_sq,
+    mean_sigma_4,
+    mean_dsigma_sq,
+    mean_dsigma_sq_z_sq,
+    G_RR,
+    G_Rz,
+    G_zz,
+) = (p.symbol for p in PARAMETERS)
 a1 = sp.Symbol("a_1", negative=True)
 
 _z = sp.Symbol("z", real=True)
@@ -113,7 +139,7 @@ def h_function() -> sp.Expr:
 
 
 # --------------------------------------------------------------------------- B.26 from B.3
-@lru_cache(maxsize=None)
+@cache
 def four_point_recursion_from_forward() -> tuple[sp.Expr, sp.Expr]:
     """(K', V') to leading order from the forward equation (B.3); see the module docstring.
 
@@ -191,7 +217,7 @@ def _scale_invariant_subs() -> dict:
             mean_dsigma_sq: m["dsigma_sq"]}
 
 
-@lru_cache(maxsize=None)
+@cache
 def criticality_scale_invariant() -> dict[sp.Symbol, sp.Expr]:
     """B.20: C_b = 0 (the kernel is a fixed point) and chi_par = chi_perp = 1."""
     s = _scale_invariant_subs()
@@ -252,7 +278,7 @@ def criticality_k0() -> dict[sp.Symbol, sp.Expr]:
     return {C_W: sp.simplify(cw), C_b: sp.Integer(0)}
 
 
-@lru_cache(maxsize=None)
+@cache
 def nu_k0() -> sp.Expr:
     """B.35 by matching the deep asymptotics K = kappa/l, V = B/l of the recursions at criticality."""
     e = k0_class_expansions()
@@ -349,7 +375,9 @@ def derive_residual_mlp() -> Derivation:
 
     add = dv.adder()
     slopes = [Constraint(sp.Gt(a_plus**2 + a_minus**2, 0), "a_plus^2 + a_minus^2 > 0 (a nonzero activation)")]
-    nu0_si = sp.factor(nu_scale_invariant().subs(gamma, 0))  # nu(0); gamma* exists for r >= r*(0) = 4/((20 + 3 n_L) nu(0))
+    nu0_si = sp.factor(
+        nu_scale_invariant().subs(gamma, 0)
+    )  # nu(0); gamma* exists for r >= r*(0) = 4/((20 + 3 n_L) nu(0))
     exists_si = [*slopes, Constraint(sp.Ge(r * (20 + 3 * n_L) * sp.numer(nu0_si), 4 * sp.denom(nu0_si)),
                                      "r >= r*(0) = 4/((20 + 3 n_L) nu(0)) (no gamma* in [0, 1) below it)")]
     exists_k0 = [Constraint(sp.Ge(r * (20 + 3 * n_L) * nu_k0().subs(gamma, 0), 4),
@@ -433,8 +461,14 @@ def derive_residual_mlp() -> Derivation:
         fn = r"\tanh" if name == "tanh" else r"\operatorname{erf}"
         add(f"sigma1_{name}", s1, [], "B.21", f"sigma'(0) for {name}", r"\sigma_{1}",
             statement=rf"For $\sigma = {fn}$ the slope at the origin is $\sigma_{{1}} = \sigma'(0)$.")
-        add(f"a1_{name}", aa, [], "B.30", f"a_1 = sigma'''(0)/sigma'(0) for {name}, so that g(K) = sigma_1^2 (K + a_1 K^2 + ...)",
+        add(
+            f"a1_{name}",
+            aa,
+            [],
+            "B.30",
+            f"a_1 = sigma'''(0)/sigma'(0) for {name}, so that g(K) = sigma_1^2 (K + a_1 K^2 + ...)",
             r"a_{1}",
             statement=rf"For $\sigma = {fn}$ the curvature coefficient $a_{{1}} = \sigma'''(0)/\sigma'(0)$ makes "
-                      rf"$\langle \sigma^{{2}} \rangle_{{K}} = \sigma_{{1}}^{{2}} (K + a_{{1}} K^{{2}} + \dots)$.")
+            rf"$\langle \sigma^{{2}} \rangle_{{K}} = \sigma_{{1}}^{{2}} (K + a_{{1}} K^{{2}} + \dots)$.",
+        )
     return dv

@@ -56,7 +56,7 @@ gamma = gamma_0 sqrt(N) and a_L = 1/2.
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import sympy as sp
 
@@ -75,7 +75,9 @@ PARAMETERS = (
     _P("w_1", "real", r"w_{1}", "layer map of layer 1 (width-1 chain)"),
     _P("w_2", "real", r"w_{2}", "layer map of layer 2"),
     _P("w_3", "real", r"w_{3}", "layer map of layer 3"),
-    _P("L", "[2, inf)", "L", "number of weight layers L", integer=True),  # same symbol as resprop.derive.theories.fischer.depth
+    _P(
+        "L", "[2, inf)", "L", "number of weight layers L", integer=True
+    ),  # same symbol as resprop.derive.theories.fischer.depth
     _P("N", "[1, inf)", "N", "width N"),  # same symbol as resprop.derive.theories.fischer.N
     _P("gamma_0", "(0, inf)", r"\gamma_{0}", "output-scale constant gamma_0 (gamma = gamma_0 N^d)"),
     _P("d", "[0, inf)", "d", "output-scale exponent d (1/2 mean-field and muP, 0 SP and NTK)"),
@@ -114,7 +116,7 @@ def chain_energy_closed_form(depth: int, weights=None) -> sp.Expr:
     return (y - sp.prod(w) * x) ** 2 / (2 * chain_rescaling(depth, w))
 
 
-@lru_cache(maxsize=None)
+@cache
 def chain_energy(depth: int) -> sp.Expr:
     """Eqs 5-6 for width 1, emitted only after the minimisation reproduces the closed form."""
     w = chain_weights(depth)
@@ -123,7 +125,7 @@ def chain_energy(depth: int) -> sp.Expr:
     return chain_energy_closed_form(depth, w)
 
 
-@lru_cache(maxsize=None)
+@cache
 def lagrange_minimum(blocks: int = 4) -> tuple[sp.Expr, tuple[sp.Expr, ...]]:
     """min 1/2 sum_k e_k^2 subject to sum_k b_k e_k = r, for scalar blocks b_k: (F*, e*).
 
@@ -149,7 +151,7 @@ def lagrange_residual(blocks: int = 4) -> sp.Expr:
                                                        for es, bk in zip(e_star, b))
 
 
-@lru_cache(maxsize=None)
+@cache
 def width2_depth3_residual() -> sp.Expr:
     """Width-2, depth-3 linear PCN with symbolic weights: minimised energy minus (y - f)^2/(2 s)."""
     A1 = sp.Matrix(2, 1, sp.symbols("p0:2", real=True))
@@ -189,7 +191,7 @@ def row_norm_gain(n: int, skip: bool) -> sp.Expr:
     return sp.simplify(expect / (v * v.T)[0])
 
 
-@lru_cache(maxsize=None)
+@cache
 def gain_formula(skip: bool) -> sp.Expr:
     """skip + c^2 n sigma^2, emitted after checking it against the explicit n = 2, 3 expansions."""
     c, sigma2 = sp.symbols("c sigma2", positive=True)
@@ -225,12 +227,12 @@ def hidden_gain(residual: bool) -> sp.Expr:
     return sp.simplify(sp.powsimp(sp.expand(g), force=True))
 
 
-@lru_cache(maxsize=None)
+@cache
 def s_minus_one_mlp_mean() -> sp.Expr:
     return sp.simplify(expected_s_minus_one(output_gain(), hidden_gain(False)))
 
 
-@lru_cache(maxsize=None)
+@cache
 def s_minus_one_resnet_mean() -> sp.Expr:
     """The residual blocks are layers 2..L-1; layer 1 (embedding) never enters s.
 
@@ -259,7 +261,7 @@ def s_minus_one_resnet_mean_stable() -> sp.Expr:
     return stable
 
 
-@lru_cache(maxsize=None)
+@cache
 def s_minus_one_resnet_large_depth() -> sp.Expr:
     """lim_{L->oo} E[s - 1] / L at alpha = 1/2, times L."""
     ratio = sp.limit(s_minus_one_resnet_mean().subs(alpha, sp.Rational(1, 2)) / L, L, sp.oo)
@@ -278,7 +280,7 @@ def pc_gradient_coefficients() -> tuple[sp.Expr, sp.Expr]:
     return sp.simplify(grad.coeff(dL)), sp.simplify(grad.coeff(ds))
 
 
-@lru_cache(maxsize=None)
+@cache
 def pc_bp_cosine_expr() -> sp.Expr:
     """cos(grad F*, grad L) from the Gram matrix of (grad L, grad s), written in rho and theta.
 
@@ -304,7 +306,7 @@ def pc_bp_cosine_stable() -> sp.Expr:
     derived = pc_bp_cosine_expr()
     pts = [{rho: sp.Rational(k + 1, 3), theta: sp.Rational(2 * k + 1, 5)} for k in range(5)]
     if any(abs(sp.N((stable - derived).subs(p), 40)) > 1e-30 for p in pts) or \
-            sp.simplify(sp.expand_trig((num - (1 - rho * sp.cos(theta))))) != 0:
+            sp.simplify(sp.expand_trig(num - (1 - rho * sp.cos(theta)))) != 0:
         raise ArithmeticError("stable PC-BP cosine differs from the derived one")
     return stable
 
@@ -324,9 +326,15 @@ def derive_predictive_coding() -> Derivation:
         raise ArithmeticError("Lagrange minimum differs from r^2 / (2 sum b^2)")
     add("equilibrated_energy", mse / s, [mse, s], "5, 24",
         "F* = L(theta)/s(theta): PC energy at the activity equilibrium of a linear network", r"\mathcal{F}^{*}")
-    add("chain_energy_depth2", chain_energy(2).subs(dict(zip(chain_weights(2), (w1, w2)))), [x, y, w1, w2], "5-6",
-        "per-sample F* of a width-1 chain with one hidden unit: (y - w2 w1 x)^2 / (2 (1 + w2^2))", r"\mathcal{F}^{*}_{2}",
-        note="derived by minimising eq. 2")
+    add(
+        "chain_energy_depth2",
+        chain_energy(2).subs(dict(zip(chain_weights(2), (w1, w2)))),
+        [x, y, w1, w2],
+        "5-6",
+        "per-sample F* of a width-1 chain with one hidden unit: (y - w2 w1 x)^2 / (2 (1 + w2^2))",
+        r"\mathcal{F}^{*}_{2}",
+        note="derived by minimising eq. 2",
+    )
     add("chain_energy_depth3", chain_energy(3).subs(dict(zip(chain_weights(3), (w1, w2, w3)))),
         [x, y, w1, w2, w3], "5-6", "per-sample F* of a width-1 chain with two hidden units", r"\mathcal{F}^{*}_{3}",
         note="derived by minimising eq. 2")
@@ -340,28 +348,46 @@ def derive_predictive_coding() -> Derivation:
         "(e - 1) L/(gamma_0^2 N^{2d}): large-depth limit of E[s] - 1 at alpha = 1/2 (d = 1/2: mean-field)",
         r"\mathbb{E}[s] - 1",
         note="constant e - 1 derived")
-    add("pc_bp_cosine", pc_bp_cosine_stable(), [rho, theta], "26",
-        "cosine similarity of the PC (grad F*) and BP (grad L) weight gradients", r"\cos(\nabla \mathcal{F}^{*}, \nabla \mathcal{L})",
+    add(
+        "pc_bp_cosine",
+        pc_bp_cosine_stable(),
+        [rho, theta],
+        "26",
+        "cosine similarity of the PC (grad F*) and BP (grad L) weight gradients",
+        r"\cos(\nabla \mathcal{F}^{*}, \nabla \mathcal{L})",
         note="law of cosines on eq. 26",
-        constraints=[Constraint(sp.Or(sp.Ne(rho, 1), sp.Ne(theta, 0)),
-                                "rho_pc != 1 or theta_gs != 0 (the PC gradient vanishes there: no angle)")])
-    add("pc_bp_one_minus_cosine_small_rho", pc_bp_one_minus_cosine_series(), [rho, theta], "26",
-        "1 - cos(PC, BP) to second order in rho", r"1 - \cos(\nabla \mathcal{F}^{*}, \nabla \mathcal{L})", note="series in rho")
+        constraints=[
+            Constraint(
+                sp.Or(sp.Ne(rho, 1), sp.Ne(theta, 0)),
+                "rho_pc != 1 or theta_gs != 0 (the PC gradient vanishes there: no angle)",
+            )
+        ],
+    )
+    add(
+        "pc_bp_one_minus_cosine_small_rho",
+        pc_bp_one_minus_cosine_series(),
+        [rho, theta],
+        "26",
+        "1 - cos(PC, BP) to second order in rho",
+        r"1 - \cos(\nabla \mathcal{F}^{*}, \nabla \mathcal{L})",
+        note="series in rho",
+    )
     dv.state(STATEMENTS)
     return dv
 
 
 STATEMENTS = {
     "equilibrated_energy": r"At the equilibrium of the activities, the predictive-coding energy of a linear network is "
-                           r"the loss rescaled by $s$.",
+    r"the loss rescaled by $s$.",
     "chain_energy_depth2": r"Minimising the energy of eq.~(2) over the hidden unit of a width-one chain gives",
     "chain_energy_depth3": r"Minimising over both hidden units of a width-one chain with two hidden units gives",
-    "s_minus_one_mlp_init": r"At initialisation under Desideratum~1 the expected rescaling of a linear MLP exceeds one by",
+    "s_minus_one_mlp_init": r"At initialisation under Desideratum~1 the expected rescaling of a linear MLP "
+    "exceeds one by",
     "s_minus_one_resnet_init": r"For a linear residual network with branches scaled by $L^{-\alpha}$, the expected "
-                               r"rescaling at initialisation exceeds one by",
+    r"rescaling at initialisation exceeds one by",
     "s_minus_one_resnet_large_depth": r"At $\alpha = 1/2$ and large depth, $\mathbb{E}[s] - 1$ grows linearly in $L$ "
-                                      r"with the constant $e - 1$.",
+    r"with the constant $e - 1$.",
     "pc_bp_cosine": r"By the law of cosines on eq.~(26), the cosine similarity of the predictive-coding and "
-                    r"backpropagation gradients depends only on $\rho$ and $\theta$.",
+    r"backpropagation gradients depends only on $\rho$ and $\theta$.",
     "pc_bp_one_minus_cosine_small_rho": r"For small $\rho$ the two gradients are aligned up to second order.",
 }

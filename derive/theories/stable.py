@@ -16,7 +16,7 @@ Derived here rather than typed in:
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import sympy as sp
 
@@ -98,7 +98,7 @@ def nngp_recursion_from_expectation() -> sp.Expr:
     return Q_ab + lam2 * Psi
 
 
-@lru_cache(maxsize=None)
+@cache
 def diagonal_solution() -> sp.Expr:
     """Unscaled (lam = 1) diagonal: Q_l = (1 + sigma_w^2/2) Q_{l-1} + sigma_b^2 (f(1) = 0), solved exactly."""
     Qf = sp.Function("Q")
@@ -143,7 +143,8 @@ def lemma4_constant() -> sp.Expr:
 
 
 def correlation_update_no_bias() -> sp.Expr:
-    """C_l from C_{l-1} when sigma_b = 0: diagonals grow by (1 + lam^2 sw/2), so C_l = (C + lam^2 sw (C + f)/2)/(1 + lam^2 sw/2)."""
+    """C_l from C_{l-1} when sigma_b = 0: diagonals grow by (1 + lam^2 sw/2), so C_l = (C + lam^2 sw (C + f)/2)/(1 +
+    lam^2 sw/2)."""
     return (C + lam2 * sigma_w2 * (C + f_paper()) / 2) / (1 + lam2 * sigma_w2 / 2)
 
 
@@ -200,15 +201,27 @@ def derive_stable_resnet() -> Derivation:
         "C_l from C_{l-1} when sigma_b = 0 (depth-free, no overflow)", r"C_{\ell}", "recursion")
     add("unscaled_diagonal", diagonal_solution_stable(), [q0, sigma_w2, sigma_b2, L], "Lemma 1",
         "exact Q_L(x, x) of the unscaled ResNet", r"Q_{L}(x, x)")
-    add("lemma1_gap", lemma1_gap(), [sigma_b2, sigma_w2], "Lemma 1",
-        "exact Q_L minus Lemma 1's bound (negative for sigma_b > 0: the printed bound fails)", r"Q_{L}(x, x) - Q_{L}^{\mathrm{Lemma\,1}}",
-        note="corrected")
+    add(
+        "lemma1_gap",
+        lemma1_gap(),
+        [sigma_b2, sigma_w2],
+        "Lemma 1",
+        "exact Q_L minus Lemma 1's bound (negative for sigma_b > 0: the printed bound fails)",
+        r"Q_{L}(x, x) - Q_{L}^{\mathrm{Lemma\,1}}",
+        note="corrected",
+    )
     add("lemma4_constant", lemma4_constant(), [sigma_w2], "Lemma 4",
         "lim L^2 (1 - C_L), unscaled, sigma_b = 0", r"\lim_{L \to \infty} L^{2} (1 - C_{L})")
     add("ode_diagonal", ode_diagonal_stable(), [q0, sigma_b2, sigma_w2, t], "8",
         "q_t(x, x) of the ODE limit (uniform scaling)", r"q_{t}(x, x)")
-    add("prop7_diagonal_gap", sp.expand(limit_kernel_gap()), [Q_inf, sigma_b2, sigma_w2, tail], "Prop. 7",
-        "leading Q_inf - Q_L on the diagonal: (Q_inf + 2 sb/sw) (sw/2) sum_{k>L} lam_k^2", r"Q_{\infty}(x, x) - Q_{L}(x, x)")
+    add(
+        "prop7_diagonal_gap",
+        sp.expand(limit_kernel_gap()),
+        [Q_inf, sigma_b2, sigma_w2, tail],
+        "Prop. 7",
+        "leading Q_inf - Q_L on the diagonal: (Q_inf + 2 sb/sw) (sw/2) sum_{k>L} lam_k^2",
+        r"Q_{\infty}(x, x) - Q_{L}(x, x)",
+    )
     add("gradient_bound_factor", sp.exp(sigma_w2 / 2 * lam_sum), [sigma_w2, lam_sum], "Prop. 1",
         "exp(sigma_w^2/2 sum_l lambda_{l,L}^2), the gradient bound up to a constant", r"B_{1}")
     dv.state(STATEMENTS)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from resprop.numeric.engine import validation as V
+
+
 def synthetic_angles(P: int, d_in: int = 100) -> np.ndarray:
     """P unit vectors in R^{d_in} at equally spaced angles 2 pi k / P in one plane (Fig. 6a)."""
     P = V.integer("P", P, 2)

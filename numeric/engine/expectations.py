@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Callable
+from functools import cache
 
 import numpy as np
 import sympy as sp
@@ -22,8 +22,8 @@ import resprop.generated.activation_erf as gh_erf
 import resprop.generated.activation_gelu as gh_gelu
 import resprop.generated.activation_tanh as gh_tanh
 import resprop.generated.gaussian as closed
-from resprop.generated.gauss_hermite import PANELS_1D, panel_nodes
 from resprop.derive import activations
+from resprop.generated.gauss_hermite import PANELS_1D, panel_nodes
 from resprop.numeric.engine.validation import ParameterError
 
 Array = np.ndarray
@@ -105,7 +105,7 @@ def kernels(activation: str | sp.Expr = "erf") -> ActivationKernels:
     return _kernels(activation)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _kernels(activation: str | sp.Expr) -> ActivationKernels:
     if isinstance(activation, str):
         if activation == "erf":
@@ -158,6 +158,9 @@ def custom_kernels(expr: sp.Expr) -> ActivationKernels:
         raise ParameterError("activation", f"{expr} and its first two derivatives must be finite real numbers on "
                                            "the real line (checked on [-12, 12])")
     if max(float(np.max(np.abs(v))) for v in values) > _GROWTH_BOUND:
-        raise ParameterError("activation", f"{expr} grows too fast for its Gaussian expectations to exist at every "
-                                           f"variance (|phi|, |phi'| or |phi''| exceeds {_GROWTH_BOUND:g} on [-12, 12])")
+        raise ParameterError(
+            "activation",
+            f"{expr} grows too fast for its Gaussian expectations to exist at every "
+            f"variance (|phi|, |phi'| or |phi''| exceeds {_GROWTH_BOUND:g} on [-12, 12])",
+        )
     return _from_module(name, mod)

@@ -21,11 +21,13 @@ No theory formulas live here; these functions only measure.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from resprop.numeric.engine import validation as V
+
 if TYPE_CHECKING:  # pragma: no cover
     from resprop.numeric.engine.monte_carlo import LogGaussianSamples, ResidualMLPSamples
 
@@ -121,7 +123,7 @@ def _finite(name: str, a: np.ndarray) -> None:
 # ---------------------------------------------------------------------------
 
 
-def g_moments(s: "LogGaussianSamples") -> dict[str, float]:
+def g_moments(s: LogGaussianSamples) -> dict[str, float]:
     """Mean and variance of G (Theorem 1 eq. (7), Theorem 4 eq. (9), Prop. 6 eq. (20)-(21)).
 
     mean_G_se is the sample SE; var_G_se is the jackknife SE (module docstring).
@@ -132,7 +134,7 @@ def g_moments(s: "LogGaussianSamples") -> dict[str, float]:
     return {"mean_G": float(mean), "mean_G_se": float(mean_se_), "var_G": float(var), "var_G_se": float(var_se)}
 
 
-def hypoactivation(s: "LogGaussianSamples") -> dict[str, object]:
+def hypoactivation(s: LogGaussianSamples) -> dict[str, object]:
     """Hypoactivation h_l = E||phi(zhat^l)||^2 - 1/2 (eq. (2)) for l = 0..d-1, h_total and C_hat.
 
     The layers are those feeding the d residual steps (act_sq columns l = 0..d-1;
@@ -147,7 +149,7 @@ def hypoactivation(s: "LogGaussianSamples") -> dict[str, object]:
             "C_hat": float(tot * k), "C_hat_se": float(tot_se * k)}
 
 
-def conjecture5(s: "LogGaussianSamples", layers=None, lags: Sequence[int] = (1, 2)) -> dict[str, object]:
+def conjecture5(s: LogGaussianSamples, layers=None, lags: Sequence[int] = (1, 2)) -> dict[str, object]:
     """Measured quantities of Conjecture 5, eqs. (11)-(13) / Fig. 4, with standard errors.
 
     Per layer l = 0..d-1 (act_sq_l = ||phi(zhat^l)||^2):
@@ -195,7 +197,7 @@ def conjecture5(s: "LogGaussianSamples", layers=None, lags: Sequence[int] = (1, 
     return out
 
 
-def output_moments(s: "LogGaussianSamples") -> dict[str, float]:
+def output_moments(s: LogGaussianSamples) -> dict[str, float]:
     """E[(z_i^out)^2], Var[(z_i^out)^2] and Corr((z_i^out)^2, (z_j^out)^2), i != j (section 3, Fig. 3).
 
     Pooled over the (exchangeable) output neurons: with q_i = (z_i^out)^2 the per-sample
@@ -230,7 +232,7 @@ def output_moments(s: "LogGaussianSamples") -> dict[str, float]:
 # ---------------------------------------------------------------------------
 
 
-def four_point_vertex(s: "ResidualMLPSamples") -> dict[str, np.ndarray]:
+def four_point_vertex(s: ResidualMLPSamples) -> dict[str, np.ndarray]:
     """Per layer l = 1..L: kernel K_hat = E[S2] and the normalised four-point vertex (B.22)-(B.23).
 
     For i != j, ``E[z_i^2 z_j^2] - E[z_i^2] E[z_j^2] = V/n`` (B.23), so
@@ -259,7 +261,7 @@ def four_point_vertex(s: "ResidualMLPSamples") -> dict[str, np.ndarray]:
             "V": s.width * conn, "V_se": s.width * conn_se}
 
 
-def log_norm_moments(s: "ResidualMLPSamples") -> dict[str, np.ndarray]:
+def log_norm_moments(s: ResidualMLPSamples) -> dict[str, np.ndarray]:
     """Per layer mean (sample SE) and variance (jackknife SE) of ln S2 = ln(||z^(l)||^2/n)."""
     x = np.log(s.S2)
     m, m_se = mean_se(x)
@@ -267,7 +269,7 @@ def log_norm_moments(s: "ResidualMLPSamples") -> dict[str, np.ndarray]:
     return {"mean": m, "mean_se": m_se, "var": v, "var_se": v_se}
 
 
-def block_correlators(s: "ResidualMLPSamples") -> dict[str, np.ndarray]:
+def block_correlators(s: ResidualMLPSamples) -> dict[str, np.ndarray]:
     """Per block l = 1..L-1: means (sample SE) of G_RR^(l+1), G_Rz^(l+0.5), G_zz^(l) (PDLT B.42-B.43).
 
     These enter the xi recipe (B.45): (1 - gamma^2) G_zz = xi^2 G_RR + 2 gamma xi G_Rz.

@@ -61,13 +61,12 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
 from resprop.numeric.engine import validation as V
-from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.engine.mc_estimators import (
     block_correlators,
     conjecture5,
@@ -77,6 +76,7 @@ from resprop.numeric.engine.mc_estimators import (
     log_norm_moments,
     output_moments,
 )
+from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.engine.simulate import ACTIVATIONS as _BASE_ACTIVATIONS
 
 __all__ = [
@@ -193,7 +193,9 @@ def resolve_activation(activation) -> tuple[Activation, str]:
     except Exception as exc:  # noqa: BLE001  (report any failure of a user callable as a parameter error)
         raise V.ParameterError("activation", f"callable failed on a probe array: {exc}") from None
     if out.shape != probe.shape or not np.all(np.isfinite(out)):
-        raise V.ParameterError("activation", "callable must map an array elementwise to finite values of the same shape")
+        raise V.ParameterError(
+            "activation", "callable must map an array elementwise to finite values of the same shape"
+        )
     return activation, getattr(activation, "__name__", repr(activation))
 
 
@@ -371,8 +373,11 @@ def simulate_log_gaussian(*, width: int, depth: int, alpha, lam, balanced: bool 
     lam_arr = _per_layer("lam", lam, d, V.nonnegative)
     zero = (alpha_arr == 0) & (lam_arr == 0)
     if zero.any():
-        raise V.ParameterError("alpha, lam", "alpha = lam = 0 makes the network identically zero; need "
-                               f"alpha^2 + lam^2 > 0 (violated at layer(s) {', '.join(map(str, np.flatnonzero(zero)[:4] + 1))})")
+        raise V.ParameterError(
+            "alpha, lam",
+            "alpha = lam = 0 makes the network identically zero; need "
+            f"alpha^2 + lam^2 > 0 (violated at layer(s) {', '.join(map(str, np.flatnonzero(zero)[:4] + 1))})",
+        )
     V.skip_and_branch(alpha_arr, lam_arr)
     with np.errstate(under="ignore"):
         tiny = (alpha_arr != 0) & (np.abs(alpha_arr) < 1e-150 * np.hypot(alpha_arr, lam_arr))
@@ -400,7 +405,9 @@ def simulate_log_gaussian(*, width: int, depth: int, alpha, lam, balanced: bool 
         if n_out:
             z_out[start:stop] = zo
     if n_out:
-        V.finite_result("alpha, lam, depth", z_out, "the read-out z_out (its scale is prod_l (alpha_l^2 + lam_l^2)^(1/2))")
+        V.finite_result(
+            "alpha, lam, depth", z_out, "the read-out z_out (its scale is prod_l (alpha_l^2 + lam_l^2)^(1/2))"
+        )
     return LogGaussianSamples(G=G, act_sq=act_sq, active_fraction=frac, z_out=z_out, width=n, depth=d,
                               alpha=alpha_arr, lam=lam_arr, balanced=bool(balanced), method=method,
                               seed=seed, chunk_size=size)

@@ -10,16 +10,13 @@ Two routes, both at ``dps`` digits:
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import mpmath as mp
+import numpy as np
 import sympy as sp
 
-import numpy as np
-
-from resprop.derive import activations
-
-from resprop.derive import gaussian
+from resprop.derive import activations, gaussian
 from resprop.numeric.engine import validation as V
 
 #: depth bounds of the mpmath iterations (a layer costs ~0.1 ms on the closed route, ~10-100 ms with quadratures)
@@ -49,7 +46,7 @@ def _dps(dps) -> int:
     return V.integer("dps", dps, 1, MAX_DPS)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _activation_mp(name: str):
     phi, dphi, ddphi = activations.derivatives(activations.activation_expr(name))
     return tuple(sp.lambdify(activations.x, e, modules="mpmath") for e in (phi, dphi, ddphi))
@@ -72,7 +69,7 @@ def gaussian_mean2_mp(f, g, K_aa, K_bb, K_ab) -> mp.mpf:
     return mp.quad(lambda z1: inner(z1) * mp.exp(-z1 * z1 / 2), [-mp.inf, 0, mp.inf]) / (2 * mp.pi)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _closed_mp(name: str):
     if name != "erf":
         raise ValueError(f"activation: the closed-form mpmath route exists for erf only, got {name!r}")

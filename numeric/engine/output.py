@@ -314,7 +314,7 @@ class Publication:
         self._stack = None
         self.committed = False
 
-    def __enter__(self) -> "Publication":
+    def __enter__(self) -> Publication:
         from contextlib import ExitStack
 
         self.out.parent.mkdir(parents=True, exist_ok=True)

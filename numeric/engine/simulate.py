@@ -36,14 +36,15 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from scipy.special import erf
 
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.results import ResultRecord
+
 __all__ = [
     "ACTIVATIONS",
     "METHODS",
@@ -199,7 +200,7 @@ class _Network:
 
     @classmethod
     def build(cls, *, depth, width, rho, sigma_w2, sigma_b2, sigma_w2_in, sigma_b2_in,
-              sigma_w2_out, sigma_b2_out, activation) -> "_Network":
+              sigma_w2_out, sigma_b2_out, activation) -> _Network:
         """Validate arguments; the read-in/read-out variances default to the residual ones."""
         s_w2 = _check_variance("sigma_w2", sigma_w2)
         s_b2 = _check_variance("sigma_b2", sigma_b2)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,7 @@ def _int_check(minimum: int, maximum: int | None = None) -> Callable[[str, Any],
                 or (maximum is not None and int(v) > maximum)):
             raise ParameterError(name, f"must be an integer {allowed}, got {v!r}")
         return int(v)
-    check.kind = "int"
+    check.kind = "int"  # type: ignore[attr-defined]
     return check
 
 
@@ -42,7 +43,7 @@ def _float_check(validator, allowed: str) -> Callable[[str, Any], float]:
         if not _is_real(v):
             raise ParameterError(name, f"must be a real number in {allowed}, got {v!r}")
         return float(validator(name, float(v)))
-    check.kind = "float"
+    check.kind = "float"  # type: ignore[attr-defined]
     return check
 
 
@@ -52,7 +53,7 @@ def _bool_check(name, v):
     return bool(v)
 
 
-_bool_check.kind = "bool"
+_bool_check.kind = "bool"  # type: ignore[attr-defined]
 
 
 def _choice_check(allowed: tuple[str, ...]):
@@ -60,7 +61,7 @@ def _choice_check(allowed: tuple[str, ...]):
         if not isinstance(v, str):
             raise ParameterError(name, f"unknown value {v!r}; allowed: {', '.join(allowed)}")
         return V.choice(name, v, allowed)
-    check.kind = "str"
+    check.kind = "str"  # type: ignore[attr-defined]
     return check
 
 
@@ -74,7 +75,7 @@ def _string_check(parse: Callable[[str], Any], allowed: str) -> Callable[[str, A
         except ParameterError as exc:
             raise ParameterError(name, str(exc).split(": ", 1)[-1]) from None
         return v
-    check.kind = "str"
+    check.kind = "str"  # type: ignore[attr-defined]
     return check
 
 

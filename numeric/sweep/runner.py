@@ -19,12 +19,14 @@ Parameters of each kind (a parameter goes in [grid] or [fixed], not both; see :f
 * ``rho_star`` -- :func:`resprop.numeric.theories.fischer.field_theory.rho_star` per grid point: depth, input_kernel,
   sigma_w2, sigma_b2 (required); input_kernel_offdiag, sigma_w2_out, sigma_b2_out (optional); activation (default erf).
 * ``log_gaussian`` -- :func:`resprop.numeric.engine.monte_carlo.simulate_log_gaussian` with the estimators of
-  :mod:`resprop.numeric.engine.mc_estimators` and the theory of :func:`resprop.numeric.theories.lognormal.log_gaussian.theory`: width, depth, alpha,
+  :mod:`resprop.numeric.engine.mc_estimators` and the theory of
+  :func:`resprop.numeric.theories.lognormal.log_gaussian.theory`: width, depth, alpha,
   lam, samples (required); balanced (default false), method (default reduced), hypo_constant
   (optional: C_{alpha,lambda} for the theory mean; default: the point's own Monte Carlo C_hat).
 * ``residual_mlp`` -- :func:`resprop.numeric.engine.monte_carlo.simulate_residual_mlp` (PDLT App. B, eq. B.3) with
   :func:`resprop.numeric.engine.mc_estimators.four_point_vertex` at the last layer, next to
-  :func:`resprop.numeric.theories.pdlt.residual_mlp.vertex_trajectory` (B.12, B.26) and nu(gamma) L/n: width, depth, gamma,
+  :func:`resprop.numeric.theories.pdlt.residual_mlp.vertex_trajectory` (B.12, B.26) and nu(gamma) L/n: width, depth,
+  gamma,
   samples (required); activation (relu | linear | leaky_relu:<s> | tanh | erf, default relu), input_kernel
   (default 1), C_b (default 0), C_W (default: the critical C_W(gamma)).
 
@@ -38,7 +40,8 @@ os.replace; it carries the spec hash and its flat indices, so the part files are
 record) next to a ``manifest.json`` (spec, spec hash, chunk count and the finished chunks, refreshed
 every few seconds and on exit).  A rerun loads the finished chunks,
 computes only the missing ones and, when all are present, writes ``out`` atomically and removes its
-part files (:class:`resprop.numeric.engine.output.Publication`: ``out`` is replaced only when it is resprop's own previous
+part files (:class:`resprop.numeric.engine.output.Publication`: ``out`` is replaced only when it is resprop's own
+previous
 output per its manifest; a lock keeps a second run out; SIGINT/SIGTERM leave ``out`` as it was).  A parts
 directory of a different spec, or one holding files resprop did not write, is an error (never mixed, never
 deleted).  The whole spec is validated in the parent before any worker starts or the parts directory exists;
@@ -70,8 +73,8 @@ from typing import Any
 import numpy as np
 
 from resprop.numeric.engine.output import OutputPathError, Publication
-from resprop.numeric.sweep.kinds import _int_check, _output_names, kinds
 from resprop.numeric.engine.validation import ParameterError
+from resprop.numeric.sweep.kinds import _int_check, _output_names, kinds
 
 __all__ = ["kinds", "run_sweep", "cli_sweep", "load_spec", "normalize_spec", "dumps_toml", "grid_points"]
 

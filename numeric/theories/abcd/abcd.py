@@ -1,6 +1,7 @@
 """abcd parameterisations of linear BP and PC networks (Innocenti, Achour & Bogacz 2025), numeric/CLI layer.
 
-Exact answers come from ``resprop.derive.theories.abcd`` (case analysis + linsolve + rational Fourier--Motzkin, cross-checked
+Exact answers come from ``resprop.derive.theories.abcd`` (case analysis + linsolve + rational Fourier--Motzkin,
+cross-checked
 with linprog); this module turns them into JSON-ready dictionaries, parses ``key=value`` assignments with
 exact rationals, evaluates the generated rate kernels, and measures the PC-specific terms by Monte Carlo.
 
@@ -13,9 +14,9 @@ Values are exact rationals: ``1/2``, ``0.5``, ``-1``, ``2.5e-1``.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
-from functools import lru_cache
-from typing import Iterable, Sequence
+from functools import cache
 
 import numpy as np
 
@@ -119,7 +120,7 @@ def _pieces(alg: str, reading: str, numbers: tuple[int, ...]) -> list[dict]:
     return [p.describe() for p in A.solution(alg, reading, numbers)]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _solution_family() -> dict:
     import sympy as sp
 
@@ -214,7 +215,9 @@ def _widths(widths) -> np.ndarray:
     if (arr < 1).any():
         raise ParameterError("widths (N)", f"must be >= 1 (allowed range [1, inf)), got {arr[arr < 1].tolist()[:4]}")
     if (arr > MAX_WIDTH).any():
-        raise ParameterError("widths (N)", f"must be <= {MAX_WIDTH:g} (the rates use N^2), got {arr[arr > MAX_WIDTH].tolist()[:4]}")
+        raise ParameterError(
+            "widths (N)", f"must be <= {MAX_WIDTH:g} (the rates use N^2), got {arr[arr > MAX_WIDTH].tolist()[:4]}"
+        )
     return arr.reshape(-1)
 
 
@@ -229,7 +232,7 @@ def rates(widths: Sequence[float], depth: int = 3, gamma0: float = 1.0) -> dict:
     L = np.float64(integer("depth (L)", depth, minimum=2, maximum=2**53))
     g0 = float(positive("gamma0", gamma0))
     with np.errstate(over="ignore"):
-        r = G.pc_r_scale.unchecked(N, L, np.float64(g0))  # validated above; overflow is named below
+        r = G.pc_r_scale.unchecked(N, L, np.float64(g0))  # type: ignore[attr-defined]  # validated above; overflow named below
     V.finite_result("gamma0, L", r, "the PC rate r = L^2 gamma0^2 N^(3/2)/(N + 1)^2")
     if np.any(r == 0):
         raise ParameterError("gamma0, L", "the PC rate r = L^2 gamma0^2 N^(3/2)/(N + 1)^2 underflows to 0 in float64; "

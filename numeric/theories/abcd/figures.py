@@ -29,8 +29,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from resprop.numeric.theories.abcd import predictive_coding as pc# noqa: E402
-from resprop.numeric.engine import validation as V# noqa: E402
+from resprop.numeric.engine import validation as V  # noqa: E402
+from resprop.numeric.theories.abcd import predictive_coding as pc  # noqa: E402
 
 __all__ = ["make_pc_figures", "pc_figure_data", "PC_FIGURE_NAMES"]
 
@@ -154,10 +154,16 @@ def _fig_s_theta(path: Path, data: dict) -> Path:
     bx.set_title("Θ(1/N) under mean-field (eq. 16), Θ(1) under SP (Fig. A.19)", fontsize=9)
     bx.legend(fontsize=7.5, loc="center right")
     last = deep["mean"][-1, 0] * deep["widths"][0] / deep["depths"][-1]
-    bx.text(0.02, 0.03, f"ResNet mean-field, N = {deep['widths'][0]}, L = {deep['depths'][0]}..{deep['depths'][-1]}: "
-                        f"depth exponent {fd['slope']:.4f} ± {fd['slope_se']:.4f} (exact {deep['fit_depth_theory'][0]['slope']:.4f});\n"
-                        f"N (s - 1)/L at L = {deep['depths'][-1]}: {last:.3f} (e - 1 = {np.e - 1:.3f})",
-            transform=bx.transAxes, fontsize=7, va="bottom")
+    bx.text(
+        0.02,
+        0.03,
+        f"ResNet mean-field, N = {deep['widths'][0]}, L = {deep['depths'][0]}..{deep['depths'][-1]}: "
+        f"depth exponent {fd['slope']:.4f} ± {fd['slope_se']:.4f} (exact {deep['fit_depth_theory'][0]['slope']:.4f});\n"
+        f"N (s - 1)/L at L = {deep['depths'][-1]}: {last:.3f} (e - 1 = {np.e - 1:.3f})",
+        transform=bx.transAxes,
+        fontsize=7,
+        va="bottom",
+    )
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     cap = ("Innocenti, Achour & Bogacz (2025) eqs 16, 19, 25, 104: s(θ) - 1 at initialisation, mean ± SE over "
            f"{data['settings']['s_samples']} networks per point (exact O(L) sampler) vs the exact expectation "

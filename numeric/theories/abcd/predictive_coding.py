@@ -38,13 +38,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
 import resprop.generated.predictive_coding as gen
-
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.validation import ParameterError
 
@@ -106,7 +105,7 @@ class PCNetwork:
             return [hidden] * (L - 1) + ["linear"]
         return ["linear"] + ["residual"] * (L - 2) + ["linear"]
 
-    def with_weights(self, weights: Sequence[np.ndarray]) -> "PCNetwork":
+    def with_weights(self, weights: Sequence[np.ndarray]) -> PCNetwork:
         return dataclasses.replace(self, weights=tuple(weights))
 
 
@@ -500,7 +499,8 @@ def gradient_cosine(ga: Sequence[np.ndarray], gb: Sequence[np.ndarray]) -> np.nd
 
 
 def pc_bp_cosine_closed_form(net: PCNetwork, x, y) -> dict:
-    """cos(PC, BP) from eq. 26 via the generated kernel: rho = L ||grad s||/(s ||grad L||), theta = angle(grad L, grad s)."""
+    """cos(PC, BP) from eq. 26 via the generated kernel: rho = L ||grad s||/(s ||grad L||), theta = angle(grad L,
+    grad s)."""
     g = bp_weight_gradients(net, x, y)
     gs = rescaling_gradient(net)
     loss, s = mse_loss(net, x, y), s_theta(net)
@@ -534,7 +534,8 @@ def expected_s_minus_one(width, depth, *, arch: str = "mlp", param: str = "mean_
 def sample_s_theta(width: int, depth: int, n_samples: int, *, arch: str = "mlp", param: str = "mean_field",
                    gamma0: float = 1.0, alpha: float | None = None, weight_variance: float = 1.0,
                    method: str = "reduced", rng: np.random.Generator | None = None) -> np.ndarray:
-    """n_samples independent draws of s(theta) at initialisation (``reduced``: exact O(L) law; ``dense``: full weights)."""
+    """n_samples independent draws of s(theta) at initialisation (``reduced``: exact O(L) law; ``dense``: full
+    weights)."""
     width, depth, gamma0, alpha, weight_variance = _check_common(width, depth, gamma0, alpha, weight_variance)
     n_samples = V.integer("n_samples", n_samples, 1)
     arch = V.choice("arch", arch, ARCHITECTURES)

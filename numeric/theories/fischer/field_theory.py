@@ -12,14 +12,13 @@ Normalisation of the response: eta^(0) = 1 is the linear-response convention
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 import resprop.generated.fischer as gen
-
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.expectations import ActivationKernels, kernels
 from resprop.numeric.engine.results import ResultRecord
@@ -91,7 +90,7 @@ class Hyper:
     sigma_b2_out: np.ndarray
 
     @classmethod
-    def make(cls, rho, sigma_w2, sigma_b2, sigma_w2_out=None, sigma_b2_out=None) -> "Hyper":
+    def make(cls, rho, sigma_w2, sigma_b2, sigma_w2_out=None, sigma_b2_out=None) -> Hyper:
         sw = V.positive("sigma_w2", sigma_w2)
         sb = V.nonnegative("sigma_b2", sigma_b2)
         return cls(
@@ -429,9 +428,13 @@ def chi_out_curves(rho, depths, input_kernel, sigma_w2, sigma_b2, input_kernel_o
         raise V.ParameterError("rho" if rho.ndim != 1 else "depth", "must be a scalar or a 1-D array")
     k0, k0o = _pair(input_kernel, input_kernel_offdiag)
     hyper = Hyper.make(rho[None, :], sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out)
-    _batch_shape("sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out, input_kernel, input_kernel_offdiag", (L.size, rho.size),
-                 *(np.shape(getattr(hyper, n)) for n in ("sigma_w2", "sigma_b2", "sigma_w2_out", "sigma_b2_out")),
-                 np.shape(k0), np.shape(k0o))
+    _batch_shape(
+        "sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out, input_kernel, input_kernel_offdiag",
+        (L.size, rho.size),
+        *(np.shape(getattr(hyper, n)) for n in ("sigma_w2", "sigma_b2", "sigma_w2_out", "sigma_b2_out")),
+        np.shape(k0),
+        np.shape(k0o),
+    )
     stop = np.broadcast_to(L[:, None], (L.size, rho.size))
     tr = propagate(np.array([k0, k0], dtype=float), np.array([k0o], dtype=float), (np.array([0]), np.array([1])),
                    stop, hyper, kernels(activation), eta0)
@@ -745,7 +748,8 @@ def rho_star_pairs(input_kernel, depth: int, sigma_w2, sigma_b2, sigma_w2_out=No
     diagonal response, off-diagonal ones the off-diagonal response.  Returns the (P, P) matrix; an element
     whose chi_out has no interior maximum in [grid[0], grid[-1]] (default [0.001, 3]) is None there (the
     matrix is then an object array, float64 otherwise).  With
-    ``with_status`` a :class:`RhoStarPairs`: ``rho_star`` (that matrix), ``interior`` (bool), ``supremum_at`` ("interior",
+    ``with_status`` a :class:`RhoStarPairs`: ``rho_star`` (that matrix), ``interior`` (bool), ``supremum_at``
+    ("interior",
     "lower", "upper") and ``chi_out`` (at rho*, or the supremum at the edge).  ``iters`` is accepted for
     compatibility.
     """

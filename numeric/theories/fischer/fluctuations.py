@@ -27,7 +27,6 @@ from dataclasses import dataclass
 import numpy as np
 
 import resprop.generated.fischer as gen
-
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.expectations import kernels
 from resprop.numeric.engine.results import ResultRecord
@@ -91,7 +90,8 @@ def kernel_fluctuations(input_kernel, depth: int, width: int, rho, sigma_w2, sig
                         sigma_b2_out=None, activation="erf", full: bool = False) -> KernelFluctuations:
     """Covariance of the residual kernels C^(0..L+1) at width N for the input kernel K^(0) = input_kernel.
 
-    Returns (:class:`KernelFluctuations`) ``var_C`` (Var C^(l), l = 0..L+1), ``var_K`` (Var K^(l) = sum_{k, m <= l} G_CC^{km}, l = 0..L),
+    Returns (:class:`KernelFluctuations`) ``var_C`` (Var C^(l), l = 0..L+1), ``var_K`` (Var K^(l) = sum_{k, m <= l}
+    G_CC^{km}, l = 0..L),
     ``var_K_diagonal_sum`` (the C20 form sum_k G_CC^{kk}) and ``K``, in O(depth) memory.  With ``full`` also
     the dense ``cov_C`` ((L+2) x (L+2), G_CC) and ``G12`` (the propagator block), refused when they would
     exceed MAX_FULL_BYTES.  Depths beyond :func:`max_depth` (the number of fourth cumulants, which grows

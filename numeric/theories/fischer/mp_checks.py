@@ -1,12 +1,22 @@
-"""Fischer et al. at 30+ digits (mpmath): chi_out and rho* by the closed-form and quadrature routes, independent of the float64 kernels."""
-from __future__ import annotations
+"""Fischer et al. at 30+ digits (mpmath): chi_out and rho* by the closed-form and quadrature routes, independent of
+the float64 kernels."""
 
+from __future__ import annotations
 
 import mpmath as mp
 
 from resprop.numeric.engine import validation as V
-from resprop.numeric.engine.mp_checks import (MAX_DEPTH_CLOSED, MAX_DEPTH_QUADRATURE, _activation_mp,  # noqa: F401
-                                              _closed_mp, _dps, _num, _theta, gaussian_mean2_mp, gaussian_mean_mp)
+from resprop.numeric.engine.mp_checks import (  # noqa: F401
+    MAX_DEPTH_CLOSED,
+    MAX_DEPTH_QUADRATURE,
+    _activation_mp,
+    _closed_mp,
+    _dps,
+    _num,
+    _theta,
+    gaussian_mean2_mp,
+    gaussian_mean_mp,
+)
 
 
 def chi_out_mp(input_kernel, depth: int, rho, sigma_w2, sigma_b2, sigma_w2_out=None, input_kernel_offdiag=None,

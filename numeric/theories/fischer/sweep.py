@@ -9,9 +9,20 @@ import numpy as np  # noqa: F401
 
 from resprop.numeric.engine import validation as V  # noqa: F401
 from resprop.numeric.engine.validation import ParameterError  # noqa: F401
-from resprop.numeric.sweep.kinds import (MAX_DEPTH, MAX_LAYERS, Kind, Output, Param, _bool_check,  # noqa: F401
-                                         _choice_check, _float_check, _int_check, _is_real, _memory_check,
-                                         _string_check)
+from resprop.numeric.sweep.kinds import (  # noqa: F401
+    MAX_DEPTH,
+    MAX_LAYERS,
+    Kind,
+    Output,
+    Param,
+    _bool_check,
+    _choice_check,
+    _float_check,
+    _int_check,
+    _is_real,
+    _memory_check,
+    _string_check,
+)
 
 
 def _field_theory_activation(v: str):

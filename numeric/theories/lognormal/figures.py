@@ -24,9 +24,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from resprop.numeric.report.plotting import finish as _finish, histogram_density  # noqa: E402
-
 from resprop.numeric.engine import monte_carlo as mc  # noqa: E402
+from resprop.numeric.report.plotting import finish as _finish  # noqa: E402
+from resprop.numeric.report.plotting import histogram_density
 from resprop.numeric.theories.lognormal import log_gaussian as lgt  # noqa: E402
 
 __all__ = ["make_figures", "histogram_density", "log_output_norm_sq", "FIGURE_NAMES", "PAPER_HYPO_CONSTANT"]
@@ -48,7 +48,7 @@ def _settings(quick: bool) -> dict:
             "fig2_samples": 40000}
 
 
-def log_output_norm_sq(s: "mc.LogGaussianSamples", n_in: int = N_IN) -> np.ndarray:
+def log_output_norm_sq(s: mc.LogGaussianSamples, n_in: int = N_IN) -> np.ndarray:
     """ln||z_out||^2 for an input with ||x|| = 1.
 
     The engine starts from z^0 ~ N(0, I_n), i.e. ||x||^2 = n_in (eq. (15)); rescaling to ||x|| = 1

@@ -16,7 +16,6 @@ import numpy as np
 from scipy.signal import fftconvolve
 
 import resprop.generated.lognormal as lg
-
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.engine.validation import ParameterError

@@ -1,13 +1,22 @@
 """Li-Nica-Roy J2-bar(theta) at high precision: the derived closed form vs 2-D mpmath quadrature."""
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import mpmath as mp
 import sympy as sp
 
-from resprop.numeric.engine.mp_checks import (MAX_DEPTH_CLOSED, MAX_DEPTH_QUADRATURE, _activation_mp,  # noqa: F401
-                                              _closed_mp, _dps, _num, _theta, gaussian_mean2_mp, gaussian_mean_mp)
+from resprop.numeric.engine.mp_checks import (  # noqa: F401
+    MAX_DEPTH_CLOSED,
+    MAX_DEPTH_QUADRATURE,
+    _activation_mp,
+    _closed_mp,
+    _dps,
+    _num,
+    _theta,
+    gaussian_mean2_mp,
+    gaussian_mean_mp,
+)
 
 
 def j2bar_quadrature_mp(theta, dps: int = 30) -> mp.mpf:
@@ -25,7 +34,7 @@ def j2bar_quadrature_mp(theta, dps: int = 30) -> mp.mpf:
         return +value
 
 
-@lru_cache(maxsize=None)
+@cache
 def _j2bar_closed_mp():
     from resprop.derive.theories import lognormal as log_gaussian
     return sp.lambdify(log_gaussian.theta, log_gaussian.j2bar_closed_form(), "mpmath")

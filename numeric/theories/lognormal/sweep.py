@@ -8,18 +8,28 @@ import numpy as np  # noqa: F401
 
 from resprop.numeric.engine import validation as V  # noqa: F401
 from resprop.numeric.engine.validation import ParameterError  # noqa: F401
-from resprop.numeric.sweep.kinds import (MAX_DEPTH, MAX_LAYERS, Kind, Output, Param, _bool_check,  # noqa: F401
-                                         _choice_check, _float_check, _int_check, _is_real, _memory_check,
-                                         _string_check)
-
+from resprop.numeric.sweep.kinds import (  # noqa: F401
+    MAX_DEPTH,
+    MAX_LAYERS,
+    Kind,
+    Output,
+    Param,
+    _bool_check,
+    _choice_check,
+    _float_check,
+    _int_check,
+    _is_real,
+    _memory_check,
+    _string_check,
+)
 
 # --------------------------------------------------------------------------- kind: log_gaussian
 _MC_KEYS = ("mean_G", "mean_G_se", "var_G", "var_G_se", "C_hat", "C_hat_se")
 
 
 def _log_gaussian_point(p: dict, flat_index: int, root_seed: int) -> dict[str, Any]:
-    from resprop.numeric.theories.lognormal import log_gaussian as lg
     from resprop.numeric.engine import monte_carlo as mc
+    from resprop.numeric.theories.lognormal import log_gaussian as lg
     ss = np.random.SeedSequence(root_seed, spawn_key=(flat_index,))
     s = mc.simulate_log_gaussian(width=p["width"], depth=p["depth"], alpha=p["alpha"], lam=p["lam"],
                                  balanced=p["balanced"], samples=p["samples"], seed=ss, method=p["method"])

@@ -1,4 +1,5 @@
-"""Roberts, Yaida & Hanin: residual MLPs (The Principles of Deep Learning Theory, App. B) (Roberts, Yaida & Hanin (2022), The Principles of Deep Learning Theory, Appendix B).
+"""Roberts, Yaida & Hanin: residual MLPs (The Principles of Deep Learning Theory, App. B) (Roberts, Yaida & Hanin
+(2022), The Principles of Deep Learning Theory, Appendix B).
 
 The theory's registry entry: see resprop.registry and docs/adding-a-theory.md."""
 from resprop.registry import Theory
@@ -9,13 +10,14 @@ THEORY = Theory(
     citation="Roberts, Yaida & Hanin (2022), The Principles of Deep Learning Theory, Appendix B",
     paper="pdlt_appB",
     citation_tex="Roberts, Yaida \\& Hanin (2022), The Principles of Deep Learning Theory, Appendix B",
-    summary="Residual MLPs at criticality: kernel and four-point vertex recursions, nu(gamma), optimal aspect ratio r*.",
+    summary="Residual MLPs at criticality: kernel and four-point vertex recursions, nu(gamma), optimal aspect "
+            "ratio r*.",
     derivations={"pdlt": "resprop.derive.theories.pdlt:derive_residual_mlp"},
     cli="resprop.numeric.theories.pdlt.cli:add_subcommands",
-    subcommands=('nu',),
+    subcommands=("nu",),
     claims="resprop.numeric.theories.pdlt.claims:claims",
     figures="resprop.numeric.theories.pdlt.figures:make_figures",
-    generated_shared=('gauss_hermite.py',),
+    generated_shared=("gauss_hermite.py",),
     sweep_kinds="resprop.numeric.theories.pdlt.sweep:KINDS",
     steps=7,
     docs="docs/quickstart/pdlt.md",

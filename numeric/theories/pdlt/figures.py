@@ -11,8 +11,6 @@ The figures only plot what :mod:`resprop.numeric.theories.pdlt.residual_mlp` com
 """
 from __future__ import annotations
 
-import math
-import time
 from pathlib import Path
 
 import matplotlib
@@ -21,8 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from resprop.numeric.report.plotting import finish as _finish, histogram_density  # noqa: E402
-
+from resprop.numeric.report.plotting import finish as _finish  # noqa: E402
 from resprop.numeric.theories.pdlt import residual_mlp as rm  # noqa: E402
 
 __all__ = ["make_figures", "FIGURE_NAMES"]

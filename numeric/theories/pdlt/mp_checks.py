@@ -1,12 +1,22 @@
-"""PDLT App. B at high precision: kernel and four-point-vertex recursions iterated in mpmath, nu(gamma) from the iteration."""
-from __future__ import annotations
+"""PDLT App. B at high precision: kernel and four-point-vertex recursions iterated in mpmath, nu(gamma) from the
+iteration."""
 
+from __future__ import annotations
 
 import mpmath as mp
 
 from resprop.numeric.engine import validation as V
-from resprop.numeric.engine.mp_checks import (MAX_DEPTH_CLOSED, MAX_DEPTH_QUADRATURE, _activation_mp,  # noqa: F401
-                                              _closed_mp, _dps, _num, _theta, gaussian_mean2_mp, gaussian_mean_mp)
+from resprop.numeric.engine.mp_checks import (  # noqa: F401
+    MAX_DEPTH_CLOSED,
+    MAX_DEPTH_QUADRATURE,
+    _activation_mp,
+    _closed_mp,
+    _dps,
+    _num,
+    _theta,
+    gaussian_mean2_mp,
+    gaussian_mean_mp,
+)
 
 
 def _sigma_mp(activation: str):
@@ -19,7 +29,9 @@ def _sigma_mp(activation: str):
     return ac, (lambda z: ap * z if z > 0 else am * z)
 
 
-def vertex_trajectory_mp(activation: str, gamma, depth: int, input_kernel=1, dps: int = 30) -> list[tuple[mp.mpf, mp.mpf]]:
+def vertex_trajectory_mp(
+    activation: str, gamma, depth: int, input_kernel=1, dps: int = 30
+) -> list[tuple[mp.mpf, mp.mpf]]:
     """(K^(l), V^(l)) for l = 1..depth at criticality, every Gaussian integral an mpmath quadrature.
 
     The recursions are B.12 and B.26 written out here in mpmath (not the float64 generated kernels):

@@ -15,7 +15,6 @@ from scipy.special import erf
 
 import resprop.generated.pdlt as pr
 from resprop.generated.gauss_hermite import expect1
-
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.engine.validation import ParameterError
@@ -68,7 +67,9 @@ def activation_class(spec: str) -> ActivationClass:
 def check_gamma(gamma) -> np.ndarray:
     g = V.real("gamma", gamma)
     if np.any((g < 0) | (g >= 1)):
-        raise ParameterError("gamma", f"must lie in [0, 1) (criticality needs gamma^2 < 1), got {g[(g < 0) | (g >= 1)]}")
+        raise ParameterError(
+            "gamma", f"must lie in [0, 1) (criticality needs gamma^2 < 1), got {g[(g < 0) | (g >= 1)]}"
+        )
     return g
 
 
@@ -115,9 +116,10 @@ def gamma_star(r, activation: str, n_out: int = 1) -> np.ndarray:
     # the bare kernels (.unchecked): r below r*(0), where the generated functions refuse, is masked to 0 below
     with np.errstate(invalid="ignore", over="ignore"):
         if ac.kind == "scale_invariant":
-            g = pr.gamma_star_scale_invariant.unchecked(r, float(n_out), *map(float, _unit_slopes(ac)))
+            kernel = pr.gamma_star_scale_invariant.unchecked  # type: ignore[attr-defined]
+            g = kernel(r, float(n_out), *map(float, _unit_slopes(ac)))
         else:
-            g = pr.gamma_star_k0.unchecked(r, float(n_out))
+            g = pr.gamma_star_k0.unchecked(r, float(n_out))  # type: ignore[attr-defined]
     # 1 - gamma*^2 ~ 3/((20 + 3 n_L) r): gamma* rounds to 1 in float64 long before the formula overflows
     g = np.where(r >= 1e20, 1.0, np.minimum(g, 1.0))
     return np.where(r <= r0, 0.0, g)
@@ -172,11 +174,15 @@ def vertex_trajectory(activation: str, *, gamma: float, depth: int, input_kernel
             Vv[l + 1] = pr.four_point_update(Vv[l], K[l], C_W, g, chi, m["sigma_4"], m["sigma_sq"])
             K[l + 1] = pr.kernel_update(C_b, C_W, m["sigma_sq"], g, K[l])
     except ParameterError:  # inputs are valid here, so a generated kernel can only object to float64 overflow
-        raise ParameterError("input_kernel, C_W, C_b, gamma, depth", "K^(l) or V^(l) leaves the float64 range (overflow); "
-                                                           "use values of moderate size") from None
+        raise ParameterError(
+            "input_kernel, C_W, C_b, gamma, depth",
+            "K^(l) or V^(l) leaves the float64 range (overflow); use values of moderate size",
+        ) from None
     if not (np.all(np.isfinite(K)) and np.all(np.isfinite(Vv)) and np.all(K > 0)):
-        raise ParameterError("input_kernel, C_W, C_b, gamma, depth", "K^(l) or V^(l) leaves the float64 range (overflow or "
-                                                           "underflow); use values of moderate size")
+        raise ParameterError(
+            "input_kernel, C_W, C_b, gamma, depth",
+            "K^(l) or V^(l) leaves the float64 range (overflow or underflow); use values of moderate size",
+        )
     return VertexTrajectory(depth=depth, layers=np.arange(1, depth + 1), K=K, V=Vv, V_over_K2=Vv / K**2, C_W=C_W)
 
 

@@ -7,9 +7,20 @@ import numpy as np  # noqa: F401
 
 from resprop.numeric.engine import validation as V  # noqa: F401
 from resprop.numeric.engine.validation import ParameterError  # noqa: F401
-from resprop.numeric.sweep.kinds import (MAX_DEPTH, MAX_LAYERS, Kind, Output, Param, _bool_check,  # noqa: F401
-                                         _choice_check, _float_check, _int_check, _is_real, _memory_check,
-                                         _string_check)
+from resprop.numeric.sweep.kinds import (  # noqa: F401
+    MAX_DEPTH,
+    MAX_LAYERS,
+    Kind,
+    Output,
+    Param,
+    _bool_check,
+    _choice_check,
+    _float_check,
+    _int_check,
+    _is_real,
+    _memory_check,
+    _string_check,
+)
 
 
 # --------------------------------------------------------------------------- kind: residual_mlp
@@ -28,7 +39,7 @@ def _residual_gamma_check(name, v):
     return float(v)
 
 
-_residual_gamma_check.kind = "float"
+_residual_gamma_check.kind = "float"  # type: ignore[attr-defined]
 
 
 def _residual_mlp_point(p: dict, flat_index: int, root_seed: int) -> dict[str, Any]:
@@ -61,27 +72,42 @@ RESIDUAL_MLP = Kind(
         "width": Param(_int_check(2), description="hidden width n"),
         "depth": Param(_int_check(1, MAX_LAYERS), description="number of layers L (z^(1) ~ N(0, K^(1)) is layer 1)"),
         "gamma": Param(_residual_gamma_check, description="residual (identity) coefficient gamma in [0, 1)"),
-        "activation": Param(_residual_activation_check, required=False, default="relu",
-                            description="activation class: relu, linear, leaky_relu:<slope>, tanh or erf"),
+        "activation": Param(
+            _residual_activation_check,
+            required=False,
+            default="relu",
+            description="activation class: relu, linear, leaky_relu:<slope>, tanh or erf",
+        ),
         "samples": Param(_int_check(2), description="independent network initialisations per grid point"),
-        "input_kernel": Param(_float_check(V.positive, "(0, inf)"), required=False, default=1.0,
-                              description="first-layer kernel K^(1)"),
-        "C_b": Param(_float_check(V.nonnegative, "[0, inf)"), required=False, default=0.0,
-                     description="bias variance C_b"),
-        "C_W": Param(_float_check(V.positive, "(0, inf)"), required=False,
-                     description="weight variance C_W (default: the critical C_W(gamma) of B.20-B.21)"),
+        "input_kernel": Param(
+            _float_check(V.positive, "(0, inf)"), required=False, default=1.0, description="first-layer kernel K^(1)"
+        ),
+        "C_b": Param(
+            _float_check(V.nonnegative, "[0, inf)"), required=False, default=0.0, description="bias variance C_b"
+        ),
+        "C_W": Param(
+            _float_check(V.positive, "(0, inf)"),
+            required=False,
+            description="weight variance C_W (default: the critical C_W(gamma) of B.20-B.21)",
+        ),
     },
     outputs={
-        "K": Output("1", "Monte Carlo kernel E[||z^(L)||^2/n] at the last layer", "Roberts, Yaida & Hanin App. B (B.12)"),
+        "K": Output(
+            "1", "Monte Carlo kernel E[||z^(L)||^2/n] at the last layer", "Roberts, Yaida & Hanin App. B (B.12)"
+        ),
         "K_se": Output("1", "standard error of K", "-"),
-        "V_over_nK2": Output("1", "Monte Carlo normalised four-point vertex V/(n K^2) at the last layer",
-                             "Roberts, Yaida & Hanin App. B (B.22)-(B.23)"),
+        "V_over_nK2": Output(
+            "1",
+            "Monte Carlo normalised four-point vertex V/(n K^2) at the last layer",
+            "Roberts, Yaida & Hanin App. B (B.22)-(B.23)",
+        ),
         "V_over_nK2_se": Output("1", "jackknife standard error of V_over_nK2", "-"),
         "var_log_norm": Output("1", "Monte Carlo Var ln(||z^(L)||^2/n)", "-"),
         "var_log_norm_se": Output("1", "jackknife standard error of var_log_norm", "-"),
         "theory_K": Output("1", "kernel recursion at layer L", "Roberts, Yaida & Hanin (B.12)"),
-        "theory_V_over_nK2": Output("1", "four-point vertex recursion V^(L)/(n K^(L)^2) from V^(1) = 0",
-                                    "Roberts, Yaida & Hanin (B.26)"),
+        "theory_V_over_nK2": Output(
+            "1", "four-point vertex recursion V^(L)/(n K^(L)^2) from V^(1) = 0", "Roberts, Yaida & Hanin (B.26)"
+        ),
         "theory_nu_L_over_n": Output("1", "asymptotic nu(gamma) L/n", "Roberts, Yaida & Hanin (B.29), (B.35)"),
         "C_W": Output("1", "weight variance used (critical unless given)", "Roberts, Yaida & Hanin (B.20)-(B.21)"),
     },

@@ -37,10 +37,9 @@ from scipy.interpolate import CubicSpline  # noqa: E402
 from scipy.special import expit  # noqa: E402
 
 import resprop.generated.stable as gs  # noqa: E402
-
-from resprop.numeric.theories.stable import stable_resnet as sr# noqa: E402
-from resprop.numeric.engine import validation as V# noqa: E402
+from resprop.numeric.engine import validation as V  # noqa: E402
 from resprop.numeric.engine.validation import ParameterError  # noqa: E402
+from resprop.numeric.theories.stable import stable_resnet as sr  # noqa: E402
 
 __all__ = ["SCALINGS", "STABLE_FIGURE_NAMES", "circle_points", "zonal_kernel_maps", "sphere_kernels", "top_eigenvalues",
            "spectra", "gp_posterior", "gp_regression", "load_digits_sphere", "digits_classification", "digits_table",

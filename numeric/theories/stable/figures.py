@@ -1,4 +1,6 @@
-"""Stable ResNet (Hayou et al. 2021) figures: see :func:`resprop.numeric.theories.stable.experiments.make_stable_figures`."""
+"""Stable ResNet (Hayou et al. 2021) figures: see
+:func:`resprop.numeric.theories.stable.experiments.make_stable_figures`."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -42,15 +42,14 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
 import resprop.generated.gaussian as gg
 import resprop.generated.stable as gs
-
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.theories.fischer.field_theory import _parallel, _workers
@@ -362,9 +361,10 @@ def nngp_ntk(input_kernel, depth: int, rho, sigma_w2, sigma_b2, activation: str 
     except V.ParameterError:  # the inputs were validated: a generated kernel objects only to float64 overflow
         if not deferred_check():
             V.kernel_matrix("input_kernel", K0)  # raises: not symmetric or not positive semi-definite
-        raise V.ParameterError("rho, sigma_w2, sigma_b2, input_kernel, depth", "K or Theta is not finite in float64 for these "
-                                                                     "values (overflow); use values of moderate size") \
-            from None
+        raise V.ParameterError(
+            "rho, sigma_w2, sigma_b2, input_kernel, depth",
+            "K or Theta is not finite in float64 for these values (overflow); use values of moderate size",
+        ) from None
     if not valid:
         V.kernel_matrix("input_kernel", K0)  # raises: not symmetric or not positive semi-definite
     for name, value in out.items():

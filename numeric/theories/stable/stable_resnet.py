@@ -20,11 +20,10 @@ import sympy as sp
 from scipy.integrate import solve_ivp
 
 import resprop.generated.stable as gs
-
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.results import ResultRecord
-from resprop.numeric.theories.fischer.field_theory import _layer_bar, _parallel
 from resprop.numeric.engine.validation import ParameterError
+from resprop.numeric.theories.fischer.field_theory import _layer_bar, _parallel
 
 __all__ = ["NAMED_SCALINGS", "Scaling", "parse_scaling", "scaling_is_stable", "lambda_squared", "kernels",
            "two_input_kernels", "ode_limit", "input_kernel_matrix"]
@@ -242,7 +241,8 @@ def kernels(input_kernel, depth: int, scaling="uniform", sigma_w2: float = 2.0, 
             keep_layers: bool = False, require_stable: bool = False, progress: bool = False) -> StableKernels:
     """NNGP Q_L (5) and NTK Theta_L (9), NTK parameterisation, for the input kernel Q_0 = input_kernel (P x P).
 
-    Returns (:class:`StableKernels`) log_scale, Q_normalised, ntk_normalised (Q = exp(log_scale) Q_normalised, same for the NTK),
+    Returns (:class:`StableKernels`) log_scale, Q_normalised, ntk_normalised (Q = exp(log_scale) Q_normalised, same
+    for the NTK),
     the correlation kernel C_L (3), log_Q_diag and log_ntk_diag.  With keep_layers, also per-layer
     log_Q_diag_layers, log_ntk_diag_layers and correlation_layers (L+1, P, P).
     """
@@ -250,7 +250,9 @@ def kernels(input_kernel, depth: int, scaling="uniform", sigma_w2: float = 2.0, 
     if Q0.ndim != 2:
         raise ParameterError("input_kernel", f"must be a single (P, P) matrix, got shape {Q0.shape}")
     if np.min(np.diagonal(Q0)) < np.finfo(float).tiny:
-        raise ParameterError("input_kernel", f"variances must be normal float64 numbers (>= {np.finfo(float).tiny:.3g})")
+        raise ParameterError(
+            "input_kernel", f"variances must be normal float64 numbers (>= {np.finfo(float).tiny:.3g})"
+        )
     sigma_w2 = V.scalar("sigma_w2", sigma_w2, V.positive)
     sigma_b2 = V.scalar("sigma_b2", sigma_b2, V.nonnegative)
     lam2 = lambda_squared(scaling, depth, require_stable)
@@ -363,8 +365,10 @@ def ode_limit(input_kernel, t_eval, sigma_w2: float = 2.0, sigma_b2: float = 0.0
             sol = solve_ivp(rhs, (0.0, float(t_eval.max())), Q0[i, j], t_eval=t_eval, method="DOP853", rtol=rtol,
                             atol=1e-13)
         if not sol.success or sol.y.shape[1] != t_eval.size:
-            raise ParameterError("input_kernel, sigma_w2, sigma_b2, t_eval", f"the ODE (8) could not be integrated for these "
-                                                                   f"values ({sol.message}); use values of moderate size")
+            raise ParameterError(
+                "input_kernel, sigma_w2, sigma_b2, t_eval",
+                f"the ODE (8) could not be integrated for these values ({sol.message}); use values of moderate size",
+            )
         out[:, i, j] = sol.y.T
         out[:, j, i] = sol.y.T
     V.finite_result("input_kernel, sigma_w2, sigma_b2, t_eval", out, "q_t")
