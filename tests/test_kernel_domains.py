@@ -405,9 +405,9 @@ def test_public_log_gaussian_helpers_reject_degenerate_input():
 
     with pytest.raises(ParameterError, match="alpha, lam"):
         cos_theta_k(0, 0, 1)
-    with pytest.raises(ParameterError, match="^n:"):
+    with pytest.raises(ParameterError, match="^width:"):
         interlayer_total(0, 10, 0.7, 0.7)
-    with pytest.raises(ParameterError, match="^d:"):
+    with pytest.raises(ParameterError, match="^depth:"):
         interlayer_total(10, 0, 0.7, 0.7)
 
 
