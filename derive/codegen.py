@@ -239,6 +239,17 @@ def render_parameter_reference() -> str:
                    total=sum(len(d["parameters"]) for d in derivations))
 
 
+def render_parameters_module() -> str:
+    """generated/parameters.py: the declarations as run-time data (``validation.Declared``), read by the CLI."""
+    derivations = []
+    for theory in registry.derivations():
+        params = [{"name_repr": repr(p.name), "args": ", ".join(repr(v) for v in (
+            p.name, p.domain, p.meaning, p.convention, p.latex, p.integer, p.layer))}
+            for p in registry.derivation(theory).parameters]
+        derivations.append({"name_repr": repr(theory), "parameters": params})
+    return _render("parameters_module.py.j2", derivations=derivations)
+
+
 def generated_files() -> dict[str, str]:
     """Relative path -> text, for everything `resprop derive` writes.
 
@@ -247,7 +258,8 @@ def generated_files() -> dict[str, str]:
     """
     from resprop.derive.latex import render_latex_document
 
-    files = {"gauss_hermite.py": render_gauss_hermite_module(), "_domain.py": render_domain_module()}
+    files = {"gauss_hermite.py": render_gauss_hermite_module(), "_domain.py": render_domain_module(),
+             "parameters.py": render_parameters_module()}
     for name in GENERATED_ACTIVATIONS:
         files[f"activation_{name}.py"] = render_activation_module(name)
     for theory in registry.derivations():

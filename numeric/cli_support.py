@@ -23,3 +23,54 @@ def emit(obj: dict, as_json: bool) -> None:
         text = np.array2string(val, precision=6, max_line_width=100) if val.ndim else f"{float(val):.10g}" \
             if val.dtype.kind in "fi" else str(val)
         print(f"{key}: {text}")
+
+
+def _parse_number(text: str, integer: bool):
+    """The number an option's text spells: an int for integer text (any size: the check refuses int64 overflow),
+    else a float ('nan' and 'inf' included: the check refuses them with the declared range)."""
+    text = text.strip()
+    if integer:
+        try:
+            return int(text)
+        except ValueError:
+            pass
+    return float(text)
+
+
+def parameter_type(parameter, flag: str):
+    """An argparse ``type`` that parses a number and checks it against the declaration ``parameter`` by the one
+    validation layer; a bad value makes argparse exit 2 with ``argument FLAG: must lie in ..., got ...``."""
+    import argparse
+
+    from resprop.numeric.engine.validation import ParameterError, check, describe
+
+    def convert(text: str):
+        try:
+            value = _parse_number(text, parameter.integer)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag}: must be {describe(parameter)}, got {text!r}") from None
+        try:
+            return check(parameter, value, name=flag)
+        except ParameterError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{flag}: ")) from None
+
+    convert.__name__ = parameter.name  # argparse names the type in its fallback message
+    return convert
+
+
+def add_parameter_option(parser, parameter, flag: str | None = None, help: str | None = None, **kwargs):
+    """Add ``--flag`` (default ``--`` + the parameter's name with ``-`` for ``_``) for a declared parameter (a
+    ``resprop.derive.symbols.Parameter`` or its run-time copy in ``resprop.generated.parameters``).
+
+    The help text is built from the declaration (``help`` first if given, then meaning, allowed range and
+    convention); the value is parsed and checked by the one validation layer (exit 2 naming the option).  Other
+    keyword arguments (``required``, ``default``, ``nargs``, ``dest``, ``metavar``) go to ``add_argument``; a
+    default is shown in the help.
+    """
+    flag = flag or "--" + parameter.name.replace("_", "-")
+    text = parameter.describe() if hasattr(parameter, "describe") else f"{parameter.meaning}; {parameter.domain}"
+    if help:
+        text = f"{help}; {text}"
+    if kwargs.get("default") is not None:
+        text += f" [default: {kwargs['default']}]"
+    return parser.add_argument(flag, type=parameter_type(parameter, flag), help=text.replace("%", "%%"), **kwargs)

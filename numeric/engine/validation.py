@@ -328,6 +328,28 @@ def _is_bool(value) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class Declared:
+    """A parameter declaration without its SymPy symbol: the run-time copy that ``generated/parameters.py``
+    holds of each ``resprop.derive.symbols.Parameter`` (so the CLI and the drivers read the declarations without
+    importing SymPy).  Same fields as the declaration; :func:`check` accepts either."""
+
+    name: str
+    domain: str
+    meaning: str
+    convention: str = ""
+    latex: str = ""
+    integer: bool = False
+    layer: str = ""
+
+    def validate(self, value, name: str | None = None):
+        return check(self, value, name)
+
+    def describe(self) -> str:
+        text = f"{self.meaning}; {describe(self)}"
+        return f"{text} ({self.convention})" if self.convention else text
+
+
 def describe(parameter) -> str:
     """'a real number in <domain>' or 'an integer in <domain>': what a declared parameter accepts."""
     return f"{'an integer' if getattr(parameter, 'integer', False) else 'a real number'} in {parameter.domain}"
