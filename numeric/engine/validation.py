@@ -408,7 +408,8 @@ def _integers(name, value, raw, domain):
         items = [int(value)]
     elif raw is not None and raw.dtype.kind in "iu":
         if raw.dtype.kind == "u" and raw.size and int(raw.max()) > _INT64.max:
-            raise ParameterError(name, f"must be an integer in {domain} within int64 (|n| < 2^63), got {int(raw.max())}")
+            raise ParameterError(name, f"must be an integer in {domain} within int64 (|n| < 2^63), "
+                                       f"got {int(raw.max())}")
         return raw.astype(np.int64)
     elif raw is not None and raw.dtype.kind == "O" and all(isinstance(v, numbers.Integral) for v in raw.ravel()):
         items = [int(v) for v in raw.ravel()]

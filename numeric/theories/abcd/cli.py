@@ -6,7 +6,8 @@ import json
 
 import numpy as np
 
-from resprop.numeric.cli_support import emit, interrupted  # noqa: F401
+from resprop.generated.parameters import declared
+from resprop.numeric.cli_support import add_parameter_option, emit, interrupted  # noqa: F401
 
 
 def cmd_abcd(args) -> int:
@@ -27,6 +28,6 @@ def add_subcommands(sub) -> None:
     p.add_argument("--widths", nargs="+", type=float, default=None, metavar="N",
                    help="evaluate the PC-specific rates on the eq.-15 family at these widths (N >= 1)")
     p.add_argument("--depth", type=int, default=3, help="depth L for --widths (>= 2)")
-    p.add_argument("--gamma0", type=float, default=1.0, help="output-scale constant gamma_0 for --widths (> 0)")
+    add_parameter_option(p, declared("abcd", "gamma_0"), flag="--gamma0", default=1.0, help="for --widths")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_abcd)

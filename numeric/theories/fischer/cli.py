@@ -6,7 +6,8 @@ import json
 
 import numpy as np
 
-from resprop.numeric.cli_support import emit, interrupted  # noqa: F401
+from resprop.generated.parameters import declared
+from resprop.numeric.cli_support import add_parameter_option, emit, interrupted  # noqa: F401
 
 
 def cmd_rho_star(args) -> int:
@@ -51,9 +52,9 @@ def cmd_response(args) -> int:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-kernel", type=float, required=True, help="input kernel K^(0) (diagonal element)")
     p.add_argument("--input-kernel-offdiag", type=float, default=None, help="off-diagonal input kernel element")
-    p.add_argument("--sigma-w2", type=float, required=True)
-    p.add_argument("--sigma-b2", type=float, required=True)
-    p.add_argument("--sigma-w2-out", type=float, default=None, help="readout weight variance (default: sigma_w2)")
+    add_parameter_option(p, declared("fischer", "sigma_w2"), required=True)
+    add_parameter_option(p, declared("fischer", "sigma_b2"), required=True)
+    add_parameter_option(p, declared("fischer", "sigma_w2_out"), default=None, help="default: sigma_w2")
     p.add_argument("--activation", default="erf", help="erf, tanh, relu, gelu, linear or a SymPy expression in x")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -68,7 +69,7 @@ def add_subcommands(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
     p.set_defaults(func=cmd_rho_star)
     p = sub.add_parser("response", help="eta^(l), chi^(l), chi_out (Fischer et al. 45-48)")
-    p.add_argument("--rho", type=float, required=True)
+    add_parameter_option(p, declared("fischer", "rho"), required=True)
     p.add_argument("--depth", type=int, required=True)
     _common(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")

@@ -6,7 +6,8 @@ import json
 
 import numpy as np
 
-from resprop.numeric.cli_support import emit, interrupted  # noqa: F401
+from resprop.generated.parameters import declared
+from resprop.numeric.cli_support import add_parameter_option, emit, interrupted  # noqa: F401
 
 
 def cmd_j2bar(args) -> int:
@@ -97,8 +98,8 @@ def add_subcommands(sub) -> None:
     p = sub.add_parser("log-gaussian", help="Li-Nica-Roy E[G], Var[G]: theory and Monte Carlo")
     p.add_argument("--width", type=int, required=True, help="hidden width n (>= 2)")
     p.add_argument("--depth", type=int, required=True, help="number of residual layers d (>= 1)")
-    p.add_argument("--alpha", type=float, required=True, help="skip coefficient")
-    p.add_argument("--lam", type=float, required=True, help="residual-branch coefficient (>= 0)")
+    add_parameter_option(p, declared("lognormal", "alpha"), required=True)
+    add_parameter_option(p, declared("lognormal", "lam"), required=True)
     p.add_argument("--balanced", action="store_true", help="balanced ResNet (random activation signs, Thm 4)")
     p.add_argument("--simulate", action="store_true", help="add a Monte Carlo estimate with standard errors")
     p.add_argument("--samples", type=int, default=5000)

@@ -6,7 +6,8 @@ import json
 
 import numpy as np
 
-from resprop.numeric.cli_support import emit, interrupted  # noqa: F401
+from resprop.generated.parameters import declared
+from resprop.numeric.cli_support import add_parameter_option, emit, interrupted  # noqa: F401
 
 
 def cmd_nu(args) -> int:
@@ -23,7 +24,7 @@ def cmd_nu(args) -> int:
 def add_subcommands(sub) -> None:
     """Add this theory's subcommands to the ``resprop`` parser's sub-parsers."""
     p = sub.add_parser("nu", help="PDLT residual-MLP nu(gamma), critical C_W and r*(gamma)")
-    p.add_argument("--gamma", type=float, required=True, help="residual hyperparameter in [0, 1)")
+    add_parameter_option(p, declared("pdlt", "gamma"), required=True)
     p.add_argument("--activation", required=True, help="relu, tanh, erf, linear or leaky_relu:<slope>")
     p.add_argument("--n-out", type=int, default=1, help="output width n_L (B.36)")
     p.add_argument("--json", action="store_true")

@@ -6,7 +6,8 @@ import json
 
 import numpy as np
 
-from resprop.numeric.cli_support import emit, interrupted  # noqa: F401
+from resprop.generated.parameters import declared
+from resprop.numeric.cli_support import add_parameter_option, emit, interrupted  # noqa: F401
 
 
 def cmd_stable_kernel(args) -> int:
@@ -26,8 +27,8 @@ def add_subcommands(sub) -> None:
     p.add_argument("--scaling", default="uniform",
                    help="unscaled, uniform (1/sqrt(L)), decreasing (1/(sqrt(l) log(l+1))) or a SymPy expression in l, L")
     p.add_argument("--angle", type=float, default=1.0, help="angle between the two unit inputs, in [0, pi]")
-    p.add_argument("--sigma-w2", type=float, default=2.0)
-    p.add_argument("--sigma-b2", type=float, default=0.0)
+    add_parameter_option(p, declared("stable", "sigma_w2"), default=2.0)
+    add_parameter_option(p, declared("stable", "sigma_b2"), default=0.0)
     p.add_argument("--d-in", type=int, default=2, help="input dimension d in Q_0 = sigma_b^2 + sigma_w^2 x.x'/d")
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
