@@ -129,3 +129,28 @@ def test_generated_domain_module_is_the_validation_layer():
     for name in ("as_float", "interval", "covariance", "constraint", "ParameterError", "COVARIANCE_RTOL"):
         assert getattr(_domain, name) is getattr(validation, name)
     assert _domain.result is validation.kernel_result
+
+
+def test_generated_parameters_module_copies_the_declarations():
+    from resprop.generated.parameters import PARAMETERS
+
+    for theory in THEORIES:
+        for name, p in DECLARED[theory].items():
+            copy = PARAMETERS[theory][name]
+            assert (copy.domain, copy.meaning, copy.convention, copy.latex, copy.integer, copy.layer) == \
+                (p.domain, p.meaning, p.convention, p.latex, p.integer, p.layer), (theory, name)
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["nu", "--gamma", "nan", "--activation", "relu"], "--gamma"),
+    (["nu", "--gamma", "1", "--activation", "relu"], "--gamma"),
+    (["log-gaussian", "--width", "10", "--depth", "5", "--alpha", "0.7", "--lam", "-1"], "--lam"),
+    (["stable-kernel", "--depth", "3", "--sigma-w2", "0"], "--sigma-w2"),
+])
+def test_declared_cli_options_exit_2_naming_the_option(argv, option, capsys):
+    from resprop.numeric.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and f"argument {option}: must" in err, err
