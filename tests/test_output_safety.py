@@ -29,7 +29,7 @@ TINY = textwrap.dedent("""
     [grid]
     depth = [3, 6]
     [fixed]
-    k0 = 0.1
+    input_kernel = 0.1
     sigma_w2 = 1.0
     sigma_b2 = 0.0
 """)
@@ -38,8 +38,8 @@ TINY = textwrap.dedent("""
 SLOW = textwrap.dedent("""
     kind = "log_gaussian"
     [grid]
-    n = [64, 128]
-    d = [48, 96]
+    width = [64, 128]
+    depth = [48, 96]
     lam = [0.5, 1.0]
     balanced = [false, true]
     [fixed]
@@ -347,13 +347,13 @@ def test_signal_during_sweep_keeps_the_previous_output(sig, suffix, tmp_path, ti
 @pytest.mark.parametrize("spec,key", [
     ({"kind": "rho_star", "grid": {"depth": [10, 2_000_000]}, "fixed": {"input_kernel": 0.1, "sigma_w2": 1.0,
                                                                        "sigma_b2": 0.0}}, "grid.depth"),
-    ({"kind": "log_gaussian", "grid": {"alpha": [1.0, 1e100]}, "fixed": {"n": 4, "d": 2, "lam": 1.0,
+    ({"kind": "log_gaussian", "grid": {"alpha": [1.0, 1e100]}, "fixed": {"width": 4, "depth": 2, "lam": 1.0,
                                                                         "samples": 10}}, "grid.alpha, fixed.lam"),
-    ({"kind": "log_gaussian", "grid": {"n": [4, 10**12]}, "fixed": {"d": 2, "alpha": 1.0, "lam": 1.0,
-                                                                   "samples": 10}}, "grid.n"),
-    ({"kind": "residual_mlp", "grid": {"samples": [10, 10**10]}, "fixed": {"n": 4, "depth": 2, "gamma": 0.5}},
+    ({"kind": "log_gaussian", "grid": {"width": [4, 10**12]}, "fixed": {"depth": 2, "alpha": 1.0, "lam": 1.0,
+                                                                   "samples": 10}}, "grid.width"),
+    ({"kind": "residual_mlp", "grid": {"samples": [10, 10**10]}, "fixed": {"width": 4, "depth": 2, "gamma": 0.5}},
      "grid.samples"),
-    ({"kind": "residual_mlp", "grid": {"depth": [2, 10**8]}, "fixed": {"n": 4, "samples": 10, "gamma": 0.5}},
+    ({"kind": "residual_mlp", "grid": {"depth": [2, 10**8]}, "fixed": {"width": 4, "samples": 10, "gamma": 0.5}},
      "grid.depth"),
 ])
 def test_sweep_domain_errors_name_the_key_before_any_worker(spec, key, tmp_path, monkeypatch):
