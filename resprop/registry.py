@@ -100,7 +100,7 @@ class Theory:
         return own + tuple(self.generated_shared)
 
     def derivation(self, name: str):
-        return resolve(self.derivations[name])()
+        return derivation(name) if name in derivations() else resolve(self.derivations[name])()
 
     def load(self, what: str) -> Callable:
         ref = getattr(self, what)
@@ -178,12 +178,21 @@ def derivations() -> dict[str, tuple[str, str]]:
     return out
 
 
+#: derivations already run in this process, by "module:function" (a SymPy derivation takes seconds; codegen, the
+#: LaTeX export and the reference pages all read the same one, and none of them modifies it)
+_DERIVED: dict[str, Any] = {}
+
+
 def derivation(name: str):
-    """The :class:`~resprop.derive.results.Derivation` called ``name`` (a generated module's stem)."""
+    """The :class:`~resprop.derive.results.Derivation` called ``name`` (a generated module's stem), computed once
+    per process."""
     table = derivations()
     if name not in table:
         raise UnknownTheoryError(f"derivation: unknown derivation {name!r}; allowed: {', '.join(table)}")
-    return resolve(table[name][0])()
+    ref = table[name][0]
+    if ref not in _DERIVED:
+        _DERIVED[ref] = resolve(ref)()
+    return _DERIVED[ref]
 
 
 def derivation_source(name: str) -> str:
