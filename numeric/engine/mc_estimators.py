@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from resprop.numeric.engine import validation as V
+from resprop.numeric.engine.results import ResultRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     from resprop.numeric.engine.monte_carlo import LogGaussianSamples, ResidualMLPSamples
@@ -42,9 +44,111 @@ __all__ = [
     "four_point_vertex",
     "log_norm_moments",
     "block_correlators",
+    "GMoments",
+    "Hypoactivation",
+    "Conjecture5",
+    "OutputMoments",
+    "FourPointVertex",
+    "LogNormMoments",
+    "BlockCorrelators",
 ]
 
 N_BATCHES = 50
+
+
+# ---------------------------------------------------------------------------
+# Result records (attribute access, res["field"], .to_dict(); see resprop.numeric.engine.results)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GMoments(ResultRecord):
+    """:func:`g_moments`: E[G], Var[G] and their standard errors."""
+
+    mean_G: float
+    mean_G_se: float
+    var_G: float
+    var_G_se: float
+
+
+@dataclass(frozen=True)
+class Hypoactivation(ResultRecord):
+    """:func:`hypoactivation`: per-layer h (l = 0..d-1), h_total and C_hat, each with its standard error."""
+
+    h: np.ndarray
+    h_se: np.ndarray
+    h_total: float
+    h_total_se: float
+    C_hat: float
+    C_hat_se: float
+
+
+@dataclass(frozen=True)
+class Conjecture5(ResultRecord):
+    """:func:`conjecture5`: per-layer mean/var of act_sq, their layer averages, and per lag k the covariances
+    ``cov[k]``, ``cov_se[k]`` (arrays over layers) and ``cov_avg[k]``, ``cov_avg_se[k]`` (floats)."""
+
+    layers: np.ndarray
+    lags: tuple[int, ...]
+    mean: np.ndarray
+    mean_se: np.ndarray
+    var: np.ndarray
+    var_se: np.ndarray
+    mean_avg: float
+    mean_avg_se: float
+    var_avg: float
+    var_avg_se: float
+    cov: dict[int, np.ndarray]
+    cov_se: dict[int, np.ndarray]
+    cov_avg: dict[int, float]
+    cov_avg_se: dict[int, float]
+
+
+@dataclass(frozen=True)
+class OutputMoments(ResultRecord):
+    """:func:`output_moments`: mean, variance and correlation of the squared outputs, with standard errors."""
+
+    mean_sq: float
+    mean_sq_se: float
+    var_sq: float
+    var_sq_se: float
+    corr_sq: float
+    corr_sq_se: float
+    n_out: int
+
+
+@dataclass(frozen=True)
+class FourPointVertex(ResultRecord):
+    """:func:`four_point_vertex`: per layer l = 1..L the kernel K, V/(nK^2) and V, each with standard errors."""
+
+    K: np.ndarray
+    K_se: np.ndarray
+    V_over_nK2: np.ndarray
+    V_over_nK2_se: np.ndarray
+    V: np.ndarray
+    V_se: np.ndarray
+
+
+@dataclass(frozen=True)
+class LogNormMoments(ResultRecord):
+    """:func:`log_norm_moments`: per-layer mean and variance of ln S2, with standard errors."""
+
+    mean: np.ndarray
+    mean_se: np.ndarray
+    var: np.ndarray
+    var_se: np.ndarray
+
+
+@dataclass(frozen=True)
+class BlockCorrelators(ResultRecord):
+    """:func:`block_correlators`: per-block means of G_RR, G_Rz, G_zz, with standard errors."""
+
+    G_RR: np.ndarray
+    G_RR_se: np.ndarray
+    G_Rz: np.ndarray
+    G_Rz_se: np.ndarray
+    G_zz: np.ndarray
+    G_zz_se: np.ndarray
 
 
 # ---------------------------------------------------------------------------
@@ -123,7 +227,7 @@ def _finite(name: str, a: np.ndarray) -> None:
 # ---------------------------------------------------------------------------
 
 
-def g_moments(s: LogGaussianSamples) -> dict[str, float]:
+def g_moments(s: LogGaussianSamples) -> GMoments:
     """Mean and variance of G (Theorem 1 eq. (7), Theorem 4 eq. (9), Prop. 6 eq. (20)-(21)).
 
     mean_G_se is the sample SE; var_G_se is the jackknife SE (module docstring).
@@ -131,10 +235,10 @@ def g_moments(s: LogGaussianSamples) -> dict[str, float]:
     _finite("s.G", s.G)
     mean, mean_se_ = mean_se(s.G)
     var, var_se = _variance(s.G)
-    return {"mean_G": float(mean), "mean_G_se": float(mean_se_), "var_G": float(var), "var_G_se": float(var_se)}
+    return GMoments(mean_G=float(mean), mean_G_se=float(mean_se_), var_G=float(var), var_G_se=float(var_se))
 
 
-def hypoactivation(s: LogGaussianSamples) -> dict[str, object]:
+def hypoactivation(s: LogGaussianSamples) -> Hypoactivation:
     """Hypoactivation h_l = E||phi(zhat^l)||^2 - 1/2 (eq. (2)) for l = 0..d-1, h_total and C_hat.
 
     The layers are those feeding the d residual steps (act_sq columns l = 0..d-1;
@@ -145,11 +249,11 @@ def hypoactivation(s: LogGaussianSamples) -> dict[str, object]:
     h, h_se = mean_se(s.act_sq)
     tot, tot_se = mean_se(s.act_sq.sum(axis=1) - 0.5 * s.depth)
     k = s.width / s.depth
-    return {"h": h - 0.5, "h_se": h_se, "h_total": float(tot), "h_total_se": float(tot_se),
-            "C_hat": float(tot * k), "C_hat_se": float(tot_se * k)}
+    return Hypoactivation(h=h - 0.5, h_se=h_se, h_total=float(tot), h_total_se=float(tot_se),
+                          C_hat=float(tot * k), C_hat_se=float(tot_se * k))
 
 
-def conjecture5(s: LogGaussianSamples, layers=None, lags: Sequence[int] = (1, 2)) -> dict[str, object]:
+def conjecture5(s: LogGaussianSamples, layers=None, lags: Sequence[int] = (1, 2)) -> Conjecture5:
     """Measured quantities of Conjecture 5, eqs. (11)-(13) / Fig. 4, with standard errors.
 
     Per layer l = 0..d-1 (act_sq_l = ||phi(zhat^l)||^2):
@@ -179,10 +283,10 @@ def conjecture5(s: LogGaussianSamples, layers=None, lags: Sequence[int] = (1, 2)
     var, var_se = _variance(A)
     mean_avg, mean_avg_se = mean_se(A[:, layers].mean(axis=1))
     var_avg, var_avg_se = _covariance(A[:, layers], A[:, layers], reduce=lambda v: v.mean(axis=-1))
-    out = {"layers": layers, "lags": lags, "mean": mean, "mean_se": mean_se_, "var": var, "var_se": var_se,
-           "mean_avg": float(mean_avg), "mean_avg_se": float(mean_avg_se),
-           "var_avg": float(var_avg), "var_avg_se": float(var_avg_se),
-           "cov": {}, "cov_se": {}, "cov_avg": {}, "cov_avg_se": {}}
+    cov_d: dict[int, np.ndarray] = {}
+    cov_se_d: dict[int, np.ndarray] = {}
+    cov_avg_d: dict[int, float] = {}
+    cov_avg_se_d: dict[int, float] = {}
     for k in lags:
         cov = np.full(d, np.nan)
         cov_se = np.full(d, np.nan)
@@ -192,12 +296,15 @@ def conjecture5(s: LogGaussianSamples, layers=None, lags: Sequence[int] = (1, 2)
             avg, avg_se = _covariance(A[:, sel], A[:, sel - k], reduce=lambda v: v.mean(axis=-1))
         else:
             avg, avg_se = np.nan, np.nan
-        out["cov"][k], out["cov_se"][k] = cov, cov_se
-        out["cov_avg"][k], out["cov_avg_se"][k] = float(avg), float(avg_se)
-    return out
+        cov_d[k], cov_se_d[k] = cov, cov_se
+        cov_avg_d[k], cov_avg_se_d[k] = float(avg), float(avg_se)
+    return Conjecture5(layers=layers, lags=lags, mean=mean, mean_se=mean_se_, var=var, var_se=var_se,
+                       mean_avg=float(mean_avg), mean_avg_se=float(mean_avg_se),
+                       var_avg=float(var_avg), var_avg_se=float(var_avg_se),
+                       cov=cov_d, cov_se=cov_se_d, cov_avg=cov_avg_d, cov_avg_se=cov_avg_se_d)
 
 
-def output_moments(s: LogGaussianSamples) -> dict[str, float]:
+def output_moments(s: LogGaussianSamples) -> OutputMoments:
     """E[(z_i^out)^2], Var[(z_i^out)^2] and Corr((z_i^out)^2, (z_j^out)^2), i != j (section 3, Fig. 3).
 
     Pooled over the (exchangeable) output neurons: with q_i = (z_i^out)^2 the per-sample
@@ -223,8 +330,8 @@ def output_moments(s: LogGaussianSamples) -> dict[str, float]:
         return (ab - a * a) / (b - a * a)
 
     cr, cr_se = jackknife(corr, [m1 - c, m2 - 2 * c * m1 + c * c, mij - 2 * c * m1 + c * c])
-    return {"mean_sq": float(mean), "mean_sq_se": float(mean_se_), "var_sq": float(var), "var_sq_se": float(var_se),
-            "corr_sq": float(cr), "corr_sq_se": float(cr_se), "n_out": int(k)}
+    return OutputMoments(mean_sq=float(mean), mean_sq_se=float(mean_se_), var_sq=float(var), var_sq_se=float(var_se),
+                         corr_sq=float(cr), corr_sq_se=float(cr_se), n_out=int(k))
 
 
 # ---------------------------------------------------------------------------
@@ -232,7 +339,7 @@ def output_moments(s: LogGaussianSamples) -> dict[str, float]:
 # ---------------------------------------------------------------------------
 
 
-def four_point_vertex(s: ResidualMLPSamples) -> dict[str, np.ndarray]:
+def four_point_vertex(s: ResidualMLPSamples) -> FourPointVertex:
     """Per layer l = 1..L: kernel K_hat = E[S2] and the normalised four-point vertex (B.22)-(B.23).
 
     For i != j, ``E[z_i^2 z_j^2] - E[z_i^2] E[z_j^2] = V/n`` (B.23), so
@@ -257,26 +364,26 @@ def four_point_vertex(s: ResidualMLPSamples) -> dict[str, np.ndarray]:
 
     conn, conn_se = jackknife(connected, [x, x * x, p])
     r, r_se = jackknife(ratio, [x, x * x, p])
-    return {"K": K, "K_se": K_se, "V_over_nK2": r, "V_over_nK2_se": r_se,
-            "V": s.width * conn, "V_se": s.width * conn_se}
+    return FourPointVertex(K=K, K_se=K_se, V_over_nK2=r, V_over_nK2_se=r_se, V=s.width * conn,
+                           V_se=s.width * conn_se)
 
 
-def log_norm_moments(s: ResidualMLPSamples) -> dict[str, np.ndarray]:
+def log_norm_moments(s: ResidualMLPSamples) -> LogNormMoments:
     """Per layer mean (sample SE) and variance (jackknife SE) of ln S2 = ln(||z^(l)||^2/n)."""
     x = np.log(s.S2)
     m, m_se = mean_se(x)
     v, v_se = _variance(x)
-    return {"mean": m, "mean_se": m_se, "var": v, "var_se": v_se}
+    return LogNormMoments(mean=m, mean_se=m_se, var=v, var_se=v_se)
 
 
-def block_correlators(s: ResidualMLPSamples) -> dict[str, np.ndarray]:
+def block_correlators(s: ResidualMLPSamples) -> BlockCorrelators:
     """Per block l = 1..L-1: means (sample SE) of G_RR^(l+1), G_Rz^(l+0.5), G_zz^(l) (PDLT B.42-B.43).
 
     These enter the xi recipe (B.45): (1 - gamma^2) G_zz = xi^2 G_RR + 2 gamma xi G_Rz.
     """
     if s.G_RR is None:
         raise V.ParameterError("record_block", "block_correlators needs samples simulated with record_block=True")
-    out = {}
+    out: dict[str, np.ndarray] = {}
     for key in ("G_RR", "G_Rz", "G_zz"):
         out[key], out[key + "_se"] = mean_se(getattr(s, key))
-    return out
+    return BlockCorrelators(**out)

@@ -131,7 +131,7 @@ def _fig_lnr_moments(path: Path, widths, samples: int, seed: int) -> tuple[Path,
             g = mc.g_moments(s)
             C = None if balanced else mc.hypoactivation(s)["C_hat"]
             th = lgt.theory(n, n, ALPHA, LAM, balanced=balanced, hypo_constant=C)
-            rows.append({"n": n, "C_hat": C, **g, "th_mean": th["mean_G"], "th_var": th["var_G"]})
+            rows.append({"n": n, "C_hat": C, **g.to_dict(), "th_mean": th["mean_G"], "th_var": th["var_G"]})
         res[kind] = rows
 
     fine = np.unique(np.geomspace(widths[0], widths[-1], 40).round().astype(int))

@@ -22,7 +22,7 @@ from resprop.numeric.engine.validation import ParameterError
 
 __all__ = ["j2bar", "j2bar_odd_part", "cos_theta_k", "interlayer_total", "theory", "theory_layerwise",
            "conjecture5_theory", "output_moments_theory", "log_output_density", "infinite_width_log_density",
-           "check_architecture", "LogGaussianTheory"]
+           "check_architecture", "LogGaussianTheory", "Conjecture5Theory", "OutputMomentsTheory"]
 
 #: the largest number of residual layers d accepted (the interlayer sums are O(d) arrays)
 MAX_LAYERS = 10**7
@@ -157,21 +157,40 @@ def theory_layerwise(width, alpha, lam, *, h=None, balanced: bool = False) -> Lo
     return _finite({"width": n, "depth": d, "balanced": balanced, "beta": beta, "mean_G": mean, "var_G": var})
 
 
-def conjecture5_theory(width, alpha, lam, lags=(1, 2)) -> dict:
+@dataclass(frozen=True)
+class Conjecture5Theory(ResultRecord):
+    """:func:`conjecture5_theory`: uniform-sphere mean and variance of ||relu(zhat)||^2 and the lag-k
+    covariances ``cov[k]``."""
+
+    mean: float
+    var: float
+    cov: dict[int, float]
+
+
+@dataclass(frozen=True)
+class OutputMomentsTheory(ResultRecord):
+    """:func:`output_moments_theory`: E and Var of (z_i^out)^2 and Corr((z_i^out)^2, (z_j^out)^2)."""
+
+    mean_sq: float
+    var_sq: float
+    corr_sq: float
+
+
+def conjecture5_theory(width, alpha, lam, lags=(1, 2)) -> Conjecture5Theory:
     """Right-hand sides of eqs (11)-(13) for ||relu(zhat)||^2: uniform-sphere mean, variance (Lemma 10) and
     lag-k covariance (Lemma 16 / Cor. 17, divided by 4 for ||.||^2 instead of 2||.||^2)."""
     n = V.integer("width", width, minimum=2)
     cov = {int(k): float(lg.j2bar_odd_part(np.arccos(np.clip(cos_theta_k(alpha, lam, k), -1, 1)))) / (4 * n)
            for k in lags}
-    return {"mean": 0.5, "var": 3.0 / (4.0 * (n + 2)), "cov": cov}
+    return Conjecture5Theory(mean=0.5, var=3.0 / (4.0 * (n + 2)), cov=cov)
 
 
-def output_moments_theory(depth, alpha, lam, mean_G, var_G) -> dict:
+def output_moments_theory(depth, alpha, lam, mean_G, var_G) -> OutputMomentsTheory:
     """§3.1-3.2: E and Var of (z_i^out)^2 and Corr((z_i^out)^2, (z_j^out)^2) for ||x||^2 = n_in."""
     s2 = float(alpha) ** 2 + float(lam) ** 2
-    return {"mean_sq": float(lg.output_mean_sq(s2, depth, mean_G, var_G)),
-            "var_sq": float(lg.output_var_sq(s2, depth, mean_G, var_G)),
-            "corr_sq": float(lg.output_corr_sq(var_G))}
+    return OutputMomentsTheory(mean_sq=float(lg.output_mean_sq(s2, depth, mean_G, var_G)),
+                               var_sq=float(lg.output_var_sq(s2, depth, mean_G, var_G)),
+                               corr_sq=float(lg.output_corr_sq(var_G)))
 
 
 def _grid(y) -> np.ndarray:
