@@ -3,6 +3,8 @@ iteration."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import mpmath as mp
 
 from resprop.numeric.engine import validation as V
@@ -17,6 +19,17 @@ from resprop.numeric.engine.mp_checks import (  # noqa: F401
     gaussian_mean2_mp,
     gaussian_mean_mp,
 )
+from resprop.numeric.engine.results import ResultRecord
+
+
+@dataclass(frozen=True)
+class NuFromIteration(ResultRecord):
+    """:func:`nu_from_iteration_mp`: the extrapolated slope ``nu`` and the last per-layer increment of
+    V/K^2 (mpmath numbers at the working precision) and the iterated ``depth``."""
+
+    nu: mp.mpf
+    last_increment: mp.mpf
+    depth: int
 
 
 def _sigma_mp(activation: str):
@@ -65,7 +78,7 @@ def vertex_trajectory_mp(
     return out
 
 
-def nu_from_iteration_mp(activation: str, gamma, depth: int = 400, dps: int = 30) -> dict:
+def nu_from_iteration_mp(activation: str, gamma, depth: int = 400, dps: int = 30) -> NuFromIteration:
     """The deep slope of V^(l)/K^(l)^2 from ``vertex_trajectory_mp``.
 
     Scale-invariant activations: the per-layer increment (constant at criticality).  K* = 0 class: the
@@ -79,9 +92,9 @@ def nu_from_iteration_mp(activation: str, gamma, depth: int = 400, dps: int = 30
         inc = [ratio[i + 1] - ratio[i] for i in range(len(ratio) - 1)]
         ac, _ = _sigma_mp(activation)
         if ac.kind == "scale_invariant":
-            return {"nu": +inc[-1], "last_increment": +inc[-1], "depth": depth}
+            return NuFromIteration(nu=+inc[-1], last_increment=+inc[-1], depth=depth)
         ls = list(range(len(inc) // 2, len(inc)))
         A = mp.matrix([[1, mp.mpf(1) / (l + 1), mp.log(l + 1) / (l + 1)] for l in ls])
         b = mp.matrix([inc[l] for l in ls])
         coef = mp.lu_solve(A.T * A, A.T * b)
-        return {"nu": +coef[0], "last_increment": +inc[-1], "depth": depth}
+        return NuFromIteration(nu=+coef[0], last_increment=+inc[-1], depth=depth)

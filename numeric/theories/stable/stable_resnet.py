@@ -26,7 +26,8 @@ from resprop.numeric.engine.validation import ParameterError
 from resprop.numeric.theories.fischer.field_theory import _layer_bar, _parallel
 
 __all__ = ["NAMED_SCALINGS", "Scaling", "parse_scaling", "scaling_is_stable", "lambda_squared", "kernels",
-           "two_input_kernels", "ode_limit", "input_kernel_matrix"]
+           "two_input_kernels", "ode_limit", "input_kernel_matrix", "ScalingVerdict", "StableKernels",
+           "TwoInputKernels"]
 
 NAMED_SCALINGS = {"unscaled": "1", "uniform": "1/sqrt(L)", "decreasing": "1/(sqrt(l)*log(l + 1))"}
 _l, _L = sp.symbols("l L", positive=True, integer=True)
@@ -107,13 +108,23 @@ def _stable_expr(expr: sp.Expr) -> tuple[bool, str]:
     return bool(conv), ("sum_l lambda_l^2 converges" if conv else "sum_l lambda_l^2 diverges")
 
 
-def scaling_is_stable(scaling) -> dict:
+@dataclass(frozen=True)
+class ScalingVerdict(ResultRecord):
+    """:func:`scaling_is_stable`: ``stable`` (True / False; None for an explicit finite sequence) and the
+    ``reason``."""
+
+    stable: bool | None
+    reason: str
+
+
+def scaling_is_stable(scaling) -> ScalingVerdict:
     """Definition 1: stable iff lim_L sum_{l<=L} lambda_{l,L}^2 < inf (decided symbolically)."""
     s = parse_scaling(scaling)
     if s.expr is None:
-        return {"stable": None, "reason": "an explicit finite sequence cannot be classified; give an expression"}
+        return ScalingVerdict(stable=None,
+                              reason="an explicit finite sequence cannot be classified; give an expression")
     ok, reason = _stable_expr(s.expr)
-    return {"stable": ok, "reason": reason}
+    return ScalingVerdict(stable=ok, reason=reason)
 
 
 def lambda_squared(scaling, depth: int, require_stable: bool = False) -> np.ndarray:
@@ -122,9 +133,9 @@ def lambda_squared(scaling, depth: int, require_stable: bool = False) -> np.ndar
     s = parse_scaling(scaling)
     if require_stable:
         verdict = scaling_is_stable(s)
-        if verdict["stable"] is False:
+        if verdict.stable is False:
             raise ParameterError("scaling", f"{s.name!r} is not a Stable ResNet scaling (Definition 1): "
-                                            f"{verdict['reason']}")
+                                            f"{verdict.reason}")
     lam = s.lambdas(depth)
     with np.errstate(over="ignore", under="ignore"):
         lam2 = lam**2
@@ -295,7 +306,7 @@ def kernels(input_kernel, depth: int, scaling="uniform", sigma_w2: float = 2.0, 
 
 
 def two_input_kernels(depths, scaling="uniform", angle: float = 1.0, sigma_w2: float = 2.0, sigma_b2: float = 0.0,
-                      d_in: int = 2, progress: bool = False) -> dict:
+                      d_in: int = 2, progress: bool = False) -> TwoInputKernels:
     """Two unit inputs at ``angle`` (radians, in [0, pi]): log Q_L(x, x), C_L(x, x'), log Theta_L(x, x) per depth."""
     depths = V.depths("depth", depths, MAX_DEPTH)
     if depths.ndim > 1:
