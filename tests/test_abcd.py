@@ -264,7 +264,7 @@ def test_pc_terms_monte_carlo():
 # --------------------------------------------------------------------------- numeric / CLI layer
 def test_check_format_and_cli(capsys):
     out = M.check(["a1=0", "b1=0", "a=0.5", "b=0", "c=0", "d=0.5"])
-    assert out == {"bp": {"1": True, "2": True, "3": True}, "pc": {"1": True, "2": True, "3": True}}
+    assert out.to_dict() == {"bp": {"1": True, "2": True, "3": True}, "pc": {"1": True, "2": True, "3": True}}
     out = M.check("a1=0 b1=0 a=1/2 b=0 c=0 d=1/2 alpha=0.5".split())
     assert out["pc"] == {str(k): True for k in range(1, 6)}
     assert M.check("a_1=0 b_1=0 a_l=0 bL=1 c=0 d=0 alpha=0".split())["bp"] == \
@@ -276,7 +276,7 @@ def test_check_format_and_cli(capsys):
     assert all(fam["eq15"].values()) and fam["same_for_bp_and_pc"]
     assert fam["depth"]["D4"] == "alpha >= 1/2" and fam["depth"]["D5"] == "alpha = 1/2"
     assert fam["pc_rates"]["r_exponent_on_family"] == "-1/2"
-    json.dumps({"solution_family": fam, "table2": M.table2()})
+    json.dumps({"solution_family": fam.to_dict(), "table2": M.table2().to_dict()})
     details = M.check_details("a1=0 b1=0 a=1/2 b=0 c=0 d=1/2".split())
     assert details["verdicts"] == details["lp_verdicts"]
 

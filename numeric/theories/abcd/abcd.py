@@ -15,12 +15,14 @@ Values are exact rationals: ``1/2``, ``0.5``, ``-1``, ``2.5e-1``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import cache
 
 import numpy as np
 
 from resprop.numeric.engine import validation as V
+from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.engine.validation import ParameterError, integer, positive
 
 REQUIRED = ("a1", "b1", "a", "b", "c", "d")
@@ -90,28 +92,105 @@ def _as_params(values: dict[str, Fraction]) -> tuple[dict, Fraction | None, Frac
     return {k: values[k] for k in REQUIRED}, values.get("alpha"), values.get("nu")
 
 
+# --------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class Verdicts(ResultRecord):
+    """:func:`check`: per algorithm, desideratum number (as a string) -> holds."""
+
+    bp: dict[str, bool]
+    pc: dict[str, bool]
+
+
+@dataclass(frozen=True)
+class CheckDetails(ResultRecord):
+    """:func:`check_details`: the exact and the linprog verdicts, every term's exponent, the parsed parameters."""
+
+    verdicts: Verdicts
+    lp_verdicts: Verdicts
+    exponents: dict
+    parameters: dict[str, str]
+
+
+@dataclass(frozen=True)
+class SolutionFamily(ResultRecord):
+    """:func:`solution_family`: the eq.-15 family, the depth results, PC rates and all pieces per reading."""
+
+    paper: str
+    variables: dict[str, str]
+    family: dict[str, str]
+    eq15: dict[str, bool]
+    same_for_bp_and_pc: bool
+    depth: dict[str, str]
+    pc_rates: dict
+    readings: dict
+    notes: list[str]
+
+
+@dataclass(frozen=True)
+class Table2(ResultRecord):
+    """:func:`table2`: per parameterisation its exponents and verdicts; depth verdicts on mean-field."""
+
+    parameterisations: dict
+    depth_on_mean_field: dict
+    discrepancy: str
+
+
+@dataclass(frozen=True)
+class PCRates(ResultRecord):
+    """:func:`rates`: the PC rate r, the D-term and the alpha = 1/2 depth term per width, with log-log slopes
+    in the width (None for fewer than two distinct widths)."""
+
+    width: np.ndarray
+    depth: float
+    gamma0: float
+    r: np.ndarray
+    D: np.ndarray
+    depth_term_alpha_half: np.ndarray
+    slope_r: float | None = None
+    slope_D: float | None = None
+
+
+@dataclass(frozen=True)
+class PCTerms(ResultRecord):
+    """:func:`mlp_pc_terms`: per width the rms |q|, |r|, D-term, BP feature term, s - 1 and |f|; ``slopes``
+    (log-log in the width, per term) for at least two distinct widths (None otherwise)."""
+
+    width: np.ndarray
+    q: np.ndarray
+    r: np.ndarray
+    D: np.ndarray
+    bp_feature: np.ndarray
+    s_minus_1: np.ndarray
+    f: np.ndarray
+    slopes: dict[str, float] | None = None
+
+
+def _verdicts(verdicts: dict) -> Verdicts:
+    return Verdicts(**_strkeys(verdicts))
+
+
 # --------------------------------------------------------------------------- classification
 def _strkeys(verdicts: dict) -> dict:
     return {alg: {str(k): bool(v) for k, v in ds.items()} for alg, ds in verdicts.items()}
 
 
-def check(assignments: Iterable[str], reading: str = "paper") -> dict:
-    """{"bp": {"1": bool, ...}, "pc": {...}}: Desiderata 1-3 (and 4-5 when alpha is given), decided exactly."""
+def check(assignments: Iterable[str], reading: str = "paper") -> Verdicts:
+    """``bp``, ``pc``: {"1": bool, ...}: Desiderata 1-3 (and 4-5 when alpha is given), decided exactly."""
     from resprop.derive.theories import abcd as A
     if reading not in A.READINGS:
         raise ParameterError("reading", f"unknown value {reading!r}; allowed: {', '.join(A.READINGS)}")
     params, alpha, nu = _as_params(parse_assignments(assignments))
-    return _strkeys(A.classify(params, alpha, nu, reading=reading))
+    return _verdicts(A.classify(params, alpha, nu, reading=reading))
 
 
-def check_details(assignments: Iterable[str], reading: str = "paper") -> dict:
+def check_details(assignments: Iterable[str], reading: str = "paper") -> CheckDetails:
     """``check`` plus the exponent of every power-counting term and the linprog verdicts."""
     from resprop.derive.theories import abcd as A
     params, alpha, nu = _as_params(parse_assignments(assignments))
-    return {"verdicts": check(assignments, reading),
-            "lp_verdicts": _strkeys(A.lp_classify(params, alpha, nu, reading=reading)),
-            "exponents": A.term_exponents(params, alpha, nu),
-            "parameters": {k: str(v) for k, v in parse_assignments(assignments).items()}}
+    return CheckDetails(verdicts=check(assignments, reading),
+                        lp_verdicts=_verdicts(A.lp_classify(params, alpha, nu, reading=reading)),
+                        exponents=A.term_exponents(params, alpha, nu),
+                        parameters={k: str(v) for k, v in parse_assignments(assignments).items()})
 
 
 # --------------------------------------------------------------------------- solution family
@@ -121,7 +200,7 @@ def _pieces(alg: str, reading: str, numbers: tuple[int, ...]) -> list[dict]:
 
 
 @cache
-def _solution_family() -> dict:
+def _solution_family() -> SolutionFamily:
     import sympy as sp
 
     from resprop.derive.theories import abcd as A
@@ -144,40 +223,40 @@ def _solution_family() -> dict:
     (d4,) = A.solution("bp", "paper", (4,))
     (d5,) = A.solution("bp", "paper", (5,))
     (pc45,) = A.solution("pc", "paper", A.DEPTH_DESIDERATA)
-    return {
-        "paper": "Innocenti, Achour & Bogacz (2025), On the infinite width and depth limits of predictive coding "
-                 "networks",
-        "variables": DESCRIPTIONS,
-        "family": {"free": "c", **{names[k]: str(v) for k, v in fam.items()}},
-        "eq15": {str(rel): ok for rel, ok in on_family.items()},
-        "same_for_bp_and_pc": A.eq15_family("bp") == fam,
-        "depth": {
+    return SolutionFamily(
+        paper="Innocenti, Achour & Bogacz (2025), On the infinite width and depth limits of predictive coding "
+              "networks",
+        variables=dict(DESCRIPTIONS),
+        family={"free": "c", **{names[k]: str(v) for k, v in fam.items()}},
+        eq15={str(rel): ok for rel, ok in on_family.items()},
+        same_for_bp_and_pc=A.eq15_family("bp") == fam,
+        depth={
             "D4": str(d4.inequalities[0]),
             "D5": f"alpha = {d5.solution[A.alpha]}",
             "pc_D4_and_D5": f"alpha = {pc45.solution[A.alpha]} for {' and '.join(map(str, pc45.inequalities))} "
                             "(N = L^nu; for nu < 1 no alpha meets both)",
         },
-        "pc_rates": {
+        pc_rates={
             "r_exponent_on_family": rate["r_hidden"], "D_exponent_on_family": rate["D_hidden"],
             "sharp_exponents_on_family": sharp,
             "s_minus_1": "L/(gamma_0^2 N^(2d)) = Theta(L/N) on the family (eqs. 47, 107)",
             "depth_term_at_alpha_half": "L/N^2 / (1 + L/N)^2 = Theta(L/N^2) for N >> L (eq. 123, s from eq. 107)",
         },
-        "readings": readings,
-        "notes": [
+        readings=readings,
+        notes=[
             "paper reading: every layer's own update must act at order one (eqs. 66-67, 83, 89-90, 124)",
             "literal reading: the desideratum's total quantity must be Theta(1) (propagated updates count)",
             "PC-specific exponents use the paper's counting (coherent sums): upper bounds; see sharp_exponents",
         ],
-    }
+    )
 
 
-def solution_family() -> dict:
+def solution_family() -> SolutionFamily:
     """The exact solution family (eq. 15, d = 1/2), the depth results, PC rates and all pieces per reading."""
     return _solution_family()
 
 
-def table2() -> dict:
+def table2() -> Table2:
     """Table 2 (SP, NTK, mean-field, muP): exponents and the classification for BP and PC, per desideratum."""
     from resprop.derive.theories import abcd as A
     rows = {}
@@ -197,9 +276,10 @@ def table2() -> dict:
     half = Fraction(1, 2)
     depth = {f"alpha={al}": _strkeys(A.classify(mf, al)) for al in (Fraction(0), half, Fraction(1))}
     depth["alpha=1/2, nu=1/2 (L = N^2)"] = _strkeys(A.classify(mf, half, half))
-    return {"parameterisations": rows, "depth_on_mean_field": depth,
-            "discrepancy": "SP: the paper (§2.3) says SP has evolving features; with Table 2's c = d = 0 the hidden "
-                           "features move as N^(1/2) and the first layer's as N^(-1/2), so Desideratum 3 fails"}
+    return Table2(parameterisations=rows, depth_on_mean_field=depth,
+                  discrepancy="SP: the paper (§2.3) says SP has evolving features; with Table 2's c = d = 0 the "
+                              "hidden features move as N^(1/2) and the first layer's as N^(-1/2), so Desideratum 3 "
+                              "fails")
 
 
 # --------------------------------------------------------------------------- generated kernels
@@ -224,7 +304,7 @@ def _widths(widths) -> np.ndarray:
 MAX_WIDTH = 1e100
 
 
-def rates(widths: Sequence[float], depth: int = 3, gamma0: float = 1.0) -> dict:
+def rates(widths: Sequence[float], depth: int = 3, gamma0: float = 1.0) -> PCRates:
     """PC-specific terms on the eq.-15 family from the generated kernels, and their fitted log-log slopes."""
     import resprop.generated.abcd as G
 
@@ -239,11 +319,9 @@ def rates(widths: Sequence[float], depth: int = 3, gamma0: float = 1.0) -> dict:
                                           "use gamma0 of moderate size")
     D = G.pc_D_scale(N)
     depth_term = G.pc_depth_term_alpha_half(N, L)
-    out = {"N": N, "L": float(L), "gamma0": g0, "r": r, "D": D, "depth_term_alpha_half": depth_term}
-    if N.size >= 2 and np.unique(N).size >= 2:
-        out["slope_r"] = loglog_slope(N, r)
-        out["slope_D"] = loglog_slope(N, D)
-    return out
+    slopes = N.size >= 2 and np.unique(N).size >= 2
+    return PCRates(width=N, depth=float(L), gamma0=g0, r=r, D=D, depth_term_alpha_half=depth_term,
+                   slope_r=loglog_slope(N, r) if slopes else None, slope_D=loglog_slope(N, D) if slopes else None)
 
 
 def loglog_slope(x, y) -> float:
@@ -256,7 +334,7 @@ MEAN_FIELD = {"a1": 0.0, "b1": 0.0, "a": 0.5, "b": 0.0, "c": 0.0, "d": 0.5}
 
 
 def mlp_pc_terms(widths: Sequence[int], params: dict | None = None, seeds: int = 4, samples: int = 20,
-                 input_dim: int = 40, target: float = 3.0, aligned: bool = False, seed: int = 0) -> dict:
+                 input_dim: int = 40, target: float = 3.0, aligned: bool = False, seed: int = 0) -> PCTerms:
     """|q|, |r|, the D-term and the BP feature term of a 3-layer linear MLP under (a1, b1, a, b, c, d), by Monte Carlo.
 
     gamma_0 = eta_0 = 1, weights W^(1) (N x D), W^(2) (N x N), w^(3) (N), and ``samples`` inputs (default
@@ -315,10 +393,11 @@ def mlp_pc_terms(widths: Sequence[int], params: dict | None = None, seeds: int =
         rows.append(np.sqrt(np.mean(np.concatenate(acc) ** 2, axis=0)))
     rows = np.array(rows)
     keys = ("q", "r", "D", "bp_feature", "s_minus_1", "f")
-    out = {"N": np.array(ws, float), **{k: rows[:, i] for i, k in enumerate(keys)}}
-    if len(set(ws)) >= 2:
-        out["slopes"] = {k: loglog_slope(out["N"], out[k]) for k in keys}
-    return out
+    width = np.array(ws, float)
+    terms = {k: rows[:, i] for i, k in enumerate(keys)}
+    slopes = {k: loglog_slope(width, terms[k]) for k in keys} if len(set(ws)) >= 2 else None
+    return PCTerms(width=width, q=terms["q"], r=terms["r"], D=terms["D"], bp_feature=terms["bp_feature"],
+                   s_minus_1=terms["s_minus_1"], f=terms["f"], slopes=slopes)
 
 
 # --------------------------------------------------------------------------- CLI helper
@@ -328,7 +407,7 @@ def cli_abcd(check_args: list[str] | None = None, as_json: bool = False, reading
     import json
 
     if check_args:
-        out = check(check_args, reading)
+        out = check(check_args, reading).to_dict()
         if as_json:
             print(json.dumps(out))
         else:
@@ -336,15 +415,14 @@ def cli_abcd(check_args: list[str] | None = None, as_json: bool = False, reading
                 print(f"{alg}: " + ", ".join(f"D{k} {'yes' if v else 'no'}" for k, v in ds.items()))
         return 0
     if widths:
-        res = rates(widths, depth, gamma0)
-        out = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in res.items()}
+        out = rates(widths, depth, gamma0).to_dict()
         if as_json:
             print(json.dumps(out))
         else:
             for k, v in out.items():
                 print(f"{k}: {v}")
         return 0
-    out = {"solution_family": solution_family(), "table2": table2()}
+    out = {"solution_family": solution_family().to_dict(), "table2": table2().to_dict()}
     if as_json:
         print(json.dumps(out))
         return 0
