@@ -45,6 +45,7 @@ import numpy as np
 
 import resprop.generated.predictive_coding as gen
 from resprop.numeric.engine import validation as V
+from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.engine.validation import ParameterError
 
 __all__ = ["Parameterisation", "PARAMETERISATIONS", "ARCHITECTURES", "ACTIVATIONS", "PCNetwork", "init_network",
@@ -52,7 +53,8 @@ __all__ = ["Parameterisation", "PARAMETERISATIONS", "ARCHITECTURES", "ACTIVATION
            "equilibrium_linear", "equilibrated_energy", "InferenceResult", "inference_gd", "pc_weight_gradients",
            "bp_weight_gradients", "gradient_cosine", "pc_bp_cosine_closed_form", "sample_s_theta", "fit_power_law",
            "s_theta_sweep", "cosine_vs_width", "expected_s_minus_one", "relative_gradient_error", "train_linear",
-           "cosine_vs_inference_step"]
+           "cosine_vs_inference_step", "ClosedFormCosine", "PowerLawFit", "SThetaSweep", "CosineVsWidth",
+           "TrainingRecord", "CosineVsInferenceStep"]
 
 ARCHITECTURES = ("mlp", "resnet")
 ACTIVATIONS = ("linear", "tanh")
@@ -498,7 +500,97 @@ def gradient_cosine(ga: Sequence[np.ndarray], gb: Sequence[np.ndarray]) -> np.nd
     return dot / np.sqrt(na * nb)
 
 
-def pc_bp_cosine_closed_form(net: PCNetwork, x, y) -> dict:
+@dataclass(frozen=True)
+class ClosedFormCosine(ResultRecord):
+    """:func:`pc_bp_cosine_closed_form`: cos(PC, BP) and the quantities it is built from."""
+
+    cosine: np.ndarray
+    rho: np.ndarray
+    theta: np.ndarray
+    s: np.ndarray
+    loss: np.ndarray
+
+
+@dataclass(frozen=True)
+class PowerLawFit(ResultRecord):
+    """:func:`fit_power_law`: weighted log-log fit (slope, its SE, intercept, chi^2, degrees of freedom)."""
+
+    slope: float
+    slope_se: float
+    intercept: float
+    chi2: float
+    dof: int
+
+
+@dataclass(frozen=True)
+class SThetaSweep(ResultRecord):
+    """:func:`s_theta_sweep`: mean, SE and exact expectation of s - 1 on the (depth, width) grid, and the fits
+    (None when the grid has too few points for them)."""
+
+    widths: np.ndarray
+    depths: np.ndarray
+    mean: np.ndarray
+    se: np.ndarray
+    theory: np.ndarray
+    arch: str
+    param: str
+    fit_width: list[PowerLawFit] | None = None
+    fit_width_theory: list[PowerLawFit] | None = None
+    fit_depth: list[PowerLawFit] | None = None
+    fit_depth_theory: list[PowerLawFit] | None = None
+    fit_ratio: PowerLawFit | None = None
+    fit_ratio_theory: PowerLawFit | None = None
+
+
+@dataclass(frozen=True)
+class CosineVsWidth(ResultRecord):
+    """:func:`cosine_vs_width`: per width and seed cos(PC, BP), the relative gradient error, s and the inference
+    iterations; means and SEs over seeds."""
+
+    widths: np.ndarray
+    cosine: np.ndarray
+    mean: np.ndarray
+    se: np.ndarray
+    rel_error: np.ndarray
+    rel_error_mean: np.ndarray
+    rel_error_se: np.ndarray
+    s: np.ndarray
+    iterations: np.ndarray
+    depth: int
+    arch: str
+    param: str
+    activation: str
+
+
+@dataclass(frozen=True)
+class TrainingRecord(ResultRecord):
+    """:func:`train_linear`: the recorded steps' cos(PC, BP), relative error, loss, energy and s; the learning
+    rate ``eta`` and the trained network ``net`` (not JSON data: ``to_dict`` leaves it as is)."""
+
+    step: np.ndarray
+    cosine: np.ndarray
+    rel_error: np.ndarray
+    loss: np.ndarray
+    energy: np.ndarray
+    s: np.ndarray
+    eta: float
+    net: PCNetwork
+
+
+@dataclass(frozen=True)
+class CosineVsInferenceStep(ResultRecord):
+    """:func:`cosine_vs_inference_step`: cos(PC, BP) per (depth, beta, seed), its mean and SE over seeds."""
+
+    depths: np.ndarray
+    betas: np.ndarray
+    cosine: np.ndarray
+    mean: np.ndarray
+    se: np.ndarray
+    width: int
+    n_iter: int
+
+
+def pc_bp_cosine_closed_form(net: PCNetwork, x, y) -> ClosedFormCosine:
     """cos(PC, BP) from eq. 26 via the generated kernel: rho = L ||grad s||/(s ||grad L||), theta = angle(grad L,
     grad s)."""
     g = bp_weight_gradients(net, x, y)
@@ -509,7 +601,7 @@ def pc_bp_cosine_closed_form(net: PCNetwork, x, y) -> dict:
     dot = sum(np.sum(a * b, axis=(-2, -1)) for a, b in zip(g, gs))
     rho = loss * ns / (s * ng)
     theta = np.arccos(np.clip(dot / np.maximum(ng * ns, 1e-300), -1.0, 1.0))
-    return {"cosine": gen.pc_bp_cosine(rho, theta), "rho": rho, "theta": theta, "s": s, "loss": loss}
+    return ClosedFormCosine(cosine=gen.pc_bp_cosine(rho, theta), rho=rho, theta=theta, s=s, loss=loss)
 
 
 # --------------------------------------------------------------------------- s(theta) at initialisation
@@ -568,7 +660,7 @@ def sample_s_theta(width: int, depth: int, n_samples: int, *, arch: str = "mlp",
     return 1.0 + total
 
 
-def fit_power_law(xs, means, ses) -> dict:
+def fit_power_law(xs, means, ses) -> PowerLawFit:
     """Weighted least squares of log(mean) on log(x), weights (mean/se)^2: slope, its SE, intercept."""
     xs, means, ses = (np.asarray(v, float).ravel() for v in (xs, means, ses))
     if xs.size < 2:
@@ -581,13 +673,13 @@ def fit_power_law(xs, means, ses) -> dict:
     coef = cov @ X.T @ (w * np.log(means))
     resid = np.log(means) - X @ coef
     chi2 = float(np.sum(w * resid**2))
-    return {"slope": float(coef[1]), "slope_se": float(np.sqrt(cov[1, 1])), "intercept": float(coef[0]),
-            "chi2": chi2, "dof": xs.size - 2}
+    return PowerLawFit(slope=float(coef[1]), slope_se=float(np.sqrt(cov[1, 1])), intercept=float(coef[0]),
+                       chi2=chi2, dof=int(xs.size - 2))
 
 
 def s_theta_sweep(widths: Sequence[int], depths: Sequence[int], *, arch: str = "mlp", param: str = "mean_field",
                   n_samples: int = 2000, seed: int = 0, gamma0: float = 1.0, alpha: float | None = None,
-                  method: str = "reduced") -> dict:
+                  method: str = "reduced") -> SThetaSweep:
     """Mean and SE of s - 1 on a (depth, width) grid, exact expectations, and fitted log-log exponents.
 
     ``fit_width[i]``: exponent of s - 1 in N at depths[i] (Eq. 16 predicts -1 under mean-field, 0 under SP);
@@ -608,8 +700,7 @@ def s_theta_sweep(widths: Sequence[int], depths: Sequence[int], *, arch: str = "
             mean[i, j], se[i, j] = sm1.mean(), sm1.std(ddof=1) / np.sqrt(n_samples)
     Ng, Lg = np.meshgrid(np.array(widths, float), np.array(depths, float))
     theory = expected_s_minus_one(Ng, Lg, arch=arch, param=param, gamma0=gamma0, alpha=alpha)
-    out = {"widths": np.array(widths), "depths": np.array(depths), "mean": mean, "se": se, "theory": theory,
-           "arch": arch, "param": param}
+    out: dict = {}
     if len(widths) > 1:
         out["fit_width"] = [fit_power_law(widths, mean[i], se[i]) for i in range(len(depths))]
         out["fit_width_theory"] = [fit_power_law(widths, theory[i], se[i]) for i in range(len(depths))]
@@ -619,7 +710,8 @@ def s_theta_sweep(widths: Sequence[int], depths: Sequence[int], *, arch: str = "
     if mean.size > 1 and len(set((Lg / Ng).ravel())) > 1:
         out["fit_ratio"] = fit_power_law(Lg / Ng, mean, se)
         out["fit_ratio_theory"] = fit_power_law(Lg / Ng, theory, se)
-    return out
+    return SThetaSweep(widths=np.array(widths), depths=np.array(depths), mean=mean, se=se, theory=theory, arch=arch,
+                       param=param, **out)
 
 
 # --------------------------------------------------------------------------- cosine sweeps on the toy task
@@ -650,7 +742,7 @@ def _mean_se(values: np.ndarray, axis: int = -1):
 def cosine_vs_width(widths: Sequence[int], depth: int = 5, *, arch: str = "mlp", param: str = "mean_field",
                     activation: str = "linear", n_seeds: int = 5, seed: int = 0, n_samples: int = 20,
                     d_in: int = 40, gamma0: float = 1.0, alpha: float | None = None, inference: str | None = None,
-                    blas_threads: int | None = 1, **gd_kwargs) -> dict:
+                    blas_threads: int | None = 1, **gd_kwargs) -> CosineVsWidth:
     """cos(PC, BP) and ||g_PC - g_BP||/||g_BP|| at initialisation on the toy task of App. A.8, per width.
 
     Each (width, seed) pair draws its own data set and weights from child k of SeedSequence(seed).
@@ -687,13 +779,13 @@ def cosine_vs_width(widths: Sequence[int], depth: int = 5, *, arch: str = "mlp",
                                            f"{info.rel_grad:.3g} after {info.iterations} steps; raise max_iter")
     mean, se = _mean_se(cos)
     err_mean, err_se = _mean_se(err)
-    return {"widths": np.array(widths), "cosine": cos, "mean": mean, "se": se, "rel_error": err,
-            "rel_error_mean": err_mean, "rel_error_se": err_se, "s": s_vals, "iterations": iters, "depth": depth,
-            "arch": arch, "param": param, "activation": activation}
+    return CosineVsWidth(widths=np.array(widths), cosine=cos, mean=mean, se=se, rel_error=err,
+                         rel_error_mean=err_mean, rel_error_se=err_se, s=s_vals, iterations=iters, depth=depth,
+                         arch=arch, param=param, activation=activation)
 
 
 def train_linear(net: PCNetwork, x, y, *, steps: int = 200, eta0: float = 0.025, algorithm: str = "pc",
-                 record_every: int = 10) -> dict:
+                 record_every: int = 10) -> TrainingRecord:
     """Full-batch GD on F* (``pc``, exact equilibrium) or on L (``bp``), eta = eta0 gamma^2 N^{-c} (eq. 14).
 
     Records, every ``record_every`` steps, cos(PC, BP), ||g_PC - g_BP||/||g_BP||, L, F* and s (Fig. 2).
@@ -722,15 +814,13 @@ def train_linear(net: PCNetwork, x, y, *, steps: int = 200, eta0: float = 0.025,
                 break
             g = g_pc if algorithm == "pc" else g_bp
             net = net.with_weights([W - eta * gw for W, gw in zip(net.weights, g)])
-    out = {k: np.array(v) for k, v in rec.items()}
-    out.update(eta=eta, net=net)
-    return out
+    return TrainingRecord(**{k: np.array(v) for k, v in rec.items()}, eta=eta, net=net)
 
 
 def cosine_vs_inference_step(width: int, depths: Sequence[int], betas: Sequence[float], *, n_iter: int = 20,
                              arch: str = "resnet", param: str = "mean_field", activation: str = "tanh",
                              n_seeds: int = 3, seed: int = 0, n_samples: int = 20, d_in: int = 40,
-                             gamma0: float = 1.0, blas_threads: int | None = 1) -> dict:
+                             gamma0: float = 1.0, blas_threads: int | None = 1) -> CosineVsInferenceStep:
     """Fig. 4: cos(PC, BP) after ``n_iter`` GD inference steps of size beta, for several depths at fixed width.
 
     beta is per-sample (the paper's step on F = (1/P) sum F_mu is P beta).  Diverged inference gives NaN.
@@ -756,6 +846,7 @@ def cosine_vs_inference_step(width: int, depths: Sequence[int], betas: Sequence[
                     if all(np.isfinite(e).all() for e in errs):
                         cos[i, j, k] = gradient_cosine(_energy_weight_grads(net, zs, errs, n_samples), g_bp)
     mean = np.nanmean(cos, axis=-1)
-    return {"depths": np.array(depths), "betas": np.array(betas), "cosine": cos, "mean": mean,
-            "se": np.nanstd(cos, axis=-1, ddof=1) / np.sqrt(n_seeds) if n_seeds > 1 else np.zeros_like(mean),
-            "width": width, "n_iter": n_iter}
+    return CosineVsInferenceStep(
+        depths=np.array(depths), betas=np.array(betas), cosine=cos, mean=mean,
+        se=np.nanstd(cos, axis=-1, ddof=1) / np.sqrt(n_seeds) if n_seeds > 1 else np.zeros_like(mean),
+        width=width, n_iter=n_iter)
