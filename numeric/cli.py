@@ -8,7 +8,7 @@ import traceback
 from pathlib import Path
 
 from resprop import registry
-from resprop.numeric.cli_support import emit, interrupted
+from resprop.numeric.cli_support import OptionRefused, emit, interrupted
 
 
 class _Parser(argparse.ArgumentParser):
@@ -221,7 +221,13 @@ def main(argv=None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv  # accepted anywhere on the line, not only before the subcommand
-    args = parser.parse_args([a for a in argv if a != "--debug"])
+    try:
+        args = parser.parse_args([a for a in argv if a != "--debug"])
+    except SystemExit as exc:  # a usage error (argparse printed it): exit 2
+        return exc.code if isinstance(exc.code, int) else 2
+    except OptionRefused as exc:  # a declared option's value outside its declaration
+        print(f"resprop: error: {_one_line(exc.error)}", file=sys.stderr)
+        return 2
     args.debug = debug
     try:
         return args.func(args)

@@ -37,22 +37,33 @@ def _parse_number(text: str, integer: bool):
     return float(text)
 
 
+class OptionRefused(Exception):
+    """A declared option's value refused by the validation layer.  Not a ValueError, so that argparse does not
+    reword it: ``resprop.numeric.cli.main`` prints ``resprop: error: NAME: must lie in ..., got ...`` (the same
+    form as every other bad input) and exits 2."""
+
+    def __init__(self, error: ValueError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 def parameter_type(parameter, flag: str):
     """An argparse ``type`` that parses a number and checks it against the declaration ``parameter`` by the one
-    validation layer; a bad value makes argparse exit 2 with ``argument FLAG: must lie in ..., got ...``."""
-    import argparse
-
+    validation layer; a refused value raises :class:`OptionRefused` naming the option's destination
+    (``--sigma-w2-out`` -> ``sigma_w2_out``)."""
     from resprop.numeric.engine.validation import ParameterError, check, describe
+
+    name = flag.lstrip("-").replace("-", "_")
 
     def convert(text: str):
         try:
             value = _parse_number(text, parameter.integer)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag}: must be {describe(parameter)}, got {text!r}") from None
+            raise OptionRefused(ParameterError(name, f"must be {describe(parameter)}, got {text!r}")) from None
         try:
-            return check(parameter, value, name=flag)
+            return check(parameter, value, name=name)
         except ParameterError as exc:
-            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{flag}: ")) from None
+            raise OptionRefused(exc) from None
 
     convert.__name__ = parameter.name  # argparse names the type in its fallback message
     return convert
