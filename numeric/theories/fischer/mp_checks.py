@@ -6,15 +6,13 @@ from __future__ import annotations
 import mpmath as mp
 
 from resprop.numeric.engine import validation as V
-from resprop.numeric.engine.mp_checks import (  # noqa: F401
+from resprop.numeric.engine.mp_checks import (
     MAX_DEPTH_CLOSED,
     MAX_DEPTH_QUADRATURE,
     _activation_mp,
     _closed_mp,
     _dps,
     _num,
-    _theta,
-    gaussian_mean2_mp,
     gaussian_mean_mp,
 )
 

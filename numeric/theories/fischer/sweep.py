@@ -5,22 +5,15 @@ import dataclasses
 import math
 from typing import Any
 
-import numpy as np  # noqa: F401
-
-from resprop.numeric.engine import validation as V  # noqa: F401
-from resprop.numeric.engine.validation import ParameterError  # noqa: F401
-from resprop.numeric.sweep.kinds import (  # noqa: F401
+from resprop.numeric.engine import validation as V
+from resprop.numeric.engine.validation import ParameterError
+from resprop.numeric.sweep.kinds import (
     MAX_DEPTH,
-    MAX_LAYERS,
     Kind,
     Output,
     Param,
-    _bool_check,
-    _choice_check,
     _float_check,
     _int_check,
-    _is_real,
-    _memory_check,
     _string_check,
 )
 

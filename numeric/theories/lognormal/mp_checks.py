@@ -6,16 +6,9 @@ from functools import cache
 import mpmath as mp
 import sympy as sp
 
-from resprop.numeric.engine.mp_checks import (  # noqa: F401
-    MAX_DEPTH_CLOSED,
-    MAX_DEPTH_QUADRATURE,
-    _activation_mp,
-    _closed_mp,
+from resprop.numeric.engine.mp_checks import (
     _dps,
-    _num,
     _theta,
-    gaussian_mean2_mp,
-    gaussian_mean_mp,
 )
 
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np  # noqa: F401
+import numpy as np
 
-from resprop.numeric.engine import validation as V  # noqa: F401
-from resprop.numeric.engine.validation import ParameterError  # noqa: F401
-from resprop.numeric.sweep.kinds import (  # noqa: F401
-    MAX_DEPTH,
+from resprop.numeric.engine import validation as V
+from resprop.numeric.engine.validation import ParameterError
+from resprop.numeric.sweep.kinds import (
     MAX_LAYERS,
     Kind,
     Output,
@@ -18,9 +17,7 @@ from resprop.numeric.sweep.kinds import (  # noqa: F401
     _choice_check,
     _float_check,
     _int_check,
-    _is_real,
     _memory_check,
-    _string_check,
 )
 
 # --------------------------------------------------------------------------- kind: log_gaussian

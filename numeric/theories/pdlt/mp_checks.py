@@ -8,15 +8,10 @@ from dataclasses import dataclass
 import mpmath as mp
 
 from resprop.numeric.engine import validation as V
-from resprop.numeric.engine.mp_checks import (  # noqa: F401
-    MAX_DEPTH_CLOSED,
+from resprop.numeric.engine.mp_checks import (
     MAX_DEPTH_QUADRATURE,
-    _activation_mp,
-    _closed_mp,
     _dps,
     _num,
-    _theta,
-    gaussian_mean2_mp,
     gaussian_mean_mp,
 )
 from resprop.numeric.engine.results import ResultRecord
