@@ -265,14 +265,21 @@ def test_cli_missing_and_unknown():
 
 
 # --------------------------------------------------------------------------- extreme depths (cheap routes)
+def _stable_resnet_at_depth(L: int):
+    k = SR.two_input_kernels([L], "unscaled", angle=1.0)  # Q ~ 2^L, carried in logs (2^L > float64 max here)
+    assert np.isclose(k["log_Q_diag"][0], L * np.log(2.0))
+    assert all_finite(k) and 0.999 < k["correlation"][0] <= 1.0
+    u = SR.two_input_kernels([L], "uniform", angle=1.0)
+    assert all_finite(u) and abs(u["correlation"][0] - SR.two_input_kernels([L // 10], "uniform")["correlation"][0]) < 1e-3
+
+
 def test_extreme_depths():
     r = F.response(0.05, 10**5, 0.3, 1.25, 0.05)  # erf: K grows linearly, everything finite
     assert all_finite(r) and r["K"].shape == (10**5 + 1,) and np.all(np.diff(r["K"]) > 0)
-    k = SR.two_input_kernels([10**5], "unscaled", angle=1.0)  # Q ~ 2^(10^5), carried in logs
-    assert np.isclose(k["log_Q_diag"][0], 10**5 * np.log(2.0))
-    assert all_finite(k) and 0.999 < k["correlation"][0] <= 1.0
-    u = SR.two_input_kernels([10**5], "uniform", angle=1.0)
-    assert all_finite(u) and abs(u["correlation"][0] - SR.two_input_kernels([10**4], "uniform")["correlation"][0]) < 1e-3
+    # Stable ResNet at 10^4 layers (already 2^(10^4) >> float64): the 10^5 version takes ~25 s and runs under
+    # `-m slow` (test_extreme_depths_stable_resnet_1e5); `resprop stable-kernel --depth 100000 --scaling uniform`
+    # also runs in the default suite (tests/test_docs.py quickstart lines)
+    _stable_resnet_at_depth(10**4)
     th = LG.theory(50, 10**6, 0.7071, 0.7071, hypo_constant=-0.876)
     assert all_finite(th)
     # geometric growth beyond float64 is an error naming the inputs, not inf/nan
@@ -285,6 +292,12 @@ def test_extreme_depths():
             F.response(0.05, bad, 0.3, 1.25, 0.05)
         with pytest.raises(ValueError, match=r"^depth:"):
             SR.two_input_kernels([bad])
+
+
+@pytest.mark.slow
+def test_extreme_depths_stable_resnet_1e5():
+    """The 10^5-layer Stable ResNet kernels (unscaled in logs, uniform converged to 1e-3 against 10^4 layers)."""
+    _stable_resnet_at_depth(10**5)
 
 
 # --------------------------------------------------------------------------- public functions
