@@ -1,4 +1,7 @@
-"""float64 generated kernels against mpmath at 30 digits (quadrature route uses no closed form)."""
+"""float64 generated kernels against mpmath at 30 digits (quadrature route uses no closed form).
+
+The quadrature-route references run at 20 digits: the comparison is at 1e-10 relative, the 20-digit
+quadrature agrees with the 30-digit one to > 18 digits, and it costs less than half as much (L = 50: 7 s -> 3 s)."""
 import mpmath as mp
 import pytest
 
@@ -10,13 +13,13 @@ SETTINGS = [(0.05, 10, 0.3, 1.25, 0.05), (1.4, 20, 1.0, 1.2, 0.2), (0.2, 50, 0.1
 
 @pytest.mark.parametrize("k0,L,rho,sw,sb", SETTINGS)
 def test_chi_out_diagonal_quadrature_route(k0, L, rho, sw, sb):
-    ref = chi_out_mp(k0, L, rho, sw, sb, dps=30, route="quadrature")
+    ref = chi_out_mp(k0, L, rho, sw, sb, dps=20, route="quadrature")
     got = F.response(k0, L, rho, sw, sb)["chi_out"]
     assert abs(mp.mpf(got) / ref - 1) < 1e-10
 
 
 def test_chi_out_tanh_quadrature_route():
-    ref = chi_out_mp(0.3, 10, 0.4, 1.5, 0.05, activation="tanh", dps=30, route="quadrature")
+    ref = chi_out_mp(0.3, 10, 0.4, 1.5, 0.05, activation="tanh", dps=20, route="quadrature")
     got = F.response(0.3, 10, 0.4, 1.5, 0.05, activation="tanh")["chi_out"]
     assert abs(mp.mpf(got) / ref - 1) < 1e-10  # generated 1-D quadrature route for tanh
 
