@@ -223,8 +223,6 @@ def main(argv=None) -> int:
     debug = "--debug" in argv  # accepted anywhere on the line, not only before the subcommand
     try:
         args = parser.parse_args([a for a in argv if a != "--debug"])
-    except SystemExit as exc:  # a usage error (argparse printed it): exit 2
-        return exc.code if isinstance(exc.code, int) else 2
     except OptionRefused as exc:  # a declared option's value outside its declaration
         print(f"resprop: error: {_one_line(exc.error)}", file=sys.stderr)
         return 2

@@ -475,7 +475,9 @@ def test_simulate_log_gaussian_fuzz(kw):
 def test_abcd_check_fuzz(items, reading):
     out = check_call(AB.check, assignments=items, reading=reading)
     if out is not None:
-        assert set(out) == {"bp", "pc"} and all(isinstance(v, bool) for alg in out.values() for v in alg.values())
+        verdicts = out.to_dict()
+        assert set(verdicts) == {"bp", "pc"}
+        assert all(isinstance(v, bool) for alg in verdicts.values() for v in alg.values())
 
 
 # --------------------------------------------------------------------------- memory
