@@ -16,10 +16,11 @@ Every row is a plain dict (JSON-ready):
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -97,13 +98,13 @@ class Tolerance:
     se: str = "SE"
     also: str = ""
 
-    def holds(self, ev: "Evidence") -> bool:
+    def holds(self, ev: Evidence) -> bool:
         sim, se, th, allow = ev.compare
         ok = np.abs(np.asarray(sim, float) - np.asarray(th, float)) <= self.k * np.asarray(se, float) + np.asarray(
             allow, float)
         return bool(np.all(ok)) and bool(ev.holds)
 
-    def text(self, ev: "Evidence | None" = None) -> str:
+    def text(self, ev: Evidence | None = None) -> str:
         s = f"{self.scope}: " if self.scope else ""
         s += f"{self.lhs} <= {self.k:g} {self.se}"
         if self.allowance:
@@ -125,10 +126,10 @@ class Criterion:
 
     text_: str
 
-    def holds(self, ev: "Evidence") -> bool:
+    def holds(self, ev: Evidence) -> bool:
         return bool(ev.holds)
 
-    def text(self, ev: "Evidence | None" = None) -> str:
+    def text(self, ev: Evidence | None = None) -> str:
         return self.text_
 
 

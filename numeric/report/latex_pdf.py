@@ -82,7 +82,8 @@ def compile_pdf(tex: Path, *, engine: str = "pdflatex", max_runs: int = 3, timeo
         try:
             shutil.copyfile(built, staged)
             os.replace(staged, pdf)
-        finally:  # no half-copied PDF left next to the .tex (the CLI compiles inside resprop.numeric.engine.output's temporary)
+        finally:  # no half-copied PDF left next to the .tex
+            # (the CLI compiles inside resprop.numeric.engine.output's temporary)
             if staged.exists():
                 staged.unlink()
     return pdf

@@ -3,18 +3,19 @@
 ``reproduce(out, theory)`` runs, per theory (fischer, lognormal, pdlt, stable, abcd):
 
 1. a freshness check of ``generated/`` (``resprop.derive.codegen.stale_files``): a stale file is a FAILS row;
-2. the theory's claims (``CLAIMS`` in ``numeric/theories/<slug>/claims.py``, :class:`resprop.numeric.report.claims.Claim`,
-   run through the registry's ``claims`` entry): the paper's value or claim, resprop's theory value, Monte Carlo (or
-   another independent route) with its standard error, the tolerance rule, and a verdict "agrees", "documented
-   disagreement" or "FAILS" (tests/test_claims.py checks the same claim objects);
+2. the theory's claims (``CLAIMS`` in ``numeric/theories/<slug>/claims.py``,
+   :class:`resprop.numeric.report.claims.Claim`, run through the registry's ``claims`` entry): the paper's value or
+   claim, resprop's theory value, Monte Carlo (or another independent route) with its standard error, the tolerance
+   rule, and a verdict "agrees", "documented disagreement" or "FAILS" (tests/test_claims.py checks the same claim
+   objects);
 3. its figures (the existing figure makers, quick settings with ``quick``) in DIR/figures/;
 4. its LaTeX documents (``resprop.derive.latex.export_latex``) in DIR/latex/, compiled to PDF when pdflatex exists;
 
 then the cross-theory checks.  An exception inside a theory becomes a FAILS row; it does not stop the run.
 
 Everything is written into a temporary directory next to DIR, which replaces DIR only at the end
-(:class:`resprop.numeric.engine.output.Publication`: DIR is replaced only when empty or exactly a previous report as recorded in
-its ``.resprop-manifest.json``; SIGINT/SIGTERM leave the previous complete report or none and no temporary).
+(:class:`resprop.numeric.engine.output.Publication`: DIR is replaced only when empty or exactly a previous report as
+recorded in its ``.resprop-manifest.json``; SIGINT/SIGTERM leave the previous complete report or none and no temporary).
 index.html is generated from the same dict that is written to report.json.
 """
 from __future__ import annotations
@@ -23,14 +24,14 @@ import json
 import sys
 import time
 import traceback
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tqdm import tqdm
 
 from resprop import registry
-from resprop.numeric.report import claims as RR
 from resprop.numeric.engine.output import OutputPathError, Publication, sweep_stale_temps
+from resprop.numeric.report import claims as RR
 from resprop.numeric.report.claims import row
 
 __all__ = ["reproduce", "resolve_theories", "render_html", "ReportDirError"]
@@ -203,7 +204,7 @@ def _build(work: Path, theories: list[str], quick: bool, quiet: bool, check_gene
     counts = _counts(all_rows)
     return {
         "generator": GENERATOR,
-        "created": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "created": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": "resprop reproduce " + (" ".join(theories) if set(theories) != set(registry.slugs()) else "all")
                    + (" --quick" if quick else ""),
         "quick": quick,
@@ -222,8 +223,8 @@ def reproduce(out, theory="all", quick: bool = True, quiet: bool = False, *, che
     """Run the reproduction of ``theory`` ("all", one name or a list) and write ``out``/report.json + index.html.
 
     The whole report is built in a temporary directory next to ``out`` and replaces ``out`` at the end
-    (:class:`resprop.numeric.engine.output.Publication`); on an exception, Ctrl-C or SIGTERM the temporary directory is removed
-    and ``out`` is left as it was.  ``out`` that holds anything but a previous report (checked against its
+    (:class:`resprop.numeric.engine.output.Publication`); on an exception, Ctrl-C or SIGTERM the temporary directory is
+    removed and ``out`` is left as it was.  ``out`` that holds anything but a previous report (checked against its
     manifest) raises :class:`resprop.numeric.engine.output.OutputPathError` before any work.
     """
     theories = resolve_theories(theory)

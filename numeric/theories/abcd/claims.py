@@ -7,12 +7,21 @@ the figures).  Simulations shared by several claims are cached per ``quick``.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
-from resprop.numeric.report.claims import (DOCUMENTED, Claim, Criterion, Evidence, Tolerance, evaluate_claims, mc,
-                                           ref, size)
+from resprop.numeric.report.claims import (
+    DOCUMENTED,
+    Claim,
+    Criterion,
+    Evidence,
+    Tolerance,
+    evaluate_claims,
+    mc,
+    ref,
+    size,
+)
 
 #: Monte Carlo sizes (quick, full)
 SIZES = {"abcd_seeds": (4, 8)}
@@ -89,7 +98,7 @@ def _boxed(ctx) -> Evidence:
 WIDTHS = [128, 256, 512, 1024, 2048]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _pc_slopes(quick: bool, aligned: bool) -> dict:
     from resprop.numeric.theories.abcd import abcd as AB
 
@@ -191,8 +200,9 @@ def _cos_mf(ctx) -> Evidence:
     lin = _pc_data(ctx.quick)["cos_linear"][("mlp", "mean_field")]
     keep = lin["widths"] >= 16
     fit = pc.fit_power_law(lin["widths"][keep], 1 - lin["mean"][keep], np.maximum(lin["se"][keep], 1e-12))
-    return Evidence(-2.0, mc(fit["slope"], fit["slope_se"], f"fit over N = {int(lin['widths'][keep][0])}.."
-                                                            f"{int(lin['widths'][-1])}, {lin['cosine'].shape[1]} seeds"),
+    return Evidence(-2.0, mc(fit["slope"], fit["slope_se"],
+                             f"fit over N = {int(lin['widths'][keep][0])}.."
+                             f"{int(lin['widths'][-1])}, {lin['cosine'].shape[1]} seeds"),
                     holds=abs(fit["slope"] + 2) < 0.3 + 3 * fit["slope_se"] and lin["mean"][-1] > 0.99)
 
 
@@ -201,7 +211,8 @@ def _sp_size(ctx) -> Evidence:
     s_inv = 1 - np.nanmean(1 / spd["s"], axis=1)
     return Evidence(float(s_inv[-1]),
                     mc(spd["rel_error_mean"][-1], spd["rel_error_se"][-1], f"{spd['cosine'].shape[1]} seeds"),
-                    holds=bool(np.all(spd["rel_error_mean"] > 0.6)) and abs(spd["rel_error_mean"][-1] - s_inv[-1]) < 0.03,
+                    holds=(bool(np.all(spd["rel_error_mean"] > 0.6))
+                           and abs(spd["rel_error_mean"][-1] - s_inv[-1]) < 0.03),
                     note="at initialisation SP fails on the size of the PC gradient (g/s), not on its direction",
                     quantity=f"||g_PC - g_BP||/||g_BP||, linear MLP, SP, N = {int(spd['widths'][-1])}")
 

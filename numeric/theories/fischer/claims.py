@@ -6,12 +6,21 @@ by several claims are cached per ``quick``.
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
-from resprop.numeric.report.claims import (DOCUMENTED, Claim, Criterion, Evidence, Tolerance, evaluate_claims, mc,
-                                           ref, size)
+from resprop.numeric.report.claims import (
+    DOCUMENTED,
+    Claim,
+    Criterion,
+    Evidence,
+    Tolerance,
+    evaluate_claims,
+    mc,
+    ref,
+    size,
+)
 
 #: Monte Carlo sizes (quick, full)
 SIZES = {"fischer_samples": (1000, 10000)}
@@ -28,7 +37,7 @@ DEPTHS = [10, 50, 100, 200]
 BIG = [200, 400, 800, 1600]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _fig2(quick: bool) -> dict:
     """Fig. 2 setting: simulated C^(l), Var K^(l) and finite-difference response, with the theory."""
     from resprop.numeric.engine.simulate import finite_difference_response, mean_and_se, simulate_kernels
@@ -45,7 +54,7 @@ def _fig2(quick: bool) -> dict:
             "var": (v, v * np.sqrt(2 / (samples - 1))), "fl": kernel_fluctuations(K0, L, N, **FIG2)}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _rho() -> dict:
     from resprop.numeric.theories.fischer.field_theory import rho_star
 

@@ -8,12 +8,22 @@ are cached per ``quick``.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
-from resprop.numeric.report.claims import (DOCUMENTED, A, Claim, Criterion, Evidence, Tolerance, evaluate_claims,
-                                           mc, ref, size)
+from resprop.numeric.report.claims import (
+    DOCUMENTED,
+    A,
+    Claim,
+    Criterion,
+    Evidence,
+    Tolerance,
+    evaluate_claims,
+    mc,
+    ref,
+    size,
+)
 
 #: Monte Carlo sizes (quick, full)
 SIZES = {"cross_samples": (20000, 40000), "lnr_balanced": (20000, 60000), "lnr_vanilla": (15000, 40000),
@@ -59,7 +69,7 @@ N = D = 64
 ALLOW = 2 * D / N**2
 
 
-@lru_cache(maxsize=None)
+@cache
 def _balanced(quick: bool):
     from resprop.numeric.engine import monte_carlo as M
     from resprop.numeric.theories.lognormal import log_gaussian as LG
@@ -77,7 +87,7 @@ def _theorem4(key: str):
     return compute
 
 
-@lru_cache(maxsize=None)
+@cache
 def _vanilla(quick: bool, n: int = N, seed: int = 22):
     from resprop.numeric.engine import monte_carlo as M
 
@@ -128,7 +138,7 @@ def _vanilla_var(ctx) -> Evidence:
 N5 = 96
 
 
-@lru_cache(maxsize=None)
+@cache
 def _c5(quick: bool):
     from resprop.numeric.engine import monte_carlo as M
     from resprop.numeric.theories.lognormal import log_gaussian as LG
@@ -156,7 +166,7 @@ N2, D2 = 100, 20
 AL2 = 2 * D2 / N2**2
 
 
-@lru_cache(maxsize=None)
+@cache
 def _output(quick: bool):
     from resprop.numeric.engine import monte_carlo as M
     from resprop.numeric.theories.lognormal import log_gaussian as LG
@@ -224,7 +234,8 @@ CLAIMS = [
           reason="the gap is about 40/n; inside O(d/n^2) but with a large constant"),
     Claim("lognormal", "conjecture5-var", "Var ||relu(zhat)||^2 (Conjecture 5, eq. 12), n = 96",
           "uniform-sphere value 3/(4(n+2))", Tolerance(allowance="(8/n) x theory", why="relative O(1/n)"), _c5_var),
-    *[Claim("lognormal", f"conjecture5-lag{k}", f"lag-{k} covariance of ||relu(zhat)||^2 (Conjecture 5, eq. 13), n = 96",
+    *[Claim("lognormal", f"conjecture5-lag{k}",
+            f"lag-{k} covariance of ||relu(zhat)||^2 (Conjecture 5, eq. 13), n = 96",
             "Lemma 16 / Cor. 17 value", Tolerance(allowance="(8/n) x theory"), _c5_cov(k)) for k in (1, 2)],
     Claim("lognormal", "output-mean-sq", "balanced output E[(z_out)^2] (Sec. 3.1-3.2), n = 100, d = 20",
           "log-Gaussian moments", Tolerance(why="exactly 1 for balanced"), _output_claim("mean_sq", lambda p: 0.0)),
@@ -255,7 +266,7 @@ GAMMA, NX, DX = A, 48, 48
 LAMX = math.sqrt(1 - GAMMA**2)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _pdlt_lnr() -> tuple[float, dict]:
     from resprop.numeric.theories.lognormal import log_gaussian as LG
     from resprop.numeric.theories.pdlt import residual_mlp as R
@@ -289,7 +300,7 @@ def _balanced_vs_pdlt(ctx) -> Evidence:
                     compare=(b["var_G"], b["var_G_se"], pdlt, 2 * DX / NX**2))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _residual_mlp(quick: bool) -> tuple[float, float, int]:
     from resprop.numeric.engine import monte_carlo as M
 
@@ -325,7 +336,8 @@ CROSS_CLAIMS = [
     Claim("lognormal", "cross-balanced-pdlt", "balanced ResNet Var[G] vs PDLT nu r + 2/n, n = d = 48",
           "(PDLT describes the balanced net)", Tolerance(lhs="|MC - PDLT|", allowance="2d/n^2"), _balanced_vs_pdlt),
     Claim("lognormal", "cross-vanilla-pdlt",
-          "vanilla residual ReLU MLP Var ln||z||^2 vs PDLT nu r + 2/n, n = 48, L = 49", "nu r + 2/n (B.26, single input)",
+          "vanilla residual ReLU MLP Var ln||z||^2 vs PDLT nu r + 2/n, n = 48, L = 49",
+          "nu r + 2/n (B.26, single input)",
           Criterion("MC exceeds PDLT by > 20 SE and is closer to LNR's beta + c^2 I_total"), _vanilla_vs_pdlt,
           expected=DOCUMENTED, doc="P5",
           reason="B.26 misses the interlayer correlations of the ReLU activation pattern that skip connections create"),

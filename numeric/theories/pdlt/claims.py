@@ -6,12 +6,11 @@ returns ``(rows, extra)`` for the report driver.  Simulations shared by several 
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
-from resprop.numeric.report.claims import (Claim, Criterion, Evidence, Tolerance, evaluate_claims, mc, ref,
-                                           size)
+from resprop.numeric.report.claims import Claim, Criterion, Evidence, Tolerance, evaluate_claims, mc, ref, size
 
 #: Monte Carlo sizes (quick, full)
 SIZES = {"pdlt_tanh": (20000, 60000), "pdlt_block": (20000, 60000)}
@@ -32,8 +31,8 @@ def _b26(ctx) -> Evidence:
 
 
 def _nu_relu(ctx) -> Evidence:
-    from resprop.numeric.theories.pdlt.mp_checks import nu_from_iteration_mp
     from resprop.numeric.theories.pdlt import residual_mlp as R
+    from resprop.numeric.theories.pdlt.mp_checks import nu_from_iteration_mp
 
     relu = nu_from_iteration_mp("relu", 0.5, depth=4, dps=30)
     nu_relu = float(R.nu(0.5, "relu"))
@@ -55,7 +54,7 @@ GAMMA, DEPTH = 0.5, 16
 WIDTHS = ((32, 1), (64, 2), (128, 3))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _vertex(quick: bool, n: int, seed: int) -> tuple[float, float, float, int]:
     """(MC V/(nK^2), its SE, theory, samples) at layer DEPTH, residual tanh MLP of width n."""
     from resprop.numeric.engine import monte_carlo as M

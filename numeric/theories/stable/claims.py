@@ -7,12 +7,21 @@ cross-theory rows for the report driver.  Simulations shared by several claims a
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
-from resprop.numeric.report.claims import (DOCUMENTED, Claim, Criterion, Evidence, Tolerance, evaluate_claims, mc,
-                                           ref, size)
+from resprop.numeric.report.claims import (
+    DOCUMENTED,
+    Claim,
+    Criterion,
+    Evidence,
+    Tolerance,
+    evaluate_claims,
+    mc,
+    ref,
+    size,
+)
 
 #: Monte Carlo sizes (quick, full)
 SIZES = {"stable_mc": (4000, 20000), "stable_spectra_P": (200, 600)}
@@ -43,7 +52,8 @@ def _f_relu(ctx) -> Evidence:
         val = integrate.quad(inner, 0, np.inf, epsabs=1e-14, epsrel=1e-13, limit=200)[0]
         errs.append(abs(2 * val - c - float(gs.f_relu(c))))
     return Evidence([float(gs.f_relu(c)) for c in (-0.7, 0.1, 0.8)],
-                    ref(max(errs), "max |2 E[relu(u) relu(v)] - C - f| by Gaussian quadrature"), holds=max(errs) < 1e-10)
+                    ref(max(errs), "max |2 E[relu(u) relu(v)] - C - f| by Gaussian quadrature"),
+                    holds=max(errs) < 1e-10)
 
 
 def _lemma1(ctx) -> Evidence:
@@ -116,7 +126,7 @@ NW = 256
 FINITE = (("uniform", 20, 20**-0.5, 5), ("unscaled", 10, 1.0, 6))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _finite(quick: bool, sc: str, L_: int, rho: float, seed: int):
     """Finite-width networks (the foundation's simulator with ReLU and rho = lambda) against the NNGP limit."""
     from resprop.numeric.engine.simulate import simulate_kernels
@@ -185,7 +195,7 @@ def _kl(ctx) -> Evidence:
                     details={"depths": kl["depths"], "kl": kl["kl"]})
 
 
-@lru_cache(maxsize=None)
+@cache
 def _digits_small() -> dict:
     from resprop.numeric.theories.stable import experiments as E
 
@@ -220,14 +230,16 @@ CLAIMS = [
           "convergence (rate not stated)", Criterion("|slope + 1| < 0.1"), _lemma5),
     Claim("stable", "prop7-gap", "Prop. 7: (Q_inf - Q_L)/(derived leading term) at L = 1000, lambda_k = 1/k",
           "Q_inf - Q_L = Theta(sum_{k>L} lambda_k^2)", Criterion("|ratio - 1| < 2e-3"), _prop7),
-    Claim("stable", "definition1", "Definition 1: stable scalings (sum of lambda^2 bounded)", "uniform, decreasing stable",
+    Claim("stable", "definition1", "Definition 1: stable scalings (sum of lambda^2 bounded)",
+          "uniform, decreasing stable",
           Criterion("unscaled and 1/sqrt(l) (decreasing, not square summable) are not stable; the rest are"),
           _definition1),
     *[c for sc, L_, rho, seed in FINITE for c in (
         Claim("stable", f"finite-q-{sc}", f"Q_L(x, x) of a finite {sc} ReLU ResNet, L = {L_}, N = {NW} (eq. 5)",
               "NNGP limit", Tolerance(allowance="2 (sum lambda^2)/N x theory", why="finite-width O(1/N)"),
               _finite_q(sc, L_, rho, seed)),
-        Claim("stable", f"finite-c-{sc}", f"C_L(x, x') of a finite {sc} ReLU ResNet, angle 1, L = {L_}, N = {NW} (eq. 3)",
+        Claim("stable", f"finite-c-{sc}",
+              f"C_L(x, x') of a finite {sc} ReLU ResNet, angle 1, L = {L_}, N = {NW} (eq. 3)",
               "NNGP limit", Tolerance(allowance="2 (sum lambda^2)/N x (1 - C)"), _finite_c(sc, L_, rho, seed)))],
     Claim("stable", "fig2-spectra", "Fig. 2: NNGP second eigenvalue / largest, L = 10 -> 300",
           "unscaled degenerates, stable scalings do not",
