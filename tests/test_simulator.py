@@ -259,5 +259,9 @@ def test_mean_and_se_and_summary():
             assert summary[key]["se"][idx] == pytest.approx(statistics.stdev(column) / math.sqrt(5),
                                                             rel=1e-12, abs=1e-15)
     assert np.any(summary["K_out"]["se"] > 0)  # the comparison above is not vacuous: the samples differ
+    assert summary.K_out.se is summary["K_out"]["se"]
+    assert kernel_summary(out, keys=("C",)).fields() == ("C",)
+    with pytest.raises(ValueError, match=r"^keys:"):
+        kernel_summary(out, keys=("Q",))
     with pytest.raises(ValueError, match=r"^a:"):
         mean_and_se(np.ones((1, 3)))

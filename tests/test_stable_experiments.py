@@ -202,3 +202,27 @@ def test_quick_figures(tmp_path):
     table = json.loads(paths[-1].read_text())
     assert set(table["mean"]) == set(E.SCALINGS) and table["depths"] == [50, 200, 1000]
     assert all(a > 0.8 for sc in ("uniform", "decreasing") for a in table["mean"][sc])
+
+
+def test_results_are_records():
+    """The experiments return frozen ResultRecord dataclasses; the digits table's to_dict() is the JSON layout."""
+    import dataclasses
+
+    from resprop.numeric.engine.results import ResultRecord
+
+    ker = E.sphere_kernels(E.circle_points(12, seed=0), (2, 5), "uniform", keys=("correlation",))
+    assert sorted(ker) == [2, 5] and isinstance(ker[5], E.ZonalKernels)
+    assert ker[5].ntk_correlation is None and ker[5].fields() == ("correlation", "log_Q_diag", "log_ntk_diag")
+    with pytest.raises(ValueError, match=r"^keys:"):
+        E.sphere_kernels(E.circle_points(12, seed=0), (2,), keys=("Q",))
+    r = E.gp_regression(depth=5, grid=8)
+    assert isinstance(r, E.GPRegression) and r.rmse == r["rmse"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.rmse = 0.0
+    dig = E.digits_table((5,), scalings=("uniform",), seeds=[0], n_train=30, n_val=20, n_test=30)
+    assert isinstance(dig, ResultRecord) and isinstance(dig.runs[0], E.DigitsClassification)
+    d = json.loads(json.dumps(dig.to_dict()))
+    assert list(d) == ["depths", "n_train", "n_val", "n_test", "seeds", "mean", "std", "runs"]
+    assert d["runs"][0]["test_accuracy"] == {"uniform": dig.runs[0].test_accuracy["uniform"]}
+    kl = E.pac_bayes_kl((1, 2), scalings=("unscaled",), n=4)
+    assert isinstance(kl, E.PacBayesKL) and kl.kl["unscaled"] == kl["kl"]["unscaled"]

@@ -54,6 +54,8 @@ __all__ = [
     "finite_difference_response_offdiag",
     "mean_and_se",
     "kernel_summary",
+    "KernelSummary",
+    "MeanSE",
 ]
 
 Activation = Callable[[np.ndarray], np.ndarray]
@@ -247,7 +249,7 @@ def _affine_factor(A: np.ndarray, bias_var: float) -> np.ndarray:
     augmented = np.concatenate([A, ones], axis=-2)
     if A.shape[-1] == 1:
         return np.sqrt(_gram(augmented))
-    return np.linalg.qr(augmented, mode="r")
+    return np.linalg.qr(augmented, mode="r")  # type: ignore[return-value]  # mode "r": R alone, an ndarray
 
 
 def _readin_reduced(net: _Network, X: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -318,7 +320,7 @@ def _simulate(net: _Network, X: np.ndarray, samples: int, rng: np.random.Generat
               chunk_size: int | None) -> dict[str, np.ndarray]:
     """Run all samples in chunks and assemble the result dictionary."""
     _check_result_size(samples, net.depth, X.shape[0])
-    size = chunk_size or _auto_chunk_size(net, *X.shape, method)
+    size = chunk_size or _auto_chunk_size(net, X.shape[0], X.shape[1], method)
     try:
         with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below, naming the inputs
             parts = [
@@ -516,7 +518,7 @@ def finite_difference_response_offdiag(
     if net.s_win2 == 0:
         raise ValueError("sigma_w2_in: must be > 0 for the off-diagonal response, got 0.0")
     n1, n2 = np.linalg.norm(x1), np.linalg.norm(x2)
-    sine = math.sqrt(max(0.0, 1.0 - (float(x1 @ x2) / (n1 * n2)) ** 2)) if n1 * n2 > 0 else 0.0
+    sine = math.sqrt(max(0.0, 1.0 - (float(x1 @ x2) / float(n1 * n2)) ** 2)) if n1 * n2 > 0 else 0.0
     if sine < 1e-8:
         raise ValueError("x2: must be nonzero and not collinear with x1 (the rotation plane is undefined)")
     scale = net.s_win2 / x1.size
@@ -545,15 +547,41 @@ def mean_and_se(a, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return a.mean(axis=axis), a.std(axis=axis, ddof=1) / math.sqrt(n)
 
 
-def kernel_summary(result: dict[str, np.ndarray],
-                   keys: tuple[str, ...] = ("C", "C_emp", "K", "K_emp", "K_out")) -> dict[str, dict[str, np.ndarray]]:
+_SUMMARY_KEYS = ("C", "C_emp", "K", "K_emp", "K_out")
+
+
+@dataclass(frozen=True)
+class MeanSE(ResultRecord):
+    """Mean over samples and its standard error (same shape)."""
+
+    mean: np.ndarray
+    se: np.ndarray
+
+
+@dataclass(frozen=True)
+class KernelSummary(ResultRecord):
+    """:func:`kernel_summary`: mean and SE over samples of each kernel of :class:`SimulatedKernels` (None where
+    not requested)."""
+
+    C: MeanSE | None = None
+    C_emp: MeanSE | None = None
+    K: MeanSE | None = None
+    K_emp: MeanSE | None = None
+    K_out: MeanSE | None = None
+
+
+def kernel_summary(result: SimulatedKernels, keys: tuple[str, ...] = _SUMMARY_KEYS) -> KernelSummary:
     """Theory-free summary of :func:`simulate_kernels` output: mean and SE over samples per layer.
 
-    Returns ``{key: {"mean": ..., "se": ...}}`` with the sample axis removed,
-    e.g. shape (depth+1, P, P) for ``C``.
+    Returns a :class:`KernelSummary` with one :class:`MeanSE` (``mean``, ``se``) per key in ``keys`` (any of
+    C, C_emp, K, K_emp, K_out), the sample axis removed, e.g. shape (depth+1, P, P) for ``C``.
     """
+    keys = tuple(keys)
+    unknown = [k for k in keys if k not in _SUMMARY_KEYS]
+    if unknown:
+        raise V.ParameterError("keys", f"unknown kernel(s) {unknown}; choose from {list(_SUMMARY_KEYS)}")
     summary = {}
     for key in keys:
         mean, se = mean_and_se(result[key], axis=0)
-        summary[key] = {"mean": mean, "se": se}
-    return summary
+        summary[key] = MeanSE(mean=mean, se=se)
+    return KernelSummary(**summary)

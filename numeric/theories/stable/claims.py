@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +23,9 @@ from resprop.numeric.report.claims import (
     ref,
     size,
 )
+
+if TYPE_CHECKING:
+    from resprop.numeric.theories.stable.experiments import DigitsTable
 
 #: Monte Carlo sizes (quick, full)
 SIZES = {"stable_mc": (4000, 20000), "stable_spectra_P": (200, 600)}
@@ -196,7 +200,7 @@ def _kl(ctx) -> Evidence:
 
 
 @cache
-def _digits_small() -> dict:
+def _digits_small() -> DigitsTable:
     from resprop.numeric.theories.stable import experiments as E
 
     return E.digits_table((200, 1000), seeds=[0], n_train=300, n_val=150, n_test=300)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -38,18 +39,122 @@ from scipy.special import expit  # noqa: E402
 
 import resprop.generated.stable as gs  # noqa: E402
 from resprop.numeric.engine import validation as V  # noqa: E402
+from resprop.numeric.engine.results import ResultRecord  # noqa: E402
 from resprop.numeric.engine.validation import ParameterError  # noqa: E402
 from resprop.numeric.theories.stable import stable_resnet as sr  # noqa: E402
 
 __all__ = ["SCALINGS", "STABLE_FIGURE_NAMES", "circle_points", "zonal_kernel_maps", "sphere_kernels", "top_eigenvalues",
            "spectra", "gp_posterior", "gp_regression", "load_digits_sphere", "digits_classification", "digits_table",
-           "gp_kl_logscale", "gp_kl_direct", "pac_bayes_kl", "make_stable_figures"]
+           "gp_kl_logscale", "gp_kl_direct", "pac_bayes_kl", "make_stable_figures", "ZonalKernels", "Spectra",
+           "GPPosterior", "GPRegression", "DigitsClassification", "DigitsTable", "PacBayesKL"]
 
 SCALINGS = ("unscaled", "uniform", "decreasing")
 STABLE_FIGURE_NAMES = ("stable_fig1_diagonal.png", "stable_fig2_spectra.png", "stable_fig3_gp_regression.png",
                        "stable_table2_digits.png", "stable_pac_bayes_kl.png")
 _COLOURS = {"unscaled": "C3", "uniform": "C0", "decreasing": "C2"}
 _DPI = 110
+
+
+# --------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class ZonalKernels(ResultRecord):
+    """One depth of :func:`zonal_kernel_maps` / :func:`sphere_kernels`: the NNGP correlation C_L and the NTK
+    correlation (arrays; None where :func:`sphere_kernels` was not asked for them) and the natural-log
+    diagonals log Q_L(x, x), log Theta_L(x, x) (the same for every input)."""
+
+    correlation: np.ndarray | None
+    ntk_correlation: np.ndarray | None
+    log_Q_diag: float
+    log_ntk_diag: float
+
+
+@dataclass(frozen=True)
+class Spectra(ResultRecord):
+    """:func:`spectra`: leading eigenvalues / largest, ``nngp`` and ``ntk`` map scaling -> (len(depths), k)."""
+
+    depths: list[int]
+    P: int
+    k: int
+    sigma_w2: float
+    sigma_b2: float
+    nngp: dict[str, np.ndarray]
+    ntk: dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class GPPosterior(ResultRecord):
+    """:func:`gp_posterior`: posterior mean, latent variance and predictive variance at the test points."""
+
+    mean: np.ndarray
+    var: np.ndarray
+    predictive_var: np.ndarray
+
+
+@dataclass(frozen=True)
+class GPRegression(ResultRecord):
+    """:func:`gp_regression`: training data, the grid ``x`` with the target ``y_true``, posterior mean, latent and
+    predictive variance, the 95% predictive band, the posterior mean at the training inputs and the RMSE."""
+
+    depth: int
+    scaling: str
+    noise: float
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x: np.ndarray
+    y_true: np.ndarray
+    mean: np.ndarray
+    var: np.ndarray
+    predictive_var: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    mean_train: np.ndarray
+    rmse: float
+
+
+@dataclass(frozen=True)
+class DigitsClassification(ResultRecord):
+    """:func:`digits_classification`: the split sizes and, per scaling (dict keys) a list over depths of the test
+    and validation accuracy, the chosen noise variance and whether it is a grid end ("lower" / "upper" / None);
+    ``seconds`` per scaling."""
+
+    depths: list[int]
+    n_train: int
+    n_val: int
+    n_test: int
+    seed: int
+    noise_grid: list[float]
+    test_accuracy: dict[str, list[float]]
+    val_accuracy: dict[str, list[float]]
+    noise_var: dict[str, list[float]]
+    noise_var_at_edge: dict[str, list[str | None]]
+    seconds: dict[str, float]
+
+
+@dataclass(frozen=True)
+class DigitsTable(ResultRecord):
+    """:func:`digits_table`: mean and standard deviation over seeds of the test accuracy (per scaling, a list over
+    depths) and the per-seed :class:`DigitsClassification` runs."""
+
+    depths: list[int]
+    n_train: int
+    n_val: int
+    n_test: int
+    seeds: list[int]
+    mean: dict[str, list[float]]
+    std: dict[str, list[float]]
+    runs: list[DigitsClassification]
+
+
+@dataclass(frozen=True)
+class PacBayesKL(ResultRecord):
+    """:func:`pac_bayes_kl`: per scaling (dict keys) the KL and log Q_L scale, lists over ``depths``; ``n`` is the
+    number of training points and ``noise`` the noise standard deviation."""
+
+    depths: list[int]
+    n: int
+    noise: float
+    kl: dict[str, list[float]]
+    log_scale: dict[str, list[float]]
 
 
 # --------------------------------------------------------------------------- inputs
@@ -98,13 +203,13 @@ def _zonal_step(Qn, Tn, log_scale, lam2, sigma_w2, sigma_b2):
 
 
 def zonal_kernel_maps(c, depths, scaling="uniform", sigma_w2: float = 2.0, sigma_b2: float = 0.0,
-                      norm2_over_d: float = 1.0) -> dict:
+                      norm2_over_d: float = 1.0) -> dict[int, ZonalKernels]:
     """C_L(c) and the NTK correlation for inputs of equal norm with cosines ``c``, for each depth L in ``depths``.
 
     ``norm2_over_d`` = ||x||^2/d fixes Q_0(x, x') = sigma_b^2 + sigma_w^2 (||x||^2/d) c (eq. 5); it only matters
-    when sigma_b > 0.  Returns {L: {"correlation", "ntk_correlation", "log_Q_diag", "log_ntk_diag"}} with arrays
-    shaped like ``c`` and natural-log diagonals (the same for every input).  Scalings whose lambda does not
-    depend on L are run once to max(depths); the others (uniform) once per depth.
+    when sigma_b > 0.  Returns {L: :class:`ZonalKernels`} (correlation, ntk_correlation, log_Q_diag,
+    log_ntk_diag) with arrays shaped like ``c`` and natural-log diagonals (the same for every input).  Scalings
+    whose lambda does not depend on L are run once to max(depths); the others (uniform) once per depth.
     """
     c = np.clip(np.asarray(c, float), -1.0, 1.0)
     depths = _depths_tuple(depths)
@@ -123,9 +228,9 @@ def zonal_kernel_maps(c, depths, scaling="uniform", sigma_w2: float = 2.0, sigma
         for l, l2 in enumerate(lam2, start=1):
             Qn, Tn, s = _zonal_step(Qn, Tn, s, float(l2), sigma_w2, sigma_b2)
             if l in wanted and (len(runs) == 1 or l == run):
-                out[l] = {"correlation": np.clip(Qn[1:] / Qn[0], -1.0, 1.0).reshape(c.shape),
-                          "ntk_correlation": (Tn[1:] / Tn[0]).reshape(c.shape),
-                          "log_Q_diag": float(s + np.log(Qn[0])), "log_ntk_diag": float(s + np.log(Tn[0]))}
+                out[l] = ZonalKernels(correlation=np.clip(Qn[1:] / Qn[0], -1.0, 1.0).reshape(c.shape),
+                                      ntk_correlation=(Tn[1:] / Tn[0]).reshape(c.shape),
+                                      log_Q_diag=float(s + np.log(Qn[0])), log_ntk_diag=float(s + np.log(Tn[0])))
     return out
 
 
@@ -141,14 +246,19 @@ def _gram_cosines(X) -> tuple[np.ndarray, float]:
 
 
 def sphere_kernels(X, depths, scaling="uniform", sigma_w2: float = 2.0, sigma_b2: float = 0.0,
-                   nodes: int | None = 20000, Y=None, keys=("correlation", "ntk_correlation")) -> dict:
+                   nodes: int | None = 20000, Y=None,
+                   keys=("correlation", "ntk_correlation")) -> dict[int, ZonalKernels]:
     """C_L and the NTK correlation matrices for equal-norm inputs X (rows), at each depth in ``depths``.
 
     With ``Y`` (rows of the same norm) the cross matrices C_L(X, Y) are returned instead.  ``nodes=None``
     evaluates the recursion on every entry (exact, slow for large P); otherwise a cubic spline of 1 - C in
     log(angle) on ``nodes`` angles log-spaced in [1e-8, pi] (below 1e-8: 1 - C ~ angle^2, NTK ~ angle).
-    ``keys`` selects which of "correlation" / "ntk_correlation" are returned (plus the log diagonals).
+    ``keys`` selects which of "correlation" / "ntk_correlation" are returned (plus the log diagonals); returns
+    {L: :class:`ZonalKernels`} with the other one None.
     """
+    keys = tuple(keys)
+    if not set(keys) <= {"correlation", "ntk_correlation"}:
+        raise ParameterError("keys", f"must be a subset of ('correlation', 'ntk_correlation'), got {keys}")
     if Y is None:
         G, a = _gram_cosines(X)
     else:
@@ -156,7 +266,8 @@ def sphere_kernels(X, depths, scaling="uniform", sigma_w2: float = 2.0, sigma_b2
         G = G[: len(X), len(X):]
     if nodes is None:
         maps = zonal_kernel_maps(G, depths, scaling, sigma_w2, sigma_b2, a)
-        out = {L: {k: v for k, v in m.items() if k in keys or k.startswith("log_")} for L, m in maps.items()}
+        out = {L: {"log_Q_diag": m.log_Q_diag, "log_ntk_diag": m.log_ntk_diag, **{k: m[k] for k in keys}}
+               for L, m in maps.items()}
     else:
         nodes = V.integer("nodes", nodes, 16)
         t_min = 1e-8
@@ -167,7 +278,7 @@ def sphere_kernels(X, depths, scaling="uniform", sigma_w2: float = 2.0, sigma_b2
         lt = np.log(np.where(small, t_min, theta))
         out = {}
         for L, m in maps.items():
-            res = {"log_Q_diag": m["log_Q_diag"], "log_ntk_diag": m["log_ntk_diag"]}
+            res = {"log_Q_diag": m.log_Q_diag, "log_ntk_diag": m.log_ntk_diag}
             for key in keys:
                 u_nodes = 1.0 - m[key]
                 u = CubicSpline(logt, u_nodes)(lt)
@@ -183,7 +294,8 @@ def sphere_kernels(X, depths, scaling="uniform", sigma_w2: float = 2.0, sigma_b2
                 M = (res[key] + res[key].T) / 2
                 np.fill_diagonal(M, 1.0)
                 res[key] = M
-    return out
+    return {L: ZonalKernels(correlation=res.get("correlation"), ntk_correlation=res.get("ntk_correlation"),
+                            log_Q_diag=res["log_Q_diag"], log_ntk_diag=res["log_ntk_diag"]) for L, res in out.items()}
 
 
 # --------------------------------------------------------------------------- Fig. 2
@@ -198,25 +310,24 @@ def top_eigenvalues(K, k: int) -> np.ndarray:
 
 
 def spectra(depths=(1, 10, 100, 1000), scalings=SCALINGS, P: int = 1000, k: int = 10, sigma_w2: float = 2.0,
-            sigma_b2: float = 0.0, seed: int = 0, nodes: int | None = 20000) -> dict:
+            sigma_b2: float = 0.0, seed: int = 0, nodes: int | None = 20000) -> Spectra:
     """Fig. 2: leading k eigenvalues (each divided by the largest) of the NNGP correlation matrix C_L and of the
     normalised NTK matrix Theta_L(x, x')/Theta_L(x, x) on P uniform random points of the unit circle.
 
-    Returns {"depths", "P", "k", "nngp": {scaling: (len(depths), k)}, "ntk": {...}}.
+    Returns :class:`Spectra` (depths, P, k, sigma_w2, sigma_b2, nngp: {scaling: (len(depths), k)}, ntk: {...}).
     """
     depths = _depths_tuple(depths)
     X = circle_points(P, seed)
-    res = {"depths": list(depths), "P": int(P), "k": int(k), "sigma_w2": sigma_w2, "sigma_b2": sigma_b2,
-           "nngp": {}, "ntk": {}}
+    nngp, ntk = {}, {}
     for sc in scalings:
         ker = sphere_kernels(X, depths, sc, sigma_w2, sigma_b2, nodes=nodes)
-        res["nngp"][sc] = np.array([top_eigenvalues(ker[L]["correlation"], k) for L in depths])
-        res["ntk"][sc] = np.array([top_eigenvalues(ker[L]["ntk_correlation"], k) for L in depths])
-    return res
+        nngp[sc] = np.array([top_eigenvalues(ker[L].correlation, k) for L in depths])
+        ntk[sc] = np.array([top_eigenvalues(ker[L].ntk_correlation, k) for L in depths])
+    return Spectra(depths=list(depths), P=int(P), k=int(k), sigma_w2=sigma_w2, sigma_b2=sigma_b2, nngp=nngp, ntk=ntk)
 
 
 # --------------------------------------------------------------------------- Fig. 3
-def gp_posterior(K_train, K_cross, k_test_diag, y, noise: float) -> dict:
+def gp_posterior(K_train, K_cross, k_test_diag, y, noise: float) -> GPPosterior:
     """GP regression (eq. 10) with noise standard deviation ``noise``: posterior mean, latent variance and
     predictive variance (latent + noise^2) at the test points.  K_cross is (n_test, n_train)."""
     K_train = np.asarray(K_train, float)
@@ -226,7 +337,7 @@ def gp_posterior(K_train, K_cross, k_test_diag, y, noise: float) -> dict:
     mean = np.asarray(K_cross, float) @ alpha
     v = sla.solve_triangular(cho[0], np.asarray(K_cross, float).T, lower=True)
     var = np.maximum(np.asarray(k_test_diag, float) - np.einsum("ij,ij->j", v, v), 0.0)
-    return {"mean": mean, "var": var, "predictive_var": var + s2}
+    return GPPosterior(mean=mean, var=var, predictive_var=var + s2)
 
 
 def _target(x):
@@ -234,14 +345,15 @@ def _target(x):
 
 
 def gp_regression(depth: int = 1000, scaling="uniform", n_train: int = 5, noise: float = 0.1, grid: int = 200,
-                  seed: int = 0, sigma_w2: float = 2.0, sigma_b2: float = 0.0, noisy_targets: bool = True) -> dict:
+                  seed: int = 0, sigma_w2: float = 2.0, sigma_b2: float = 0.0,
+                  noisy_targets: bool = True) -> GPRegression:
     """Fig. 3: NNGP regression of y = x sin x, x in [0, 2 pi) mapped to (cos x, sin x) on the unit circle.
 
     ``noise`` is the paper's sigma (standard deviation, sigma = 0.1); n_train uniform random training inputs,
     targets x sin x + sigma * N(0, 1) when ``noisy_targets``.  The prior kernel is the NNGP correlation kernel
     C_L (eq. 3), as in the paper's section 7.  Because x sin x vanishes at 0 and 2 pi the target is continuous
-    on the circle.  Returns the grid, mean, latent and predictive variance, the 95% predictive band
-    (mean +- 1.96 sd), the training data and the posterior mean at the training inputs.
+    on the circle.  Returns (:class:`GPRegression`) the grid, mean, latent and predictive variance, the 95%
+    predictive band (mean +- 1.96 sd), the training data and the posterior mean at the training inputs.
     """
     depth = V.integer("depth", depth, 1)
     n_train = V.integer("n_train", n_train, 1)
@@ -254,15 +366,15 @@ def gp_regression(depth: int = 1000, scaling="uniform", n_train: int = 5, noise:
     x_all = np.concatenate([x_tr, x_gr])
     c = np.cos(x_all[:, None] - x_tr[None, :])  # cosines to the training inputs (train + grid rows)
     m = zonal_kernel_maps(c, [depth], scaling, sigma_w2, sigma_b2, 0.5)[depth]  # ||x||^2/d = 1/2 in R^2
-    K = m["correlation"]
+    K = m.correlation
     post = gp_posterior(K[:n_train], K, np.ones(len(x_all)), y_tr, noise)
-    sd = np.sqrt(post["predictive_var"][n_train:])
-    mean = post["mean"][n_train:]
-    return {"depth": depth, "scaling": str(scaling), "noise": noise, "x_train": x_tr, "y_train": y_tr,
-            "x": x_gr, "y_true": _target(x_gr), "mean": mean, "var": post["var"][n_train:],
-            "predictive_var": post["predictive_var"][n_train:], "lower": mean - 1.96 * sd,
-            "upper": mean + 1.96 * sd, "mean_train": post["mean"][:n_train],
-            "rmse": float(np.sqrt(np.mean((mean - _target(x_gr)) ** 2)))}
+    sd = np.sqrt(post.predictive_var[n_train:])
+    mean = post.mean[n_train:]
+    return GPRegression(depth=depth, scaling=str(scaling), noise=noise, x_train=x_tr, y_train=y_tr,
+                        x=x_gr, y_true=_target(x_gr), mean=mean, var=post.var[n_train:],
+                        predictive_var=post.predictive_var[n_train:], lower=mean - 1.96 * sd,
+                        upper=mean + 1.96 * sd, mean_train=post.mean[:n_train],
+                        rmse=float(np.sqrt(np.mean((mean - _target(x_gr)) ** 2))))
 
 
 # --------------------------------------------------------------------------- Table 2
@@ -280,12 +392,13 @@ def load_digits_sphere() -> tuple[np.ndarray, np.ndarray]:
 
 def digits_classification(depths=(50, 200, 1000), scalings=SCALINGS, n_train: int = 1000, n_val: int = 300,
                           n_test: int | None = None, seed: int = 0, noise_grid=None, sigma_w2: float = 2.0,
-                          sigma_b2: float = 0.0, nodes: int | None = 20000) -> dict:
+                          sigma_b2: float = 0.0, nodes: int | None = 20000) -> DigitsClassification:
     """Table 2 on scikit-learn digits: NNGP posterior-mean classification with the correlation kernel C_L.
 
     Random split (train / validation / test; n_test=None uses the rest of the 1797 images), targets one-hot
     minus 0.1 (Lee et al. 2018), prediction Q_N(.)(Q_NN + sigma^2 I)^-1 Y with the noise variance sigma^2 chosen
-    from ``noise_grid`` (default 10^-12 .. 10^1) by validation accuracy (ties: the largest).  Returns per
+    from ``noise_grid`` (default 10^-12 .. 10^1) by validation accuracy (ties: the largest).  Returns
+    (:class:`DigitsClassification`) per
     scaling and depth the test and validation accuracy and the chosen sigma^2; ``noise_var_at_edge`` says
     where that choice is an end point of the grid ("lower"/"upper": the best noise may lie outside the
     searched range) and is None where it is interior.
@@ -300,16 +413,14 @@ def digits_classification(depths=(50, 200, 1000), scalings=SCALINGS, n_train: in
     perm = np.random.default_rng(seed).permutation(len(X))
     tr, va, te = perm[:n_train], perm[n_train:n_train + n_val], perm[n_train + n_val:n_train + n_val + n_test]
     Y = np.eye(10)[lab[tr]] - 0.1
-    res = {"depths": list(depths), "n_train": n_train, "n_val": n_val, "n_test": n_test, "seed": seed,
-           "noise_grid": grid.tolist(), "test_accuracy": {}, "val_accuracy": {}, "noise_var": {},
-           "noise_var_at_edge": {}, "seconds": {}}
+    test_accuracy, val_accuracy, noise_var, noise_var_at_edge, seconds = {}, {}, {}, {}, {}
     for sc in scalings:
         t0 = time.perf_counter()
         K = sphere_kernels(X[np.concatenate([tr, va, te])], depths, sc, sigma_w2, sigma_b2, nodes=nodes,
                            keys=("correlation",))
         accs_te, accs_va, noises, edges = [], [], [], []
         for L in depths:
-            C = K[L]["correlation"]
+            C = K[L].correlation
             with _single_blas():
                 lam, U = sla.eigh(C[:n_train, :n_train], driver="evd")
                 UY = U.T @ Y
@@ -325,23 +436,24 @@ def digits_classification(depths=(50, 200, 1000), scalings=SCALINGS, n_train: in
             edges.append("lower" if best[1] == grid[0] and grid.size > 1 else
                          "upper" if best[1] == grid[-1] and grid.size > 1 else None)
             accs_te.append(best[2])
-        res["test_accuracy"][sc], res["val_accuracy"][sc], res["noise_var"][sc] = accs_te, accs_va, noises
-        res["noise_var_at_edge"][sc] = edges
-        res["seconds"][sc] = time.perf_counter() - t0
-    return res
+        test_accuracy[sc], val_accuracy[sc], noise_var[sc] = accs_te, accs_va, noises
+        noise_var_at_edge[sc] = edges
+        seconds[sc] = time.perf_counter() - t0
+    return DigitsClassification(depths=list(depths), n_train=n_train, n_val=n_val, n_test=n_test, seed=seed,
+                                noise_grid=grid.tolist(), test_accuracy=test_accuracy, val_accuracy=val_accuracy,
+                                noise_var=noise_var, noise_var_at_edge=noise_var_at_edge, seconds=seconds)
 
 
-def digits_table(depths=(50, 200, 1000), scalings=SCALINGS, seeds=(0, 1, 2), **kwargs) -> dict:
+def digits_table(depths=(50, 200, 1000), scalings=SCALINGS, seeds=(0, 1, 2), **kwargs) -> DigitsTable:
     """:func:`digits_classification` over several random splits (the paper's 3 runs): per-seed results and the
-    mean and standard deviation of the test accuracy per scaling and depth."""
+    mean and standard deviation of the test accuracy per scaling and depth (:class:`DigitsTable`)."""
     runs = [digits_classification(depths, scalings, seed=int(sd), **kwargs) for sd in seeds]
-    acc = {sc: np.array([r["test_accuracy"][sc] for r in runs]) for sc in scalings}
+    acc = {sc: np.array([r.test_accuracy[sc] for r in runs]) for sc in scalings}
     first = runs[0]
-    return {"depths": first["depths"], "n_train": first["n_train"], "n_val": first["n_val"],
-            "n_test": first["n_test"], "seeds": [int(sd) for sd in seeds],
-            "mean": {sc: a.mean(0).tolist() for sc, a in acc.items()},
-            "std": {sc: (a.std(0, ddof=1) if len(seeds) > 1 else 0 * a[0]).tolist() for sc, a in acc.items()},
-            "runs": runs}
+    return DigitsTable(depths=first.depths, n_train=first.n_train, n_val=first.n_val, n_test=first.n_test,
+                       seeds=[int(sd) for sd in seeds], mean={sc: a.mean(0).tolist() for sc, a in acc.items()},
+                       std={sc: (a.std(0, ddof=1) if len(seeds) > 1 else 0 * a[0]).tolist() for sc, a in acc.items()},
+                       runs=runs)
 
 
 # --------------------------------------------------------------------------- Prop. 10
@@ -389,25 +501,25 @@ def _kl_data(n: int, seed: int):
 
 
 def pac_bayes_kl(depths=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000), scalings=SCALINGS, n: int = 50,
-                 noise: float = 0.1, seed: int = 0, sigma_w2: float = 2.0, sigma_b2: float = 0.0) -> dict:
+                 noise: float = 0.1, seed: int = 0, sigma_w2: float = 2.0, sigma_b2: float = 0.0) -> PacBayesKL:
     """Prop. 10: KL(A_L || P_L) of GP regression with the NNGP covariance Q_L (not the correlation), on n random
     points of the unit circle (R^2, Q_0 = sigma_w^2 x.x'/2) with targets t sin t (t the angle), noise sd sigma.
 
     Q_L comes from ``stable_resnet.kernels`` (direct P x P engine); the KL from :func:`gp_kl_logscale`.
-    Returns {"depths", "kl": {scaling: list}, "log_scale": {scaling: list}}.
+    Returns :class:`PacBayesKL` (depths, n, noise, kl: {scaling: list}, log_scale: {scaling: list}).
     """
     depths = _depths_tuple(depths)
     X, y = _kl_data(V.integer("n", n, 1), seed)
     Q0 = sr.input_kernel_matrix(X, sigma_w2, sigma_b2)
-    res = {"depths": list(depths), "n": int(n), "noise": float(noise), "kl": {}, "log_scale": {}}
+    kls, log_scales = {}, {}
     for sc in scalings:
         kl, ls = [], []
         for L in depths:
             k = sr.kernels(Q0, L, sc, sigma_w2, sigma_b2)
             kl.append(gp_kl_logscale(k["Q_normalised"], k["log_scale"], y, noise))
             ls.append(float(k["log_scale"]))
-        res["kl"][sc], res["log_scale"][sc] = kl, ls
-    return res
+        kls[sc], log_scales[sc] = kl, ls
+    return PacBayesKL(depths=list(depths), n=int(n), noise=float(noise), kl=kls, log_scale=log_scales)
 
 
 # --------------------------------------------------------------------------- figures
@@ -456,7 +568,7 @@ def _fig1(path: Path, n_uniform: int, depth: int = 1000) -> Path:
     return _finish(fig, path)
 
 
-def _fig2(path: Path, sp_: dict) -> Path:
+def _fig2(path: Path, sp_: Spectra) -> Path:
     fig, axes = plt.subplots(3, 2, figsize=(10, 10), sharex=True)
     cmap = plt.get_cmap("viridis")
     idx = np.arange(1, sp_["k"] + 1)
@@ -500,8 +612,8 @@ def _fig3(path: Path, depths, seed: int) -> tuple[Path, dict]:
     return _finish(fig, path), rmse
 
 
-def _table2(png: Path, js: Path, res: dict) -> tuple[Path, Path]:
-    js.write_text(json.dumps(res, indent=2))
+def _table2(png: Path, js: Path, res: DigitsTable) -> tuple[Path, Path]:
+    js.write_text(json.dumps(res.to_dict(), indent=2))
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [1.3, 1]})
     depths = res["depths"]
     w = 0.8 / len(SCALINGS)
@@ -525,7 +637,7 @@ def _table2(png: Path, js: Path, res: dict) -> tuple[Path, Path]:
     return _finish(fig, png), js
 
 
-def _fig_kl(path: Path, kl: dict) -> Path:
+def _fig_kl(path: Path, kl: PacBayesKL) -> Path:
     fig, ax = plt.subplots(figsize=(6, 4.5))
     L = np.array(kl["depths"])
     for sc in SCALINGS:
