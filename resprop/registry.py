@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
@@ -102,7 +101,8 @@ class Theory:
     def derivation(self, name: str):
         return derivation(name) if name in derivations() else resolve(self.derivations[name])()
 
-    def load(self, what: str) -> Callable:
+    def load(self, what: str) -> Any:
+        """The object the field ``what`` names (a function; for ``sweep_kinds`` a dict), imported now."""
         ref = getattr(self, what)
         if ref is None:
             raise ValueError(f"{what}: theory {self.slug!r} declares no {what}")

@@ -287,6 +287,8 @@ def conjecture5(s: LogGaussianSamples, layers=None, lags: Sequence[int] = (1, 2)
     cov_se_d: dict[int, np.ndarray] = {}
     cov_avg_d: dict[int, float] = {}
     cov_avg_se_d: dict[int, float] = {}
+    avg: np.ndarray | float
+    avg_se: np.ndarray | float
     for k in lags:
         cov = np.full(d, np.nan)
         cov_se = np.full(d, np.nan)

@@ -216,7 +216,7 @@ def _check_memory(outputs: dict[str, int], chunk: int, n: int, method: str, work
     parts["width"] = work
     total = sum(parts.values())
     if total > MEMORY_LIMIT_BYTES:
-        name = max(parts, key=parts.get)
+        name = max(parts, key=parts.__getitem__)
         raise V.ParameterError(name, f"the simulation would need {total / 2**30:.3g} GiB (limit "
                                      f"{MEMORY_LIMIT_BYTES / 2**30:g} GiB): reduce {name}")
 
@@ -302,6 +302,7 @@ def _log_gaussian_chunk(m: int, n: int, alpha: np.ndarray, lam: np.ndarray, bala
         sq *= on
         act_sq[:, l] = phi2 = sq.sum(axis=1)                  # ||phi(zhat^l)||^2, as ||zhat^l|| = 1
         if dense:                                             # z = lam sqrt(2/n) W phi(zhat) (+ alpha zhat below)
+            assert phi is not None
             np.abs(zhat, out=phi)
             phi *= on
             W = rng.standard_normal((m, n, n))
@@ -402,7 +403,7 @@ def simulate_log_gaussian(*, width: int, depth: int, alpha, lam, balanced: bool 
         g, a, f, zo = _log_gaussian_chunk(stop - start, n, alpha_arr, lam_arr, bool(balanced),
                                           method == "dense", n_out, rng)
         G[start:stop], act_sq[start:stop], frac[start:stop] = g, a, f
-        if n_out:
+        if z_out is not None:
             z_out[start:stop] = zo
     if n_out:
         V.finite_result(
@@ -480,7 +481,7 @@ def _residual_mlp_chunk(m: int, n: int, depth: int, gamma: float, C_W: float, C_
         else:      # R =d sqrt(C_b + C_W ||sigma(z)||^2/n) g
             R = rng.standard_normal((m, n))
             R *= np.sqrt(C_b + C_W * _row_sq(s) / n)[:, None]
-        if record_block:
+        if block is not None:
             block[0, :, l] = _row_sq(R) / n
             block[1, :, l] = np.einsum("ij,ij->i", R, z) / n
             block[2, :, l] = S2[:, l]
@@ -539,13 +540,13 @@ def simulate_residual_mlp(*, width: int, depth: int, gamma, C_W, C_b=0.0, activa
         s2, s4, b = _residual_mlp_chunk(stop - start, n, depth, gamma, C_W, C_b, sigma, K1,
                                         method == "dense", bool(record_block), rng)
         S2[start:stop], S4[start:stop] = s2, s4
-        if record_block:
+        if block is not None:
             block[:, start:stop] = b
     V.finite_result("gamma, C_W, C_b, input_kernel, depth", S4, "sum_i z_i^4 / n")
     with np.errstate(over="ignore"):
         P = ((n * S2) ** 2 - n * S4) / (n * (n - 1))
     V.finite_result("gamma, C_W, C_b, input_kernel, depth", P, "the pair average P")
-    G_RR, G_Rz, G_zz = (block[0], block[1], block[2]) if record_block else (None, None, None)
+    G_RR, G_Rz, G_zz = (block[0], block[1], block[2]) if block is not None else (None, None, None)
     return ResidualMLPSamples(S2=S2, S4=S4, P=P, G_RR=G_RR, G_Rz=G_Rz, G_zz=G_zz, width=n, depth=depth,
                               gamma=gamma, C_W=C_W, C_b=C_b, activation=label, input_kernel=K1, method=method,
                               seed=seed, chunk_size=size)

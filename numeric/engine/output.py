@@ -32,7 +32,7 @@ import shutil
 import signal
 import tempfile
 import threading
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 __all__ = ["OutputPathError", "Interrupted", "Publication", "MANIFEST_NAME", "check_output_path",
@@ -311,12 +311,10 @@ class Publication:
         self.kind = kind
         self.generator = generator
         self._tmp: Path | None = None
-        self._stack = None
+        self._stack: ExitStack | None = None
         self.committed = False
 
     def __enter__(self) -> Publication:
-        from contextlib import ExitStack
-
         self.out.parent.mkdir(parents=True, exist_ok=True)
         stack = ExitStack()
         try:

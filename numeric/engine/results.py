@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -51,10 +51,10 @@ class ResultRecord:
 
     def fields(self) -> tuple[str, ...]:
         """The names of the fields that are set (not None), in declaration order."""
-        return tuple(f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not None)
+        return tuple(f.name for f in dataclasses.fields(cast(Any, self)) if getattr(self, f.name) is not None)
 
     def __getitem__(self, name: str) -> Any:
-        if not isinstance(name, str) or name not in {f.name for f in dataclasses.fields(self)}:
+        if not isinstance(name, str) or name not in {f.name for f in dataclasses.fields(cast(Any, self))}:
             raise KeyError(name)
         return getattr(self, name)
 

@@ -68,7 +68,7 @@ import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -273,7 +273,7 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def _write_part(parts: Path, c: int, result: dict[str, np.ndarray], sha: str) -> None:
     buf = io.BytesIO()
-    np.savez(buf, spec_sha256=np.array(sha), **result)
+    np.savez(buf, spec_sha256=np.array(sha), **cast(dict[str, Any], result))
     _atomic_write_bytes(_part_path(parts, c), buf.getvalue())
 
 
@@ -289,7 +289,8 @@ def _read_part(parts: Path, c: int, spec: Spec) -> dict[str, np.ndarray] | None:
         log.warning("part %s unreadable; recomputing chunk %d", path, c)
         return None
     lo, hi = c * spec.chunk, min((c + 1) * spec.chunk, spec.size)
-    if (str(data.get("spec_sha256")) != spec.sha256 or not np.array_equal(data.get("index"), np.arange(lo, hi))
+    if (str(data.get("spec_sha256")) != spec.sha256
+            or not ("index" in data and np.array_equal(data["index"], np.arange(lo, hi)))
             or any(n not in data for n in spec.outputs)):
         log.warning("part %s does not match the spec; recomputing chunk %d", path, c)
         return None
@@ -349,7 +350,7 @@ def _open_parts(parts: Path, spec: Spec) -> dict[int, dict[str, np.ndarray] | No
             stray.unlink(missing_ok=True)
     else:
         parts.mkdir(parents=True)
-    done = {}
+    done: dict[int, dict[str, np.ndarray] | None] = {}  # the run marks chunks done with None
     for c in range(spec.n_chunks):
         data = _read_part(parts, c, spec)
         if data is not None:
@@ -406,6 +407,7 @@ def assemble(spec: Spec, chunks: dict[int, dict[str, np.ndarray]]):
             flat[chunks[c]["index"]] = chunks[c][name]
         data_vars[name] = (dims, flat.reshape(spec.shape),
                            {"units": out.units, "description": out.description, "equation": out.equation})
+    coords: dict[str, tuple[Any, Any, dict[str, str]]]
     coords = {k: (k, _coord(v), {"units": kind.params[k].units, "description": kind.params[k].description})
               for k, v in spec.grid.items()}
     for k, v in spec.fixed.items():
@@ -563,7 +565,7 @@ def _run_locked(spec_: Spec, pub: Publication, parts: Path, scheduler, workers, 
     missing = [c for c, v in chunks.items() if v is None]
     if missing:  # pragma: no cover  (a part vanished under us)
         raise RuntimeError(f"chunks {missing[:5]} missing from {parts} after the run; rerun to recompute them")
-    ds = assemble(spec_, chunks)
+    ds = assemble(spec_, {c: v for c, v in chunks.items() if v is not None})  # all of them (checked above)
     _write_output(ds, pub.path)
     return ds
 
