@@ -16,8 +16,8 @@ the layer so that :meth:`Parameter.tex` can move it (the readout reads the same 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 import sympy as sp
 

@@ -8,7 +8,8 @@ import numpy as np
 
 
 def interrupted(exc: KeyboardInterrupt, out=None) -> int:
-    """Ctrl-C, or SIGTERM raised as resprop.numeric.engine.output.Interrupted: one line, exit 128 + the signal number."""
+    """Ctrl-C, or SIGTERM raised as resprop.numeric.engine.output.Interrupted: one line, exit 128 + the signal
+    number."""
     where = f"; {out} left as it was" if out is not None else ""
     print(f"resprop: interrupted{where}", file=sys.stderr)
     return 128 + getattr(exc, "signum", 2)

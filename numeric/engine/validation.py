@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 import numbers
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import numpy as np
 
@@ -90,6 +90,7 @@ def integer(name: str, value, minimum: int = 1, maximum: int | None = None) -> i
                 bad = True
     if bad:
         raise ParameterError(name, f"must be an integer >= {minimum}, got {_brief(value)}")
+    assert out is not None  # set whenever bad is False
     if maximum is not None and out > maximum:
         raise ParameterError(name, f"must be an integer <= {maximum}, got {_brief(value)}")
     return out
@@ -161,7 +162,8 @@ def kernel_matrix(name: str, value, atol: float = 1e-12) -> np.ndarray:
 def covariance_pair(name: str, k_diag, k_off) -> None:
     """|K_ab| <= K_aa for a 2x2 kernel [[K_aa, K_ab], [K_ab, K_aa]]."""
     if (np.abs(k_off) > k_diag * (1 + 1e-12)).any():
-        raise ParameterError(name, f"must satisfy |k0_offdiag| <= k0 (PSD 2x2 kernel), got {_show(k_off)} with k0 {_show(k_diag)}")
+        raise ParameterError(name, f"must satisfy |k0_offdiag| <= k0 (PSD 2x2 kernel), got {_show(k_off)} "
+                                   f"with k0 {_show(k_diag)}")
 
 
 def choice(name: str, value: str, allowed: Iterable[str]) -> str:
