@@ -11,9 +11,8 @@ from resprop.numeric.cli_support import add_parameter_option, emit, interrupted 
 
 
 def cmd_rho_star(args) -> int:
-    from resprop.numeric.theories.fischer.field_theory import rho_star
-
     from resprop.numeric.engine import validation as V
+    from resprop.numeric.theories.fischer.field_theory import rho_star
     lo, hi = V.scalar("rho_min", args.rho_min, V.positive), V.scalar("rho_max", args.rho_max, V.positive)
     if hi <= lo:
         raise V.ParameterError("rho_max", f"must exceed rho_min = {lo:g}, got {hi:g}")

@@ -1,8 +1,8 @@
 """`resprop` subcommands of the lognormal theory (j2bar ...): declared in its registry entry."""
 from __future__ import annotations
 
-import argparse
 import json
+from typing import Any
 
 import numpy as np
 
@@ -14,13 +14,13 @@ def cmd_j2bar(args) -> int:
     """J2-bar(theta) at --digits digits: derived closed form and 2-D quadrature of eq. (23), as decimal strings."""
     import mpmath as mp
 
-    from resprop.numeric.theories.lognormal.mp_checks import j2bar_closed_mp, j2bar_quadrature_mp
     from resprop.numeric.engine.validation import ParameterError
+    from resprop.numeric.theories.lognormal.mp_checks import j2bar_closed_mp, j2bar_quadrature_mp
 
     digits = args.digits
     if not 1 <= digits <= 100:
         raise ParameterError("digits", f"must be an integer in [1, 100], got {digits}")
-    out = {"theta": [], "closed_form": [], "quadrature": []}
+    out: dict[str, list[str]] = {"theta": [], "closed_form": [], "quadrature": []}
     with mp.workdps(digits + 10):
         for text in args.theta:
             try:
@@ -40,9 +40,9 @@ def cmd_j2bar(args) -> int:
     return 0
 def cmd_log_gaussian(args) -> int:
     """Li-Nica-Roy E[G], Var[G]: theory (Thm 1 / Thm 4) and, with --simulate, Monte Carlo with SEs."""
-    from resprop.numeric.theories.lognormal import log_gaussian as lg
     from resprop.numeric.engine import monte_carlo as mc
     from resprop.numeric.engine import validation as V
+    from resprop.numeric.theories.lognormal import log_gaussian as lg
     lg.check_architecture(args.width, args.depth, args.alpha, args.lam)
     V.integer("hypo_samples", args.hypo_samples, 2)
     sim = None
@@ -68,8 +68,8 @@ def cmd_log_gaussian(args) -> int:
         hypo, hypo_source = float(hyp["C_hat"]), f"Monte Carlo ({est.samples} samples, seed {args.seed})"
         hypo_se = float(hyp["C_hat_se"])
     th = lg.theory(args.width, args.depth, args.alpha, args.lam, balanced=args.balanced, hypo_constant=hypo)
-    theory = {"mean_G": th.mean_G, "var_G": th.var_G, "beta": th.beta, "c": th.c, "I_total": th.I_total,
-              "h_total": th.h_total}
+    theory: dict[str, Any] = {"mean_G": th.mean_G, "var_G": th.var_G, "beta": th.beta, "c": th.c,
+                              "I_total": th.I_total, "h_total": th.h_total}
     if not args.balanced:
         theory["hypo_constant"] = hypo
         theory["hypo_constant_source"] = hypo_source

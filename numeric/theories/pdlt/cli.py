@@ -1,11 +1,6 @@
 """`resprop` subcommands of the pdlt theory (nu ...): declared in its registry entry."""
 from __future__ import annotations
 
-import argparse
-import json
-
-import numpy as np
-
 from resprop.generated.parameters import declared
 from resprop.numeric.cli_support import add_parameter_option, emit, interrupted  # noqa: F401
 

@@ -1,11 +1,6 @@
 """`resprop` subcommands of the stable theory (stable-kernel ...): declared in its registry entry."""
 from __future__ import annotations
 
-import argparse
-import json
-
-import numpy as np
-
 from resprop.generated.parameters import declared
 from resprop.numeric.cli_support import add_parameter_option, emit, interrupted  # noqa: F401
 
@@ -25,7 +20,8 @@ def add_subcommands(sub) -> None:
     p = sub.add_parser("stable-kernel", help="Hayou et al. Stable ResNet NNGP/NTK (log diagonal, correlation)")
     p.add_argument("--depth", type=int, nargs="+", required=True)
     p.add_argument("--scaling", default="uniform",
-                   help="unscaled, uniform (1/sqrt(L)), decreasing (1/(sqrt(l) log(l+1))) or a SymPy expression in l, L")
+                   help="unscaled, uniform (1/sqrt(L)), decreasing (1/(sqrt(l) log(l+1))) "
+                        "or a SymPy expression in l, L")
     p.add_argument("--angle", type=float, default=1.0, help="angle between the two unit inputs, in [0, pi]")
     add_parameter_option(p, declared("stable", "sigma_w2"), default=2.0)
     add_parameter_option(p, declared("stable", "sigma_b2"), default=0.0)
