@@ -111,7 +111,7 @@ def _is_diagonal(element: str) -> bool:
 
 def _mean_arguments(element: str, kernel: dict[str, sp.Expr]) -> tuple[sp.Expr, ...]:
     """<phi_a^2> depends on K_aa alone; <phi_a phi_b> on K_aa, K_bb and K_ab (and on no other element)."""
-    a, b = element
+    a, b = tuple(element)
     if a == b:
         return (kernel[element],)
     return (kernel[a + a], kernel[b + b], kernel[element])

@@ -99,6 +99,8 @@ class Tolerance:
     also: str = ""
 
     def holds(self, ev: Evidence) -> bool:
+        if ev.compare is None:
+            raise TypeError("a Tolerance needs Evidence.compare = (sim, se, theory, allowance)")
         sim, se, th, allow = ev.compare
         ok = np.abs(np.asarray(sim, float) - np.asarray(th, float)) <= self.k * np.asarray(se, float) + np.asarray(
             allow, float)

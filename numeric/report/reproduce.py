@@ -26,6 +26,7 @@ import time
 import traceback
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -60,6 +61,7 @@ def _fresh_row(theory: str, stale: list[str] | None, error: str | None) -> dict:
     if error is not None:
         return row("generated/ is fresh (resprop.derive.codegen.stale_files)", "-", "could not be checked",
                    ref_("exception", error), passed=False, check="stale_files() runs and reports no stale file")
+    assert stale is not None  # the list, when the check ran
     relevant = [f for f in stale if f in mine or f not in specific]
     return row("generated/ is fresh (resprop.derive.codegen.stale_files)", "-",
                "fresh" if not relevant else "stale: " + ", ".join(relevant),
@@ -131,7 +133,7 @@ def _build(work: Path, theories: list[str], quick: bool, quiet: bool, check_gene
     except Exception as exc:
         tex_error = exc
     engine = find_engine() if build_pdf else None
-    report_theories = {}
+    report_theories: dict[str, dict[str, Any]] = {}
     for th in theories:
         info = registry.theory(th)
         t0 = time.time()
@@ -166,7 +168,7 @@ def _build(work: Path, theories: list[str], quick: bool, quiet: bool, check_gene
             tex = tex_paths.get(stem)
             if tex is None:
                 continue
-            doc = {"name": stem, "tex": f"latex/{tex.name}", "pdf": None, "pages": None, "error": None}
+            doc: dict[str, Any] = {"name": stem, "tex": f"latex/{tex.name}", "pdf": None, "pages": None, "error": None}
             if engine is None:
                 doc["error"] = ("pdflatex not found: PDF not built" if build_pdf else "PDF not requested")
             else:
@@ -194,11 +196,11 @@ def _build(work: Path, theories: list[str], quick: bool, quiet: bool, check_gene
                 if th.cross_claims and run & ({th.slug} | set(th.cross_with))]
     if crossing:
         with tqdm(total=len(crossing), desc="cross-theory", disable=quiet, file=sys.stderr) as bar:
-            for th in crossing:
+            for other in crossing:
                 try:
-                    cross += th.load("cross_claims")(quick, lambda: None)
+                    cross += other.load("cross_claims")(quick, lambda: None)
                 except Exception as exc:
-                    cross.append(_error_row(f"cross-theory checks ({th.slug})", exc))
+                    cross.append(_error_row(f"cross-theory checks ({other.slug})", exc))
                 bar.update(1)
     all_rows = [r for t in report_theories.values() for r in t["rows"]] + cross
     counts = _counts(all_rows)

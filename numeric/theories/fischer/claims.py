@@ -7,6 +7,7 @@ by several claims are cached per ``quick``.
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 import numpy as np
 
@@ -30,8 +31,8 @@ def _size(name: str, quick: bool) -> int:
     return size(SIZES, name, quick)
 
 
-FIG2 = dict(rho=1.0, sigma_w2=1.2, sigma_b2=0.2)
-FIG4 = dict(input_kernel=0.05, sigma_w2=1.25, sigma_b2=0.05)
+FIG2: dict[str, Any] = dict(rho=1.0, sigma_w2=1.2, sigma_b2=0.2)
+FIG4: dict[str, Any] = dict(input_kernel=0.05, sigma_w2=1.25, sigma_b2=0.05)
 N, L, K0 = 500, 20, 1.4
 DEPTHS = [10, 50, 100, 200]
 BIG = [200, 400, 800, 1600]

@@ -15,6 +15,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -61,16 +62,16 @@ def _workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
-def _parallel(fn, *args: np.ndarray) -> np.ndarray:
+def _parallel(fn, *args: np.ndarray | float) -> np.ndarray:
     """Evaluate an elementwise kernel in chunks on a thread pool (NumPy releases the GIL)."""
-    args = np.broadcast_arrays(*args)
-    n = args[0].shape[-1] if args[0].ndim else 0
+    arrays = np.broadcast_arrays(*args)
+    n = arrays[0].shape[-1] if arrays[0].ndim else 0
     w = _workers()
     if n < _PARALLEL_MIN or w == 1:
-        return fn(*args)
+        return fn(*arrays)
     bounds = np.linspace(0, n, w + 1).astype(int)
     with ThreadPoolExecutor(w) as pool:
-        parts = list(pool.map(lambda s: fn(*(a[..., s[0]:s[1]] for a in args)), zip(bounds[:-1], bounds[1:])))
+        parts = list(pool.map(lambda s: fn(*(a[..., s[0]:s[1]] for a in arrays)), zip(bounds[:-1], bounds[1:])))
     return np.concatenate(parts, axis=-1)
 
 
@@ -206,6 +207,7 @@ def _propagate(d0, o0, pairs, stop, hyper, kern, eta0, keep_layers) -> Trajector
                 d, o, chi_o = d_new, o_new, chi_o_new
                 chi_d = _kernel_response(chi_d, eta_d)
                 if keep_layers:
+                    assert C_o is not None and eta_o is not None  # allocated when keeping layers
                     for k, v in (("K_diag", d), ("K_off", o), ("C_diag", C_d), ("C_off", C_o),
                                  ("eta_diag", eta_d), ("eta_off", eta_o)):
                         layers[k].append(v)
@@ -450,7 +452,7 @@ def chi_out_curves(rho, depths, input_kernel, sigma_w2, sigma_b2, input_kernel_o
 # --------------------------------------------------------------------------- fast identical-diagonal pair pass
 def _pair_pass(rho, sw, sb, swo, sbo, k0, k0o, stop, kern: ActivationKernels, eta0: float = 1.0,
                keep_layers: bool = False, progress: bool = False, desc: str = "layers",
-               offdiag: bool = True) -> dict[str, np.ndarray]:
+               offdiag: bool = True) -> dict[str, Any]:
     """NNGP + response of the 2x2 kernel [[k0, k0o], [k0o, k0]] for a batch of elements, one pass over layers.
 
     The same one-step updates as :func:`propagate` (B9-B10, 45, 47, 48) in the same order, specialised to two
@@ -692,7 +694,7 @@ def rho_star(depths, input_kernel, sigma_w2, sigma_b2, input_kernel_offdiag=None
 
     label = "chi_out" if T == 1 else "chi_out (diagonal and off-diagonal)"
     m = _maximise(chi, grid, batch + (T,), label)
-    res: dict[str, np.ndarray] = {"depth": L, "search_range": np.array([grid[0], grid[-1]]), "passes": m["passes"]}
+    res: dict[str, Any] = {"depth": L, "search_range": np.array([grid[0], grid[-1]]), "passes": m["passes"]}
     for k, which in enumerate(targets):
         key = "rho_star" if which == "diag" else "rho_star_offdiag"
         res[key] = _none_at_edges(m["x"][..., k], m["interior"][..., k])

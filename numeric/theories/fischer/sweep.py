@@ -41,7 +41,9 @@ def _rho_star_point(p: dict, flat_index: int, root_seed: int) -> dict[str, Any]:
     out = {"rho_star": star(r.rho_star[0]), "chi_out_max": float(r.rho_star_chi_out[0]),
            "rho_star_grid_index": int(r.rho_star_grid_index[0]),
            "rho_star_interior": int(bool(r.rho_star_interior[0]))}
-    if p.get("input_kernel_offdiag") is not None:
+    if p.get("input_kernel_offdiag") is not None:  # then rho_star returned the off-diagonal fields
+        assert r.rho_star_offdiag is not None and r.rho_star_offdiag_chi_out is not None
+        assert r.rho_star_offdiag_grid_index is not None and r.rho_star_offdiag_interior is not None
         out.update(rho_star_offdiag=star(r.rho_star_offdiag[0]),
                    chi_out_max_offdiag=float(r.rho_star_offdiag_chi_out[0]),
                    rho_star_offdiag_grid_index=int(r.rho_star_offdiag_grid_index[0]),
@@ -98,7 +100,7 @@ RHO_STAR = Kind(
 
 
 def _rho_star_outputs(params_present: set[str]) -> tuple[str, ...]:
-    base = ("rho_star", "chi_out_max", "rho_star_grid_index", "rho_star_interior")
+    base: tuple[str, ...] = ("rho_star", "chi_out_max", "rho_star_grid_index", "rho_star_interior")
     if "input_kernel_offdiag" in params_present:
         base += ("rho_star_offdiag", "chi_out_max_offdiag", "rho_star_offdiag_grid_index",
                  "rho_star_offdiag_interior")

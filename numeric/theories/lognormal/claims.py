@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from resprop.numeric.report.claims import (
     ref,
     size,
 )
+
+if TYPE_CHECKING:
+    from resprop.numeric.theories.lognormal.log_gaussian import LogGaussianTheory
 
 #: Monte Carlo sizes (quick, full)
 SIZES = {"cross_samples": (20000, 40000), "lnr_balanced": (20000, 60000), "lnr_vanilla": (15000, 40000),
@@ -267,7 +271,7 @@ LAMX = math.sqrt(1 - GAMMA**2)
 
 
 @cache
-def _pdlt_lnr() -> tuple[float, dict]:
+def _pdlt_lnr() -> tuple[float, LogGaussianTheory]:
     from resprop.numeric.theories.lognormal import log_gaussian as LG
     from resprop.numeric.theories.pdlt import residual_mlp as R
 

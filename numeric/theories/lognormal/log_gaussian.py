@@ -11,6 +11,7 @@ differs by O(1/n), inside the stated O(d/n^2) error).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.signal import fftconvolve
@@ -107,7 +108,7 @@ def theory(width, depth, alpha, lam, *, balanced: bool = False,
     a0, l0 = float(a[0]), float(l[0])
     beta = float(lg.beta(n, d, a0, l0))
     c = float(lg.c_coefficient(a0, l0))
-    out = {"width": n, "depth": d, "alpha": a0, "lam": l0, "balanced": balanced, "beta": beta, "c": c}
+    out: dict[str, Any] = {"width": n, "depth": d, "alpha": a0, "lam": l0, "balanced": balanced, "beta": beta, "c": c}
     if balanced:
         out.update(mean_G=float(lg.mean_G_balanced(beta)), var_G=float(lg.var_G_balanced(beta)),
                    I_total=0.0, h_total=0.0)

@@ -156,10 +156,10 @@ def vertex_trajectory(activation: str, *, gamma: float, depth: int, input_kernel
     the critical C_W(gamma).
     """
     ac = activation_class(activation)
-    g = check_gamma(gamma)
-    if g.ndim:
-        raise ParameterError("gamma", f"must be a scalar here, got shape {g.shape}")
-    g = float(g)
+    g_arr = check_gamma(gamma)
+    if g_arr.ndim:
+        raise ParameterError("gamma", f"must be a scalar here, got shape {g_arr.shape}")
+    g = float(g_arr)
     depth = V.integer("depth", depth, minimum=1, maximum=MAX_TRAJECTORY_DEPTH)
     K1 = float(V.positive("input_kernel", input_kernel))
     C_b = float(V.nonnegative("C_b", C_b))
