@@ -244,6 +244,9 @@ def desiderata(algorithm: str, reading: str = "paper") -> dict[int, Desideratum]
     hidden_q = [W["q_hidden"]] + ([W["r_hidden"]] if pc else [])
     hidden_e = [W["e_hidden"]] + ([W["D_hidden"]] if pc else [])
     residual = [D["residual_bp"]] + ([D["residual_pc"]] if pc else [])
+    d2: tuple[sp.Eq, ...]
+    d3: tuple[sp.Eq, ...]
+    d5: tuple[sp.Eq, ...]
     if reading == "paper":
         d2 = (_eq0(W["q_first"]), _eq0(sp.Max(*hidden_q)))
         d3 = (_eq0(W["e_first"]), _eq0(sp.Max(*hidden_e)))
@@ -316,7 +319,8 @@ def split_cases(relations: Iterable, domain: Iterable = ()) -> list[Case]:
     the Max by x_k; innermost maxima are split first (s's Max(0, -2d) sits inside the desiderata's max).
     """
     start = [_normalise(r) for r in (*relations, *domain)]
-    queue, out = [((), start)], []
+    queue: list[tuple[tuple[str, ...], list]] = [((), start)]
+    out: list[Case] = []
     while queue:
         label, items = queue.pop(0)
         m = _innermost_max(items)
@@ -432,7 +436,7 @@ class Piece:
     solution: dict = field(default_factory=dict)  # variable -> expression in the free variables
     free: tuple = ()
     inequalities: tuple = ()  # irredundant relations in the free variables
-    interval: object = None  # reduce_inequalities(...).as_set() for a single constrained free variable
+    interval: sp.Set | None = None  # reduce_inequalities(...).as_set() for a single constrained free variable
 
     def describe(self) -> dict:
         return {
@@ -594,11 +598,12 @@ def lp_classify(params: Mapping, alpha_value=None, nu_value=None, reading: str =
     """``classify`` decided instead by linprog: a desideratum holds iff one of its cases is LP-feasible at the point."""
     vals = _values(params, alpha_value, nu_value)
     numbers = WIDTH_DESIDERATA + (DEPTH_DESIDERATA if alpha_value is not None else ())
-    out = {}
+    out: dict[str, dict[int, bool]] = {}
     for alg in ALGORITHMS:
         out[alg] = {}
         for k in numbers:
             dz = desiderata(alg, reading)[k]
+            cases: Sequence[Case]
             if k in DEPTH_DESIDERATA and alg == "pc" and nu_value is None:
                 # nu -> oo: take the limit symbolically first (s -> 1, the PC depth term drops), then LP in alpha
                 rels = tuple(r.xreplace({nu: sp.oo}) for r in dz.relations)
@@ -710,6 +715,7 @@ def derive_abcd() -> Derivation:
     d4 = solution("bp", "paper", (4,))
     d5 = solution("bp", "paper", (5,))
     (p4,), (p5,) = d4, d5
+    assert p4.interval is not None  # one constrained variable, alpha
     add("alpha_min_D4", p4.interval.inf, "103", "smallest alpha meeting Desideratum 4 (alpha >= 1/2)", r"\alpha_{4}")
     add("alpha_D5", p5.solution[alpha], "124", "the alpha meeting Desideratum 5 (paper reading)", r"\alpha_{5}")
     s_depth = 1 + L / N  # eq. 107

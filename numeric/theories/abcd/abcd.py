@@ -359,8 +359,8 @@ def mlp_pc_terms(widths: Sequence[int], params: dict | None = None, seeds: int =
     rows = []
     for n in ws:
         acc = []
-        for k in range(seeds):
-            rng = np.random.default_rng([seed, n, k])
+        for rep in range(seeds):
+            rng = np.random.default_rng([seed, n, rep])
             X = rng.standard_normal((Dn, P))
             W1 = rng.standard_normal((n, Dn)) * n ** (-b1 / 2)
             W2 = rng.standard_normal((n, n)) * n ** (-b / 2)
@@ -391,10 +391,10 @@ def mlp_pc_terms(widths: Sequence[int], params: dict | None = None, seeds: int =
             acc.append(np.stack([np.abs(q), np.abs(r), np.abs(d_term), np.abs(bp_term),
                                  np.full(P, s - 1), np.abs(f)], axis=1))
         rows.append(np.sqrt(np.mean(np.concatenate(acc) ** 2, axis=0)))
-    rows = np.array(rows)
+    table = np.array(rows)
     keys = ("q", "r", "D", "bp_feature", "s_minus_1", "f")
     width = np.array(ws, float)
-    terms = {k: rows[:, i] for i, k in enumerate(keys)}
+    terms = {k: table[:, i] for i, k in enumerate(keys)}
     slopes = {k: loglog_slope(width, terms[k]) for k in keys} if len(set(ws)) >= 2 else None
     return PCTerms(width=width, q=terms["q"], r=terms["r"], D=terms["D"], bp_feature=terms["bp_feature"],
                    s_minus_1=terms["s_minus_1"], f=terms["f"], slopes=slopes)

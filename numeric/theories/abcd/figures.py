@@ -140,10 +140,10 @@ def _fig_s_theta(path: Path, data: dict) -> Path:
     ax.text(0.98, 0.03, "\n".join(notes), transform=ax.transAxes, ha="right", va="bottom", fontsize=6.8,
             bbox={"fc": "white", "alpha": 0.85, "lw": 0})
     for (arch, param), g in data["s_width"].items():
-        col, ls, lab = _PARAM_STYLE[param]
+        pcol, ls, lab = _PARAM_STYLE[param]
         fit = g["fit_width"][0]
-        bx.errorbar(g["widths"], g["mean"][0], yerr=g["se"][0], fmt="o" if arch == "mlp" else "s", color=col,
-                    mfc=col if arch == "mlp" else "none", ls=ls, lw=1,
+        bx.errorbar(g["widths"], g["mean"][0], yerr=g["se"][0], fmt="o" if arch == "mlp" else "s", color=pcol,
+                    mfc=pcol if arch == "mlp" else "none", ls=ls, lw=1,
                     label=f"{arch} {lab}: exponent {fit['slope']:+.4f} ± {fit['slope_se']:.4f}")
     deep = data["s_deep"]
     fd = deep["fit_depth"][0]

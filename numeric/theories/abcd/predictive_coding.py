@@ -40,6 +40,7 @@ import contextlib
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -289,7 +290,7 @@ def bp_weight_gradients(net: PCNetwork, x, y) -> list[np.ndarray]:
     x, y = _check_data(net, x, y)
     zs = forward(net, x)
     g = (zs[-1] - y) / x.shape[-1]
-    grads = [None] * net.depth
+    grads: list[np.ndarray] = [np.empty(0)] * net.depth  # every entry replaced below
     for l in range(net.depth, 0, -1):
         grads[l - 1] = _vjp_w(net, l, zs[l - 1], g)
         g = _vjp_z(net, l, zs[l - 1], g)
@@ -798,7 +799,7 @@ def train_linear(net: PCNetwork, x, y, *, steps: int = 200, eta0: float = 0.025,
     record_every = V.integer("record_every", record_every, 1)
     p = PARAMETERISATIONS[net.param]
     eta = eta0 * (net.gamma0 * net.width**p.d) ** 2 * float(net.width) ** (-p.c)
-    rec = {k: [] for k in ("step", "cosine", "rel_error", "loss", "energy", "s")}
+    rec: dict[str, list[Any]] = {k: [] for k in ("step", "cosine", "rel_error", "loss", "energy", "s")}
     with np.errstate(over="ignore", invalid="ignore"):
         for t in range(steps + 1):
             g_pc, _, _ = pc_weight_gradients(net, x, y)

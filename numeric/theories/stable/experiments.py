@@ -27,6 +27,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -278,7 +279,7 @@ def sphere_kernels(X, depths, scaling="uniform", sigma_w2: float = 2.0, sigma_b2
         lt = np.log(np.where(small, t_min, theta))
         out = {}
         for L, m in maps.items():
-            res = {"log_Q_diag": m.log_Q_diag, "log_ntk_diag": m.log_ntk_diag}
+            res: dict[str, Any] = {"log_Q_diag": m.log_Q_diag, "log_ntk_diag": m.log_ntk_diag}
             for key in keys:
                 u_nodes = 1.0 - m[key]
                 u = CubicSpline(logt, u_nodes)(lt)
@@ -367,6 +368,7 @@ def gp_regression(depth: int = 1000, scaling="uniform", n_train: int = 5, noise:
     c = np.cos(x_all[:, None] - x_tr[None, :])  # cosines to the training inputs (train + grid rows)
     m = zonal_kernel_maps(c, [depth], scaling, sigma_w2, sigma_b2, 0.5)[depth]  # ||x||^2/d = 1/2 in R^2
     K = m.correlation
+    assert K is not None  # zonal_kernel_maps computes both correlations
     post = gp_posterior(K[:n_train], K, np.ones(len(x_all)), y_tr, noise)
     sd = np.sqrt(post.predictive_var[n_train:])
     mean = post.mean[n_train:]
@@ -418,14 +420,16 @@ def digits_classification(depths=(50, 200, 1000), scalings=SCALINGS, n_train: in
         t0 = time.perf_counter()
         K = sphere_kernels(X[np.concatenate([tr, va, te])], depths, sc, sigma_w2, sigma_b2, nodes=nodes,
                            keys=("correlation",))
-        accs_te, accs_va, noises, edges = [], [], [], []
+        accs_te: list[float] = []
+        accs_va, noises, edges = [], [], []
         for L in depths:
             C = K[L].correlation
+            assert C is not None  # asked for with keys=("correlation",)
             with _single_blas():
                 lam, U = sla.eigh(C[:n_train, :n_train], driver="evd")
                 UY = U.T @ Y
                 KU = C[n_train:, :n_train] @ U
-            best = (-1.0, None, None)
+            best: tuple[float, Any, float | None] = (-1.0, None, None)
             for s2 in grid:
                 pred = KU @ (UY / (lam + s2)[:, None])
                 acc_va = float(np.mean(pred[:n_val].argmax(1) == lab[va]))
@@ -435,6 +439,7 @@ def digits_classification(depths=(50, 200, 1000), scalings=SCALINGS, n_train: in
             noises.append(float(best[1]))
             edges.append("lower" if best[1] == grid[0] and grid.size > 1 else
                          "upper" if best[1] == grid[-1] and grid.size > 1 else None)
+            assert best[2] is not None  # set by the first noise level (acc_va >= 0 > -1)
             accs_te.append(best[2])
         test_accuracy[sc], val_accuracy[sc], noise_var[sc] = accs_te, accs_va, noises
         noise_var_at_edge[sc] = edges
@@ -593,7 +598,7 @@ def _fig2(path: Path, sp_: Spectra) -> Path:
 def _fig3(path: Path, depths, seed: int) -> tuple[Path, dict]:
     fig, axes = plt.subplots(3, len(depths), figsize=(4 * len(depths), 9), sharex=True, sharey=True)
     axes = np.atleast_2d(axes)
-    rmse = {}
+    rmse: dict[str, list[float]] = {}
     for i, sc in enumerate(SCALINGS):
         rmse[sc] = []
         for j, L in enumerate(depths):

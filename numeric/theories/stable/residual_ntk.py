@@ -73,8 +73,10 @@ def _diag_step(act: str, d: np.ndarray, td: np.ndarray | None, r2: float, sw: fl
         psi = gs.psi_relu(1.0, d, sb, sw)  # C = 1: f(1) = 0
         C = gs.nngp_update(0.0, r2, psi)
         g = 0.5 if td is not None else None  # E[phi'^2] = (pi - arccos 1)/(2 pi)
-    td_new = None if td is None else td + C + r2 * sw * g * td
-    return d + C, td_new
+    if td is None:
+        return d + C, None
+    assert g is not None  # computed whenever td is given
+    return d + C, td + C + r2 * sw * g * td
 
 
 # --------------------------------------------------------------------------- generated path
@@ -206,11 +208,11 @@ def _fused_setup(act: str, r2: float, sw: float, sb: float):
 
         return _erf_strip, 3, kappa, kappa, np.pi * sb / (2.0 * sw), vectors
 
-    def vectors(d):
+    def relu_vectors(d):
         s = np.sqrt(d)
         return s, s
 
-    return _relu_strip, 4, 1.0, r2 * sw / (2.0 * np.pi), r2 * sb, vectors
+    return _relu_strip, 4, 1.0, r2 * sw / (2.0 * np.pi), r2 * sb, relu_vectors
 
 
 def _run_fused(act, K0, T0, L, r2, sw, sb, strip: int | None = None, check: Callable[[], bool] | None = None):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import sympy as sp
@@ -324,7 +325,8 @@ def two_input_kernels(depths, scaling="uniform", angle: float = 1.0, sigma_w2: f
         Q0 = gs.input_kernel(sigma_b2, sigma_w2, gram, float(d_in))
     if np.min(np.diagonal(Q0)) < np.finfo(float).tiny:
         raise ParameterError("sigma_w2, sigma_b2, d_in", "Q_0 = sigma_b^2 + sigma_w^2/d_in underflows float64")
-    out = {"depth": [], "log_Q_diag": [], "correlation": [], "log_ntk_diag": [], "ntk_correlation": []}
+    out: dict[str, list[Any]] = {"depth": [], "log_Q_diag": [], "correlation": [], "log_ntk_diag": [],
+                                 "ntk_correlation": []}
     for L in depths:
         k = kernels(Q0, int(L), scaling, sigma_w2, sigma_b2, progress=progress)
         out["depth"].append(int(L))
