@@ -20,6 +20,7 @@ The figures only plot what :mod:`resprop.numeric.theories.abcd.predictive_coding
 """
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -130,7 +131,7 @@ def _fig_s_theta(path: Path, data: dict) -> Path:
                      f"pooled L/N exponent {g['fit_ratio']['slope']:.3f} (exact: {g['fit_ratio_theory']['slope']:.3f})")
     r = np.geomspace(1e-2, 4.0, 50)
     ax.plot(r, r, "k--", lw=0.9, label="L/N")
-    ax.plot(r, (np.e - 1) * r, "k-.", lw=0.9, label="(e - 1) L/N (eq. 19)")
+    ax.plot(r, (math.e - 1) * r, "k-.", lw=0.9, label="(e - 1) L/N (eq. 19)")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("L / N")
@@ -159,7 +160,7 @@ def _fig_s_theta(path: Path, data: dict) -> Path:
         0.03,
         f"ResNet mean-field, N = {deep['widths'][0]}, L = {deep['depths'][0]}..{deep['depths'][-1]}: "
         f"depth exponent {fd['slope']:.4f} ± {fd['slope_se']:.4f} (exact {deep['fit_depth_theory'][0]['slope']:.4f});\n"
-        f"N (s - 1)/L at L = {deep['depths'][-1]}: {last:.3f} (e - 1 = {np.e - 1:.3f})",
+        f"N (s - 1)/L at L = {deep['depths'][-1]}: {last:.3f} (e - 1 = {math.e - 1:.3f})",
         transform=bx.transAxes,
         fontsize=7,
         va="bottom",
