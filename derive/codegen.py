@@ -37,8 +37,6 @@ from resprop.derive.templating import (  # noqa: F401
     tex_escape,
 )
 
-_render = render
-
 #: Activations that get a generated Gauss--Hermite module.
 GENERATED_ACTIVATIONS = ("erf", "tanh", "gelu")
 
@@ -178,13 +176,13 @@ def scipy_imports(*codes: str) -> list[str]:
 
 def render_theory_module(d: Derivation, derivation_path: str) -> str:
     functions = [function_spec(r) for r in d.results]
-    return _render("numpy_module.py.j2", functions=functions,
+    return render("numpy_module.py.j2", functions=functions,
                    scipy_imports=scipy_imports(*(f["code"] for f in functions)),
                    derivation_path=derivation_path, title=d.title, paper=d.paper, covariance_rtol=COVARIANCE_RTOL)
 
 
 def render_domain_module() -> str:
-    return _render("domain_module.py.j2")
+    return render("domain_module.py.j2")
 
 
 def render_activation_module(name: str, expr: sp.Expr | None = None) -> str:
@@ -192,12 +190,12 @@ def render_activation_module(name: str, expr: sp.Expr | None = None) -> str:
         expr = activations.activation_expr(name)
     phi, dphi, ddphi = activations.derivatives(expr)
     codes = {"phi": print_numpy(phi), "dphi": print_numpy(dphi), "ddphi": print_numpy(ddphi)}
-    return _render("activation_module.py.j2", name=name, expr=str(expr), dexpr=str(dphi), ddexpr=str(ddphi),
+    return render("activation_module.py.j2", name=name, expr=str(expr), dexpr=str(dphi), ddexpr=str(ddphi),
                    scipy_imports=scipy_imports(*codes.values()), **codes)
 
 
 def render_gauss_hermite_module() -> str:
-    return _render("gauss_hermite.py.j2", panels_1d=PANELS_1D, half_width=HALF_WIDTH_1D, order_2d=GH_ORDER_2D)
+    return render("gauss_hermite.py.j2", panels_1d=PANELS_1D, half_width=HALF_WIDTH_1D, order_2d=GH_ORDER_2D)
 
 
 def _plain_paper(key: str) -> str:
@@ -220,7 +218,7 @@ def render_kernel_reference() -> str:
         } for r in d.results]
         theories.append({"theory": theory, "anchor": f"module-{theory}".lower(), "title": d.title,
                          "derivation_path": path, "paper": _plain_paper(d.paper), "results": rows})
-    return _render("kernel_reference.md.j2", theories=theories, total=sum(len(t["results"]) for t in theories))
+    return render("kernel_reference.md.j2", theories=theories, total=sum(len(t["results"]) for t in theories))
 
 
 def render_parameter_reference() -> str:
@@ -235,7 +233,7 @@ def render_parameter_reference() -> str:
                   for p in d.parameters]
         derivations.append({"name": theory, "anchor": f"parameters-{theory}".lower(), "title": d.title,
                             "path": path, "parameters": params})
-    return _render("parameter_reference.md.j2", derivations=derivations,
+    return render("parameter_reference.md.j2", derivations=derivations,
                    total=sum(len(d["parameters"]) for d in derivations))
 
 
@@ -247,7 +245,7 @@ def render_parameters_module() -> str:
             p.name, p.domain, p.meaning, p.convention, p.latex, p.integer, p.layer))}
             for p in registry.derivation(theory).parameters]
         derivations.append({"name_repr": repr(theory), "parameters": params})
-    return _render("parameters_module.py.j2", derivations=derivations)
+    return render("parameters_module.py.j2", derivations=derivations)
 
 
 def generated_files() -> dict[str, str]:
@@ -321,7 +319,8 @@ def stale_files(target: Path | None = None) -> dict[str, str]:
     A file is stale when it differs from a fresh render (the report is the unified diff) or when the content hash
     recorded in its header does not match its own body (:func:`recorded_hash_problem`; the report then starts with
     ``hash mismatch — edited by hand``).  The hash check applies to files whose fresh render carries a hash line,
-    which today is every generated file (.py, .tex and .md alike, all rendered by :func:`_render`).
+    which today is every generated file (.py, .tex and .md alike, all rendered by
+    :func:`resprop.derive.templating.render`).
     """
     stale = {}
     for rel, text in generated_files().items():

@@ -15,7 +15,7 @@ import sympy as sp
 
 # The domain strings, their parser and the covariance round-off belong to the one validation layer
 # (resprop.numeric.engine.validation, numpy only), which the generated kernels call at run time.
-from resprop.numeric.engine.validation import COVARIANCE_RTOL, Domain, parse_domain  # noqa: F401
+from resprop.domains import COVARIANCE_RTOL, Domain, parse_domain  # noqa: F401
 
 
 @dataclass(frozen=True)

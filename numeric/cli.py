@@ -8,7 +8,7 @@ import traceback
 from pathlib import Path
 
 from resprop import registry
-from resprop.numeric.cli_support import OptionRefused, emit, interrupted
+from resprop.numeric.cli_support import OptionRefused, interrupted
 
 
 class _Parser(argparse.ArgumentParser):
@@ -17,8 +17,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"resprop: error: {message}\n")
 
 
-_interrupted = interrupted
-_emit = emit
 
 
 def cmd_derive(args) -> int:
@@ -71,7 +69,7 @@ def cmd_latex(args) -> int:
             written = [pub.final(p) for p in written]
             pub.commit()
     except KeyboardInterrupt as exc:
-        return _interrupted(exc, args.out)
+        return interrupted(exc, args.out)
     for path in written:
         print(f"wrote {path}")
     return 1 if failed else 0
@@ -85,7 +83,7 @@ def cmd_reproduce(args) -> int:
     try:
         report = reproduce(out, args.theory, quick=args.quick, quiet=args.quiet)
     except KeyboardInterrupt as exc:
-        return _interrupted(exc, out)
+        return interrupted(exc, out)
     s = report["summary"]
     print(f"wrote {out / 'report.json'} and {out / 'index.html'}: {s['rows']} rows, {s['agrees']} agree, "
           f"{s['documented_disagreements']} documented disagreements, {s['fails']} FAIL ({s['seconds']} s)")
@@ -137,7 +135,7 @@ def cmd_figures(args) -> int:
             paths = [pub.final(p) for p in paths]
             pub.commit()
     except KeyboardInterrupt as exc:
-        return _interrupted(exc, args.out)
+        return interrupted(exc, args.out)
     for path in paths:
         print(f"wrote {path}")
     return 0
@@ -240,7 +238,7 @@ def main(argv=None) -> int:
         print(f"resprop: error: {_os_error_message(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
-        return _interrupted(exc)
+        return interrupted(exc)
     except Exception as exc:  # a bug: say what and where in one line; the traceback only under --debug
         if args.debug:
             traceback.print_exc()

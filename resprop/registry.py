@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -84,7 +84,6 @@ class Theory:
     sweep_kinds: str | None = None
     steps: int = 1
     docs: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not _SLUG.match(self.slug):
@@ -99,7 +98,7 @@ class Theory:
         return own + tuple(self.generated_shared)
 
     def derivation(self, name: str):
-        return derivation(name) if name in derivations() else resolve(self.derivations[name])()
+        return derivation(name)
 
     def load(self, what: str) -> Any:
         """The object the field ``what`` names (a function; for ``sweep_kinds`` a dict), imported now."""

@@ -31,9 +31,8 @@ from typing import Any
 from tqdm import tqdm
 
 from resprop import registry
-from resprop.numeric.engine.output import OutputPathError, Publication, sweep_stale_temps
-from resprop.numeric.report import claims as RR
-from resprop.numeric.report.claims import row
+from resprop.numeric.engine.output import OutputPathError, Publication
+from resprop.numeric.report.claims import ref, row
 
 __all__ = ["reproduce", "resolve_theories", "render_html", "ReportDirError"]
 
@@ -51,7 +50,6 @@ _SHARED = frozenset({"_domain.py", "__init__.py"})
 
 #: refused output directory (kept as a name for callers of earlier versions)
 ReportDirError = OutputPathError
-_sweep_stale_temps = sweep_stale_temps
 
 
 # --------------------------------------------------------------------------- pieces of a theory
@@ -60,23 +58,20 @@ def _fresh_row(theory: str, stale: list[str] | None, error: str | None) -> dict:
     specific = _specific()
     if error is not None:
         return row("generated/ is fresh (resprop.derive.codegen.stale_files)", "-", "could not be checked",
-                   ref_("exception", error), passed=False, check="stale_files() runs and reports no stale file")
+                   ref("exception", error), passed=False, check="stale_files() runs and reports no stale file")
     assert stale is not None  # the list, when the check ran
     relevant = [f for f in stale if f in mine or f not in specific]
     return row("generated/ is fresh (resprop.derive.codegen.stale_files)", "-",
                "fresh" if not relevant else "stale: " + ", ".join(relevant),
-               ref_(f"{len(relevant)} stale", "SymPy derivations re-rendered and compared with generated/"),
+               ref(f"{len(relevant)} stale", "SymPy derivations re-rendered and compared with generated/"),
                passed=not relevant, check="no generated file of this theory (or shared) differs from a fresh render",
                note="" if not relevant else "run `resprop derive`", details={"stale_files": relevant})
 
 
-def ref_(value, method):
-    return RR.ref(value, method)
-
 
 def _error_row(what: str, exc: BaseException) -> dict:
     tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
-    return row(what, "-", "exception", ref_(tb[:300], "traceback"), passed=False,
+    return row(what, "-", "exception", ref(tb[:300], "traceback"), passed=False,
                check="runs without an exception", note=tb[:300])
 
 
@@ -179,7 +174,7 @@ def _build(work: Path, theories: list[str], quick: bool, quiet: bool, check_gene
                     doc["error"] = str(exc)
                 rows.append(row(f"LaTeX document {tex.name} compiles (pdflatex)", "-",
                                 f"{doc['pages']} pages" if doc["pdf"] else "no PDF",
-                                ref_(doc["error"] or "ok", "pdflatex, run until labels settle"),
+                                ref(doc["error"] or "ok", "pdflatex, run until labels settle"),
                                 passed=doc["pdf"] is not None and (doc["pages"] or 0) >= 1,
                                 check="the exported document compiles to a PDF with at least one page"))
             docs.append(doc)
