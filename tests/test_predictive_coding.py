@@ -395,10 +395,10 @@ def test_bad_data_and_solver_inputs():
 def test_make_pc_figures_quick_writes_two_pngs(tmp_path):
     import matplotlib.image as mpimg
 
-    from resprop.numeric.theories.abcd.figures import PC_FIGURE_NAMES, make_pc_figures
+    from resprop.numeric.theories.abcd.figures import FIGURE_NAMES, make_figures
 
-    paths = make_pc_figures(tmp_path / "pc", quick=True, seed=0)
-    assert [p.name for p in paths] == list(PC_FIGURE_NAMES)
+    paths = make_figures(tmp_path / "pc", quick=True, seed=0)
+    assert [p.name for p in paths] == list(FIGURE_NAMES)
     for p in paths:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         img = mpimg.imread(p)

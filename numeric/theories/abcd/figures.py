@@ -1,6 +1,6 @@
 """Predictive-coding figures (PNG, matplotlib "Agg"): Innocenti, Achour & Bogacz (2025), Figs 2, 3, 4, A.9, A.18.
 
-:func:`make_pc_figures` writes two files:
+:func:`make_figures` writes two files:
 
 ``abcd_pc_s_theta_vs_L_over_N.png``
     (left) s(theta) - 1 at initialisation vs L/N for mean-field linear MLPs and residual networks
@@ -33,9 +33,9 @@ import numpy as np  # noqa: E402
 from resprop.numeric.engine import validation as V  # noqa: E402
 from resprop.numeric.theories.abcd import predictive_coding as pc  # noqa: E402
 
-__all__ = ["make_pc_figures", "pc_figure_data", "PC_FIGURE_NAMES"]
+__all__ = ["make_figures", "pc_figure_data", "FIGURE_NAMES"]
 
-PC_FIGURE_NAMES = ("abcd_pc_s_theta_vs_L_over_N.png", "abcd_pc_cosine_vs_width.png")
+FIGURE_NAMES = ("abcd_pc_s_theta_vs_L_over_N.png", "abcd_pc_cosine_vs_width.png")
 _DPI = 110
 #: Fig. 4 uses depths 2 and 16; here L counts weight matrices and a depth-2 ResNet has no residual (tanh) block,
 #: so the shallow network is depth 3 (one tanh block).
@@ -235,11 +235,8 @@ def make_figures(out: Path, *, quick: bool = False, seed: int = 0, data: dict | 
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     data = data["pc_data"] if data and "pc_data" in data else pc_figure_data(quick=quick, seed=seed)
-    paths = [_fig_s_theta(out / PC_FIGURE_NAMES[0], data), _fig_cosine(out / PC_FIGURE_NAMES[1], data)]
+    paths = [_fig_s_theta(out / FIGURE_NAMES[0], data), _fig_cosine(out / FIGURE_NAMES[1], data)]
     if progress:
         print(f"predictive-coding figures in {time.time() - t0:.1f} s: {', '.join(p.name for p in paths)}")
     return paths
 
-
-make_pc_figures = make_figures
-FIGURE_NAMES = PC_FIGURE_NAMES
