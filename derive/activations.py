@@ -16,6 +16,7 @@ BUILTIN_EXPRESSIONS: dict[str, sp.Expr] = {
     "erf": sp.erf(x),
     "tanh": sp.tanh(x),
     "gelu": x * (1 + sp.erf(x / sp.sqrt(2))) / 2,
+    "silu": x / (1 + sp.exp(-x)),
     "linear": x,
     "relu": sp.Max(x, 0),
 }

@@ -194,6 +194,16 @@ def render_activation_module(name: str, expr: sp.Expr | None = None) -> str:
                    scipy_imports=scipy_imports(*codes.values()), **codes)
 
 
+def render_recursion_module(d: Derivation, derivation_path: str, recursions=None) -> str:
+    """The fused depth recursions of a derivation (``d.recursions``; see :mod:`resprop.derive.recursion`)."""
+    from resprop.derive.recursion import recursion_spec, recursions_of
+
+    specs = [recursion_spec(r, KernelPrinter()) for r in (recursions_of(d) if recursions is None else recursions)]
+    codes = [line for s in specs for line in (*s["prelude"], *s["body"])]
+    return render("recursion_module.py.j2", recursions=specs, scipy_imports=scipy_imports(*codes),
+                  derivation_path=derivation_path, title=d.title, paper=d.paper)
+
+
 def render_gauss_hermite_module() -> str:
     return render("gauss_hermite.py.j2", panels_1d=PANELS_1D, half_width=HALF_WIDTH_1D, order_2d=GH_ORDER_2D)
 
@@ -264,6 +274,8 @@ def generated_files() -> dict[str, str]:
         d, path = registry.derivation(theory), registry.derivation_source(theory)
         files[f"{theory}.py"] = render_theory_module(d, path)
         files[f"latex/{theory}.tex"] = render_latex_document(d, path)
+        if getattr(d, "recursions", None):
+            files[f"{theory}_recursions.py"] = render_recursion_module(d, path)
     files[KERNEL_REFERENCE] = render_kernel_reference()
     files[PARAMETER_REFERENCE] = render_parameter_reference()
     return files

@@ -114,6 +114,8 @@ class Derivation:
     results: list[Result] = field(default_factory=list)
     #: symbol -> its declaration (a :class:`derive.symbols.Parameter`): domain, LaTeX, meaning
     symbols: dict = field(default_factory=dict)
+    #: fused depth recursions (:class:`derive.recursion.Recursion`), generated into ``<theory>_recursions.py``
+    recursions: list = field(default_factory=list)
 
     def declare(self, params) -> dict[sp.Symbol, Input]:
         """Register parameter declarations; returns symbol -> Input (the ``domains`` of :meth:`adder`)."""

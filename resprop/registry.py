@@ -28,7 +28,8 @@ BUILTIN = (
 )
 
 #: the shared foundation (not a theory): Gaussian expectations used by several theories
-FOUNDATION = {"gaussian": "resprop.derive.gaussian:derive_gaussian"}
+FOUNDATION = {"gaussian": "resprop.derive.gaussian:derive_gaussian",
+              "residual": "resprop.derive.residual:derive_residual"}
 FOUNDATION_PAPERS = {"cho_saul2009": "Cho \\& Saul (2009), Kernel methods for deep learning"}
 
 _SLUG = re.compile(r"^[a-z][a-z0-9]*$")

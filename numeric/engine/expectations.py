@@ -105,6 +105,27 @@ def kernels(activation: str | sp.Expr = "erf") -> ActivationKernels:
     return _kernels(activation)
 
 
+def activation_expression(activation: str | sp.Expr) -> sp.Expr:
+    """The SymPy expression (in ``resprop.derive.activations.x``) of a named activation or of a SymPy expression
+    given as text; a ParameterError naming ``activation`` otherwise."""
+    if isinstance(activation, sp.Expr):
+        expr = activation.subs(sp.Symbol("x"), activations.x)
+    elif not isinstance(activation, str) or "__" in activation:
+        raise ParameterError("activation", f"must be a name ({', '.join(activations.KNOWN)}) or a SymPy expression "
+                                           f"in x, got {activation!r}")
+    elif activation in activations.BUILTIN_EXPRESSIONS:
+        return activations.BUILTIN_EXPRESSIONS[activation]
+    else:
+        try:
+            expr = sp.sympify(activation, locals={"x": activations.x})
+        except Exception:  # noqa: BLE001  (SympifyError, SyntaxError, TokenError, AttributeError, ...)
+            expr = None
+    if expr is None or not isinstance(expr, sp.Expr) or expr.free_symbols != {activations.x}:
+        raise ParameterError("activation", f"unknown activation {activation!r}; allowed: "
+                             f"{', '.join(activations.KNOWN)} or a SymPy expression in x")
+    return expr
+
+
 @cache
 def _kernels(activation: str | sp.Expr) -> ActivationKernels:
     if isinstance(activation, str):
