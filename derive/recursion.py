@@ -255,7 +255,9 @@ class _Lowering:
             c, rest = a.as_coeff_Mul()
             (neg if c.is_Number and c < 0 else pos).append(-a if c.is_Number and c < 0 else a)
         extra = self._coefficients(row, col, scalar, lambda xs: sp.Add(*xs))
-        if not pos:  # start from a value: v - x
+        if not pos and not neg:  # a row value plus a column value: one broadcast pass
+            acc = self.new("numpy.add", [extra.pop(0), extra.pop(0)])
+        elif not pos:  # start from a value: v - x
             acc = self.new("numpy.subtract", [extra.pop(0) if extra else "0.0", self.operand(neg.pop(0))])
         else:
             acc = self.operand(pos.pop(0))

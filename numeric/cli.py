@@ -155,6 +155,46 @@ def cmd_theories(args) -> int:
     return 0
 
 
+def cmd_kernel(args) -> int:
+    """resprop kernel: the NNGP (and NTK) of a residual network for inputs read from a .npy file, into a .npz."""
+    import numpy as np
+
+    from resprop.numeric.engine import validation as V
+    from resprop.numeric.engine.kernel import kernel
+
+    out = Path(args.out)
+    if out.suffix != ".npz":
+        raise V.ParameterError("--out", f"must be a .npz file, got {args.out!r}")
+    if out.is_dir():
+        raise V.ParameterError("--out", f"{args.out!r} is a directory")
+    try:
+        X = np.load(args.inputs, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise V.ParameterError("--inputs", f"cannot read a .npy array from {args.inputs!r}: "
+                                           f"{_one_line(exc)}") from None
+    branch = args.branch_scale
+    try:
+        branch = float(branch)
+    except ValueError:
+        pass  # a SymPy expression in l and L
+    options = {"X": "--inputs", "activation": "--activation", "depth": "--depth", "sigma_w2": "--weight-var",
+               "sigma_b2": "--bias-var", "gamma": "--gamma", "branch_scale": "--branch-scale"}
+    try:
+        result = kernel(X, args.activation, args.depth, args.weight_var, args.bias_var, gamma=args.gamma,
+                        branch_scale=branch, ntk=args.ntk)
+    except V.ParameterError as exc:  # name the options, not the Python parameters
+        names = ", ".join(options.get(n.strip(), n.strip()) for n in exc.parameter.split(","))
+        raise V.ParameterError(names, str(exc).split(": ", 1)[1]) from None
+    arrays = {"nngp": result[0], "ntk": result[1]} if args.ntk else {"nngp": result}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".partial.npz")
+    np.savez(tmp, **arrays)
+    tmp.replace(out)
+    shape = arrays["nngp"].shape
+    print(f"wrote {out}: {', '.join(arrays)} ({shape[0]} x {shape[1]})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="resprop", description=__doc__)
     parser.add_argument("--debug", action="store_true",
@@ -179,6 +219,19 @@ def build_parser() -> argparse.ArgumentParser:
     for th in registry.theories().values():  # each theory's own subcommands
         if th.cli:
             th.load("cli")(sub)
+    p = sub.add_parser("kernel", help="NNGP (and NTK) of a residual network for inputs X.npy, written to K.npz")
+    p.add_argument("--inputs", required=True, metavar="X.npy", help="inputs, a (P, d_in) array")
+    p.add_argument("--activation", required=True, metavar="EXPR",
+                   help="erf, relu, tanh, gelu, silu, linear or a SymPy expression in x, e.g. 'sin(x)'")
+    p.add_argument("--depth", required=True, type=int, metavar="L", help="number of residual blocks (>= 0)")
+    p.add_argument("--weight-var", required=True, type=float, metavar="S", help="sigma_w^2 > 0")
+    p.add_argument("--bias-var", required=True, type=float, metavar="B", help="sigma_b^2 >= 0")
+    p.add_argument("--gamma", type=float, default=1.0, metavar="G", help="skip gain gamma (default 1)")
+    p.add_argument("--branch-scale", default="1", metavar="LAMBDA",
+                   help="branch scale lambda: a number or a SymPy expression in l and L, e.g. '1/sqrt(L)'")
+    p.add_argument("--ntk", action="store_true", help="also compute the NTK (array 'ntk')")
+    p.add_argument("--out", required=True, metavar="K.npz", help="output .npz with arrays nngp (and ntk)")
+    p.set_defaults(func=cmd_kernel)
     p = sub.add_parser("theories", help="list the registered theories (slug, title, citation, subcommands)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_theories)

@@ -11,3 +11,14 @@ try:
     __version__ = version("resprop")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree without an install
     __version__ = "0+unknown"
+
+__all__ = ["kernel", "__version__"]
+
+
+def __getattr__(name: str):
+    """``resprop.kernel`` (imported on first use, so that ``import resprop`` stays light)."""
+    if name == "kernel":
+        from resprop.numeric.engine.kernel import kernel
+
+        return kernel
+    raise AttributeError(f"module 'resprop' has no attribute {name!r}")

@@ -207,7 +207,7 @@ def propagate(K0: np.ndarray, second0: np.ndarray | None, sequences: tuple[np.nd
     try:
         for start in range(0, L, block):
             stop = min(L, start + block)
-            gb, wb, sb = g[start:stop], w[start:stop], s[start:stop] / math.exp(log_K)
+            gb, wb, sb = g[start:stop], w[start:stop], s[start:stop] * math.exp(-log_K)  # bias in the scaled units
             # the diagonal before each layer of the block
             rows = np.empty((stop - start, P))
             srow = np.empty((stop - start, P)) if record_layers and two else None
@@ -263,6 +263,7 @@ def propagate(K0: np.ndarray, second0: np.ndarray | None, sequences: tuple[np.nd
                             M /= c
                         if mode == "ntk":
                             sd = sd / c
+                            log_S += math.log(c)
                             for M in S_strips:
                                 M /= c
                 if mode == "response":
@@ -281,8 +282,6 @@ def propagate(K0: np.ndarray, second0: np.ndarray | None, sequences: tuple[np.nd
     if two:
         second = _assemble(S_strips, bands, P)
         np.fill_diagonal(second, sd)
-    if mode == "ntk":
-        log_S = log_K
     return Propagated(K, second, log_K, log_S, layers)
 
 

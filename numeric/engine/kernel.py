@@ -1,0 +1,118 @@
+"""``resprop.kernel``: the infinite-width NNGP (and NTK) of a residual network for a set of inputs.
+
+Architecture: a read-in layer K^(0) = sigma_w^2 (x . x') / d_in + sigma_b^2 (and Theta^(0) = K^(0)), then
+``depth`` residual blocks z <- gamma z + lambda_l (W phi(z) + b), W ~ N(0, sigma_w^2 / n), b ~ N(0, sigma_b^2):
+
+    K     <- gamma^2 K     + lambda_l^2 (sigma_w^2 <phi phi> + sigma_b^2)
+    Theta <- gamma^2 Theta + lambda_l^2 (sigma_w^2 <phi phi> + sigma_b^2 + sigma_w^2 <phi' phi'> Theta)
+
+(Fischer et al. 2025 B9-B10 with gamma = 1, lambda = rho; Hayou et al. 2021 eq. 9 with lambda = lambda_{l,L}).
+``branch_scale`` is lambda: a number, an array of length depth, or a SymPy expression in ``l`` (1..L) and ``L``
+such as ``"1/sqrt(L)"`` (Stable ResNet).  The recursions are the generated ones
+(`resprop.generated.residual_recursions`), run by :mod:`resprop.numeric.engine.residual_kernel`.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import sympy as sp
+
+from resprop.numeric.engine import validation as V
+from resprop.numeric.engine.residual_kernel import propagate, recursions
+
+MAX_DEPTH = 10**6
+_l, _L = sp.symbols("l L", positive=True, integer=True)
+#: inputs that decide whether the kernels stay in float64 range (named when they do not)
+_RANGE_NAMES = "X, sigma_w2, sigma_b2, gamma, branch_scale, depth"
+
+
+@lru_cache(maxsize=64)
+def _scale_expression(text: str) -> sp.Expr:
+    bad = V.ParameterError("branch_scale", f"must be a number, an array of length depth or a SymPy expression in "
+                                           f"l and L such as 1/sqrt(L), got {text!r}")
+    if "__" in text:  # sympify evaluates its input: no dunder access from a user string
+        raise bad
+    try:
+        expr = sp.sympify(text, locals={"l": _l, "L": _L})
+    except Exception:  # noqa: BLE001  (SympifyError, SyntaxError, TokenError, ...)
+        raise bad from None
+    if not isinstance(expr, sp.Expr) or not expr.free_symbols <= {_l, _L} or expr.has(sp.zoo, sp.nan):
+        raise bad
+    return expr
+
+
+def branch_scales(branch_scale, depth: int) -> np.ndarray:
+    """lambda_l for l = 1..depth from a number, an array of length depth or a SymPy expression in l and L."""
+    if isinstance(branch_scale, str):
+        expr = _scale_expression(branch_scale.strip())
+        fn = sp.lambdify((_l, _L), expr, "numpy")
+        with np.errstate(all="ignore"):
+            try:
+                values = np.asarray(fn(np.arange(1, depth + 1, dtype=float), float(depth)))
+            except Exception:  # noqa: BLE001  (an expression NumPy cannot evaluate)
+                values = np.array(np.nan)
+        if not np.isrealobj(values):
+            raise V.ParameterError("branch_scale", f"lambda_(l,L) = {branch_scale!r} must be real for l = 1..{depth}")
+        values = np.broadcast_to(values.astype(float), (depth,))
+        if not np.all(np.isfinite(values)):
+            raise V.ParameterError("branch_scale", f"lambda_(l,L) = {branch_scale!r} is not finite for some "
+                                                   f"l in 1..{depth}")
+        return values.copy()
+    values = V.real("branch_scale", branch_scale)
+    if values.ndim == 0:
+        return np.full(depth, float(values))
+    if values.shape != (depth,):
+        raise V.ParameterError("branch_scale", f"an array must have shape (depth,) = ({depth},), got {values.shape}")
+    return values.copy()
+
+
+def input_kernel(X, sigma_w2, sigma_b2) -> np.ndarray:
+    """K^(0) = sigma_w^2 X X^T / d_in + sigma_b^2 for inputs X of shape (P, d_in)."""
+    X = V.real("X", X)
+    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
+        raise V.ParameterError("X", f"must be a non-empty 2-D array (P inputs, d_in features), got shape {X.shape}")
+    return float(sigma_w2) * (X @ X.T) / X.shape[1] + float(sigma_b2)
+
+
+def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scale=1.0, ntk: bool = False):
+    """The (P, P) NNGP K^(L) of the residual network for inputs X (P, d_in); with ``ntk=True`` the tuple
+    (NNGP, NTK).
+
+    ``activation``: erf, relu, tanh, gelu, silu, linear or a SymPy expression in x (``"sin(x)"``,
+    ``"x*exp(-x**2/2)"``).  erf and ReLU use their generated closed forms; others the tabulated recursion
+    (a rho interpolant per layer when every input has the same norm, the chunked general path otherwise).
+    Raises ParameterError (a ValueError naming the parameter) for bad input and when a kernel leaves the
+    float64 range.
+    """
+    depth = V.integer("depth", depth, minimum=0, maximum=MAX_DEPTH)
+    sw = V.scalar("sigma_w2", sigma_w2, V.positive)
+    sb = V.scalar("sigma_b2", sigma_b2, V.nonnegative)
+    g = V.scalar("gamma", gamma, V.real)
+    ntk = V.flag("ntk", ntk)
+    lam = branch_scales(branch_scale, depth)
+    K0 = input_kernel(X, sw, sb)
+    if not np.all(np.isfinite(K0)):
+        raise V.ParameterError("X, sigma_w2", "K^(0) = sigma_w2 X X^T / d_in + sigma_b2 is not finite in float64")
+    if np.any(np.diagonal(K0) <= 0):
+        raise V.ParameterError("X", "every input needs K^(0)_aa > 0 (a zero input with sigma_b2 = 0 has no "
+                                    "correlation)")
+    rec = recursions(activation) if isinstance(activation, str) else recursions(str(activation))
+    if depth == 0:
+        return (K0, K0.copy()) if ntk else K0
+    lam2 = lam * lam
+    sequences = (np.full(depth, g * g), lam2 * sw, lam2 * sb)
+    with np.errstate(all="ignore"):
+        out = propagate(K0, K0.copy() if ntk else None, sequences, "ntk" if ntk else "nngp", rec)
+        results = [out.K * np.exp(out.log_scale_K)]
+        if ntk:
+            assert out.second is not None
+            results.append(out.second * np.exp(out.log_scale_second))
+    for name, value in zip(("NNGP", "NTK"), results):
+        if not np.all(np.isfinite(value)):
+            raise V.ParameterError(_RANGE_NAMES, f"the {name} is not finite in float64 for these values (overflow); "
+                                                 "use values of moderate size")
+    return tuple(results) if ntk else results[0]
+
+
+__all__ = ["kernel", "branch_scales", "input_kernel"]
