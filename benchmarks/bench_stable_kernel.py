@@ -2,8 +2,10 @@
 vs a naive full-matrix NumPy recursion.
 
 Workload: P = 1000 uniform random points on the unit circle, sigma_w^2 = 2, sigma_b^2 = 0, uniform scaling
-lambda^2 = 1/L, L = 1000 (eqs 5 and 9).  resprop iterates the upper triangle only, threads the elementwise
-generated kernels, and carries a common log scale (so the unscaled network does not overflow).
+lambda^2 = 1/L, L = 1000 (eqs 5 and 9).  resprop runs the generated fused ReLU recursion
+(generated/residual_recursions.py) through residual_kernel.propagate: the upper triangle only, in row strips
+taken through blocks of layers on a thread pool, with a common log scale (so the unscaled network does not
+overflow).  Target (issue): at least 5x the naive loop.
 
 Peer ("naive"): eqs (5) and (9) written directly on full P x P matrices, as printed,
     C = Q / sqrt(diag diag^T);  Psi = sb + sw/2 (1 + f(C)/C) Q;  Psi' = sw (pi - arccos C)/(2 pi)

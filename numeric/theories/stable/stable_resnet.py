@@ -1,9 +1,13 @@
 """Numeric driver for Hayou et al. (2021), Stable ResNet: ReLU NNGP and NTK at any depth without overflow.
 
-The kernels are iterated with the generated updates of `resprop.generated.stable` on whole P x P matrices.
-Both Q and Theta are carried as ``exp(log_scale) * normalised`` with one common scale per layer (the
-recursions are homogeneous of degree one in (Q, Theta, sigma_b^2)), so depth 10^4 of the unscaled
-ResNet, where Q ~ 2^L, stays finite.  ``log_Q_diag`` and ``log_ntk_diag`` are natural logs.
+NNGP (5) and NTK (9) are the generated ReLU recursion of `derive/residual.py`
+(`resprop.generated.residual_recursions.relu_nngp_ntk` and ``relu_diagonal_ntk``) with the per-layer
+sequences g = 1, w = lambda_{l,L}^2 sigma_w^2, s = lambda_{l,L}^2 sigma_b^2, run on the P x P kernel by
+`resprop.numeric.engine.residual_kernel.propagate` (diagonal first, then row strips of the upper triangle
+through blocks of layers on a thread pool).  Both Q and Theta are carried as ``exp(log_scale) * normalised``
+with one common scale, renormalised between blocks of layers (the recursions are homogeneous of degree one
+in (Q, Theta, sigma_b^2)), so depth 10^5 of the unscaled ResNet, where Q ~ 2^L, stays finite.
+``log_Q_diag`` and ``log_ntk_diag`` are natural logs.
 
 Scalings lambda_{l,L} (eq. 2): ``unscaled`` (1), ``uniform`` (1/sqrt(L)), ``decreasing``
 (lambda_l^{-1} = sqrt(l) log(l+1)), or any SymPy expression in ``l`` (and ``L``) such as ``"1/l"``, or an
@@ -21,10 +25,10 @@ import sympy as sp
 from scipy.integrate import solve_ivp
 
 import resprop.generated.stable as gs
+from resprop.numeric.engine import residual_kernel as RK
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.engine.validation import ParameterError
-from resprop.numeric.theories.fischer.field_theory import _layer_bar, _parallel
 
 __all__ = ["NAMED_SCALINGS", "Scaling", "parse_scaling", "scaling_is_stable", "lambda_squared", "kernels",
            "two_input_kernels", "ode_limit", "input_kernel_matrix", "ScalingVerdict", "StableKernels",
@@ -155,65 +159,40 @@ def input_kernel_matrix(X, sigma_w2, sigma_b2) -> np.ndarray:
     return gs.input_kernel(sigma_b2, sigma_w2, X @ X.T, X.shape[1])
 
 
-@dataclass
-class KernelState:
-    """Q = exp(log_scale) Qn, Theta = exp(log_scale) Tn; diagonals and the upper triangle (i < j) kept apart."""
+def _layer_bar(total: int, desc: str, enabled: bool):
+    """A tqdm progress bar over layers on stderr (a no-op object when disabled)."""
+    from tqdm.auto import tqdm
 
-    q_diag: np.ndarray
-    t_diag: np.ndarray
-    q_off: np.ndarray
-    t_off: np.ndarray
-    log_scale: float
-    i: np.ndarray
-    j: np.ndarray
-
-    def _full(self, diag: np.ndarray, off: np.ndarray) -> np.ndarray:
-        P = diag.size
-        out = np.empty((P, P))
-        out[np.arange(P), np.arange(P)] = diag
-        out[self.i, self.j] = off
-        out[self.j, self.i] = off
-        return out
-
-    def Qn(self) -> np.ndarray:
-        return self._full(self.q_diag, self.q_off)
-
-    def Tn(self) -> np.ndarray:
-        return self._full(self.t_diag, self.t_off)
-
-    def correlation(self) -> np.ndarray:
-        d = np.sqrt(self.q_diag)
-        return self._full(np.ones_like(d), np.clip(self.q_off / (d[self.i] * d[self.j]), -1.0, 1.0))
-
-    def ntk_correlation(self) -> np.ndarray:
-        d = np.sqrt(self.t_diag)
-        return self._full(np.ones_like(d), self.t_off / (d[self.i] * d[self.j]))
+    return tqdm(total=total, desc=desc, unit="layer", unit_scale=True, leave=False, disable=not enabled,
+                mininterval=0.5, delay=1.0)
 
 
-def _offdiag_update(q, t, qa, qb, lam2, sb, sw):
-    """One layer of eqs (5) and (9) for off-diagonal elements (generated kernels), stacked as (2, n)."""
-    root = np.sqrt(qa * qb)
-    C = np.clip(q / root, -1.0, 1.0)
-    psi = gs.psi_relu(C, root, sb, sw)
-    q_new = gs.nngp_update(q, lam2, psi)
-    t_new = gs.ntk_update(t, lam2, psi, sw * gs.mean_dphi_dphi(C))
-    return np.stack([q_new, t_new])
+#: natural log of the growth allowed between two rescalings of the carried kernels (float64 holds e^709)
+_LOG_GROWTH_BUDGET = 300.0
 
 
-def _step(state: KernelState, lam2: float, sigma_w2: float, sigma_b2: float) -> KernelState:
-    sb = sigma_b2 * np.exp(-state.log_scale)
-    qd, td = state.q_diag, state.t_diag
-    # diagonal: C = 1, f(1) = 0, E[phi'^2] = 1/2
-    psi_diag = gs.psi_relu(1.0, qd, sb, sigma_w2)
-    q_diag = gs.nngp_update(qd, lam2, psi_diag)
-    t_diag = gs.ntk_update(td, lam2, psi_diag, sigma_w2 / 2)
-    if state.q_off.size:
-        new = _parallel(_offdiag_update, state.q_off, state.t_off, qd[state.i], qd[state.j], lam2, sb, sigma_w2)
-        q_off, t_off = new[0], new[1]
-    else:
-        q_off, t_off = state.q_off, state.t_off
-    r = float(np.max(q_diag))
-    return KernelState(q_diag / r, t_diag / r, q_off / r, t_off / r, state.log_scale + np.log(r), state.i, state.j)
+def rescaling_block(branch_weight: np.ndarray, branch_bias: np.ndarray, P: int) -> int:
+    """Layers between two rescalings of the ReLU recursion run by `residual_kernel.propagate`.
+
+    With g = 1 and kernels normalised to a largest diagonal entry of 1 (every entry is bounded by the diagonal,
+    which only grows), one layer multiplies the largest entry of K and of Theta by at most 1 + w_l + s_l: the
+    block keeps the product over a block below e^300.  ``branch_bias`` is in the units of the normalised
+    input kernel (an upper bound for every later layer)."""
+    with np.errstate(over="ignore"):
+        growth = float(np.max(np.log1p(branch_weight + branch_bias))) if branch_weight.size else 0.0
+    by_growth = int(_LOG_GROWTH_BUDGET // growth) if growth > 0 else RK.HOMOGENEOUS_BLOCK
+    by_memory = RK.DIAGONAL_BYTES // (8 * P * 3)
+    return max(1, min(branch_weight.size, RK.HOMOGENEOUS_BLOCK, by_growth, by_memory))
+
+
+def _correlation(M: np.ndarray, clip: bool) -> np.ndarray:
+    """M_ab / sqrt(M_aa M_bb) off the diagonal (clipped into [-1, 1] for the NNGP), 1 on it."""
+    d = np.sqrt(np.diagonal(M))
+    out = M / np.outer(d, d)
+    if clip:
+        np.clip(out, -1.0, 1.0, out=out)
+    np.fill_diagonal(out, 1.0)
+    return out
 
 
 @dataclass(frozen=True)
@@ -268,32 +247,49 @@ def kernels(input_kernel, depth: int, scaling="uniform", sigma_w2: float = 2.0, 
     sigma_w2 = V.scalar("sigma_w2", sigma_w2, V.positive)
     sigma_b2 = V.scalar("sigma_b2", sigma_b2, V.nonnegative)
     lam2 = lambda_squared(scaling, depth, require_stable)
+    V.flag("progress", progress)
+    L, P = lam2.size, Q0.shape[0]
+    # the generated ReLU recursion (derive/residual.py) with g = 1, w = lambda_l^2 sigma_w^2, s = lambda_l^2
+    # sigma_b^2, run by residual_kernel.propagate on K = exp(log_scale) Kn, Theta = exp(log_scale) Tn, where the
+    # largest diagonal entry of Kn is 1 at the start of every call
     r0 = float(np.max(np.diagonal(Q0)))
-    i, j = np.triu_indices(Q0.shape[0], 1)
-    d0, o0 = np.diagonal(Q0) / r0, Q0[i, j] / r0
-    state = KernelState(d0, d0.copy(), o0, o0.copy(), np.log(r0), i, j)
+    log_scale = float(np.log(r0))
+    Kn = Q0 / r0
+    Tn = Kn.copy()
+    with np.errstate(over="ignore"):
+        w, s = lam2 * sigma_w2, lam2 * sigma_b2
+    g = np.ones(L)
+    block = rescaling_block(w, s / r0, P)
+    # one call normally; calls of one block each for per-layer output (a block is never rescaled inside, so the
+    # recorded layers share the scale of its start) or a progress bar
+    step = block if keep_layers or progress else L
+    rec = RK.recursions("relu")
     layers = []
 
-    def record(s: KernelState):
-        layers.append((s.log_scale + np.log(s.q_diag), s.log_scale + np.log(s.t_diag),
-                       s.correlation(), s.ntk_correlation()))
+    def record(Kl: np.ndarray, Tl: np.ndarray, log_scale: float):
+        layers.append((log_scale + np.log(np.diagonal(Kl)), log_scale + np.log(np.diagonal(Tl)),
+                       _correlation(Kl, True), _correlation(Tl, False)))
 
     if keep_layers:
-        record(state)
-    V.flag("progress", progress)
-    with np.errstate(all="ignore"), _layer_bar(lam2.size, "stable kernel", progress) as bar:  # overflow: below
-        for n, l2 in enumerate(lam2, 1):
-            state = _step(state, float(l2), sigma_w2, sigma_b2)
+        record(Kn, Tn, log_scale)
+    with np.errstate(all="ignore"), _layer_bar(L, "stable kernel", progress) as bar:  # overflow: below
+        for start in range(0, L, step):
+            stop = min(L, start + step)
+            out_ = RK.propagate(Kn, Tn, (g[start:stop], w[start:stop], s[start:stop] * np.exp(-log_scale)), "ntk",
+                                rec, record_layers=keep_layers, block=block)
             if keep_layers:
-                record(state)
-            if n % 4096 == 0:
-                bar.update(4096)
-        bar.update(lam2.size - bar.n)
+                for Kl, Tl in out_.layers[1:]:
+                    record(Kl, Tl, log_scale)
+            r = float(np.max(np.diagonal(out_.K)))
+            Kn = out_.K / r
+            Tn = out_.second * np.exp(out_.log_scale_second - out_.log_scale_K) / r
+            log_scale += out_.log_scale_K + float(np.log(r))
+            bar.update(stop - start)
     out = {
-        "log_scale": state.log_scale, "Q_normalised": state.Qn(), "ntk_normalised": state.Tn(),
-        "correlation": state.correlation(), "ntk_correlation": state.ntk_correlation(),
-        "log_Q_diag": state.log_scale + np.log(state.q_diag),
-        "log_ntk_diag": state.log_scale + np.log(state.t_diag),
+        "log_scale": log_scale, "Q_normalised": Kn, "ntk_normalised": Tn,
+        "correlation": _correlation(Kn, True), "ntk_correlation": _correlation(Tn, False),
+        "log_Q_diag": log_scale + np.log(np.diagonal(Kn)),
+        "log_ntk_diag": log_scale + np.log(np.diagonal(Tn)),
         "lambda_squared_sum": float(lam2.sum()),
     }
     if keep_layers:
