@@ -4,12 +4,18 @@
 (ii)  erf: the NTK recursion against the empirical NTK of wide finite residual networks (explicit NumPy
       backprop of a random projection of the last layer, averaged over seeds), within 4 standard errors;
 (iii) the NNGP part equals resprop.numeric.theories.fischer.field_theory.nngp;
-plus the fused strip path equals the plain generated-kernel path, and input validation.
+plus the generated recursions run by residual_kernel.propagate equal a plain full-matrix loop of the generated
+elementwise closed forms, and input validation.
 """
+import functools
+
 import numpy as np
 import pytest
 from scipy.special import erf
 
+import resprop.generated.gaussian as gg
+import resprop.generated.stable as gs
+from resprop.numeric.engine import residual_kernel as RK
 from resprop.numeric.engine.validation import ParameterError
 from resprop.numeric.theories.fischer import field_theory as ft
 from resprop.numeric.theories.stable import residual_ntk as R
@@ -30,47 +36,75 @@ def _scaled_err(a, b):
 @pytest.fixture
 def many_strips(monkeypatch):
     """Force several strips and the thread pool even for small P."""
-    monkeypatch.setattr(R, "_STRIP", 40)
-    monkeypatch.setattr(R, "_THREAD_MIN", 0)
+    monkeypatch.setattr(RK, "propagate", functools.partial(RK.propagate, strip=40))
+    monkeypatch.setattr(RK, "THREAD_MIN", 0)
 
 
-@pytest.mark.parametrize("method", R.METHODS)
-def test_relu_equals_stable_resnet_with_constant_scaling(method, many_strips):
+def test_relu_equals_stable_resnet_with_constant_scaling(many_strips):
     K0, L = _k0(9), 25
     k = S.kernels(K0, L, np.full(L, RHO), SW2, SB2)
     scale = np.exp(k["log_scale"])
-    r = R.nngp_ntk(K0, L, RHO, SW2, SB2, activation="relu", method=method)
+    r = R.nngp_ntk(K0, L, RHO, SW2, SB2, activation="relu")
     assert _scaled_err(r["K"], scale * k["Q_normalised"]) < 1e-12
     assert _scaled_err(r["Theta"], scale * k["ntk_normalised"]) < 1e-12
     assert np.array_equal(r["Theta"], r["Theta"].T) and np.array_equal(r["K"], r["K"].T)
 
 
 @pytest.mark.parametrize("activation", R.ACTIVATIONS)
-@pytest.mark.parametrize("method", R.METHODS)
-def test_nngp_part_equals_field_theory(activation, method, many_strips):
+def test_nngp_part_equals_field_theory(activation, many_strips):
     K0, L = _k0(11, seed=1), 30
     ref = ft.nngp(K0, L, RHO, SW2, SB2, activation=activation)["K"]
-    both = R.nngp_ntk(K0, L, RHO, SW2, SB2, activation=activation, method=method)
-    alone = R.nngp_ntk(K0, L, RHO, SW2, SB2, activation=activation, method=method, ntk=False)
+    both = R.nngp_ntk(K0, L, RHO, SW2, SB2, activation=activation)
+    alone = R.nngp_ntk(K0, L, RHO, SW2, SB2, activation=activation, ntk=False)
     assert alone.Theta is None and alone.fields() == ("depth", "K")
     assert _scaled_err(both["K"], ref) < 1e-13
-    assert np.array_equal(alone["K"], both["K"])
+    # the generated NNGP and NNGP + NTK recursions sum the same terms in different orders: equal to round-off
+    assert _scaled_err(alone["K"], both["K"]) < 1e-14
+
+
+def _closed_form_loop(activation, K0, T0, L, r2, sw, sb):
+    """B9-B10 and Hayou eq. 9 on full matrices with the generated elementwise closed forms (erf:
+    resprop.generated.gaussian; ReLU: resprop.generated.stable), the diagonal with its own forms."""
+    K, T = np.array(K0, float), np.array(T0, float)
+    for _ in range(L):
+        d = np.diagonal(K).copy()
+        da, db = d[:, None], d[None, :]
+        if activation == "erf":
+            C = r2 * (sw * gg.erf_mean_phi_phi(da, db, K) + sb)
+            D = r2 * sw * gg.erf_mean_dphi_dphi(da, db, K)
+            np.fill_diagonal(C, r2 * (sw * gg.erf_mean_phi_sq(d) + sb))
+            np.fill_diagonal(D, r2 * sw * gg.erf_mean_dphi_dphi(d, d, d))
+        else:
+            root = np.sqrt(da * db)
+            c = np.clip(K / root, -1.0, 1.0)
+            np.fill_diagonal(c, 1.0)
+            C = r2 * gs.psi_relu(c, root, sb, sw)
+            D = r2 * sw * gs.mean_dphi_dphi(c)
+        K, T = K + C, T + C + D * T
+    return K, T
 
 
 @pytest.mark.parametrize("P", [1, 2, 5, 40])
 @pytest.mark.parametrize("activation", R.ACTIVATIONS)
-def test_fused_equals_generated(P, activation, many_strips):
+def test_generated_recursion_equals_closed_form_loop(P, activation, many_strips):
     K0 = _k0(P, seed=P)
     T0 = K0 + 0.3 * np.eye(P)  # a Theta0 different from K0
-    g = R.nngp_ntk(K0, 17, 0.5, SW2, SB2, activation=activation, Theta0=T0, method="generated")
-    f = R.nngp_ntk(K0, 17, 0.5, SW2, SB2, activation=activation, Theta0=T0, method="fused")
-    for key in ("K", "Theta"):
-        assert _scaled_err(f[key], g[key]) < 1e-14
+    f = R.nngp_ntk(K0, 17, 0.5, SW2, SB2, activation=activation, Theta0=T0)
+    for key, ref in zip(("K", "Theta"), _closed_form_loop(activation, K0, T0, 17, 0.25, SW2, SB2)):
+        assert _scaled_err(f[key], ref) < 1e-14
+
+
+def test_relu_deep_rescaled_blocks_equal_closed_form_loop():
+    """Depth 600 > one block of residual_kernel.propagate: the ReLU state is rescaled between blocks."""
+    K0 = _k0(6, seed=4)
+    f = R.nngp_ntk(K0, 600, 0.8, SW2, SB2, activation="relu")
+    for key, ref in zip(("K", "Theta"), _closed_form_loop("relu", K0, K0, 600, 0.64, SW2, SB2)):
+        assert _scaled_err(f[key], ref) < 1e-12
 
 
 def test_strip_layout_covers_the_triangle():
-    for P, target in [(1, 10), (7, 10), (100, 64), (1000, R._STRIP), (333, 5000)]:
-        bands = R._strips(P, target)
+    for P, target in [(1, 10), (7, 10), (100, 64), (1000, RK.STRIP), (333, 5000)]:
+        bands = RK.strips(P, target)
         assert bands[0][0] == 0 and bands[-1][1] == P
         assert all(a[1] == b[0] for a, b in zip(bands, bands[1:]))
 
@@ -127,8 +161,6 @@ def test_validation():
     K0 = _k0(3)
     with pytest.raises(ParameterError, match="activation"):
         R.nngp_ntk(K0, 3, RHO, SW2, SB2, activation="tanh")
-    with pytest.raises(ParameterError, match="method"):
-        R.nngp_ntk(K0, 3, RHO, SW2, SB2, method="dense")
     with pytest.raises(ParameterError, match="Theta0"):
         R.nngp_ntk(K0, 3, RHO, SW2, SB2, Theta0=np.eye(2))
     with pytest.raises(ParameterError, match="Theta0"):
@@ -156,8 +188,7 @@ def test_validation():
         R.nngp_ntk(K0, 400, 10.0, 1e300, SB2, activation="relu")
 
 
-@pytest.mark.parametrize("method", R.METHODS)
-def test_rho_zero_is_the_identity(method):
+def test_rho_zero_is_the_identity():
     K0 = _k0(4)
-    r = R.nngp_ntk(K0, 5, 0.0, SW2, SB2, method=method)
+    r = R.nngp_ntk(K0, 5, 0.0, SW2, SB2)
     assert np.allclose(r["K"], K0, rtol=1e-15, atol=0) and np.allclose(r["Theta"], K0, rtol=1e-15, atol=0)
