@@ -99,6 +99,28 @@ def relu_dual() -> DualKernel:
         Source("cho_saul2009", "arc-cosine degrees 1, 0", "separable form"), definitions=definitions)
 
 
+def gelu_dual() -> DualKernel:
+    """GELU, x Phi(x): the Price-integrated dual kernels of :func:`resprop.derive.closed_forms.gelu_dual` in their
+    separable form, with s_a = sqrt(1 + K_aa), s_b = sqrt(1 + K_bb), R = s_a s_b and t = K_ab / R."""
+    from resprop.derive import closed_forms as cf
+
+    forms = cf.gelu_dual()  # derives and checks the separable forms against the Price-integrated ones
+    dd, pp = cf._gelu_separable_t()
+    s_a, s_b, R, t = sp.symbols("s_a s_b R t", real=True)
+    definitions = ((s_a, sp.sqrt(1 + K_aa)), (s_b, sp.sqrt(1 + K_bb)), (R, s_a * s_b), (t, K_ab / R))
+    swap = {sp.sqrt(1 + K_aa): s_a, sp.sqrt(1 + K_bb): s_b, cf._t: t}
+    return DualKernel(
+        "gelu", pp.xreplace(swap), dd.xreplace(swap), forms["mean_phi_sq"], forms["mean_dphi_sq"],
+        forms["price_diag"], Source("hendrycks2016", "GELU", "dual kernels by Price's theorem, separable form"),
+        definitions=definitions)
+
+
+def from_closed_form(name: str, forms: dict[str, sp.Expr]) -> DualKernel:
+    """A DualKernel from the five expressions of :func:`resprop.derive.closed_forms.closed_form_dual`."""
+    return DualKernel(name, forms["mean_phi_phi"], forms["mean_dphi_dphi"], forms["mean_phi_sq"],
+                      forms["mean_dphi_sq"], forms["price_diag"], Source(PAPER, "B9", "closed form by SymPy"))
+
+
 def tabulated_dual() -> DualKernel:
     """An activation without a closed form: the caller evaluates <phi phi> and <phi' phi'> as functions of the
     correlation rho = K_ab / sqrt(K_aa K_bb) (a tabulated interpolant per layer), and the diagonal expectations
@@ -115,7 +137,7 @@ def tabulated_dual() -> DualKernel:
 
 def closed_form_duals() -> dict[str, DualKernel]:
     """The activations whose recursions are generated with their closed-form dual kernels."""
-    return {"erf": erf_dual(), "relu": relu_dual()}
+    return {"erf": erf_dual(), "relu": relu_dual(), "gelu": gelu_dual()}
 
 
 # --------------------------------------------------------------------------- the recursions

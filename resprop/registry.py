@@ -30,7 +30,8 @@ BUILTIN = (
 #: the shared foundation (not a theory): Gaussian expectations used by several theories
 FOUNDATION = {"gaussian": "resprop.derive.gaussian:derive_gaussian",
               "residual": "resprop.derive.residual:derive_residual"}
-FOUNDATION_PAPERS = {"cho_saul2009": "Cho \\& Saul (2009), Kernel methods for deep learning"}
+FOUNDATION_PAPERS = {"cho_saul2009": "Cho \\& Saul (2009), Kernel methods for deep learning",
+                     "hendrycks2016": "Hendrycks \\& Gimpel (2016), Gaussian error linear units (GELUs)"}
 
 _SLUG = re.compile(r"^[a-z][a-z0-9]*$")
 

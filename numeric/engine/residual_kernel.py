@@ -75,10 +75,30 @@ def recursions(activation: str) -> ActivationRecursions:
     """The recursions of a named activation or of a SymPy expression in x (given as text)."""
     if activation in closed_form_names():
         return ActivationRecursions(activation, *_functions(gen, activation))
+    from resprop.derive.closed_forms import closed_form_dual
     from resprop.numeric.engine.expectations import activation_expression
 
     expr = activation_expression(activation)
+    forms = closed_form_dual(expr)
+    if forms is not None:  # sin, cos, ... : generate their recursions now, from the same template
+        return ActivationRecursions(activation, *_functions(_runtime_module(expr, forms), "custom"))
     return ActivationRecursions(activation, *_functions(gen, "tabulated"), expr=expr)
+
+
+def _runtime_module(expr: sp.Expr, forms: dict):
+    """Render and load the recursions of a closed-form activation given at run time (not written to disk)."""
+    import types
+
+    from resprop.derive.codegen import render_recursion_module
+    from resprop.derive.residual import from_closed_form, recursions_for
+    from resprop.derive.results import Derivation
+
+    recs = recursions_for(from_closed_form(str(expr), forms), prefix="custom")
+    d = Derivation("custom", f"Residual recursions of phi(x) = {expr}", "fischer2025")
+    source = render_recursion_module(d, "(run time)", recs)
+    mod = types.ModuleType("resprop.generated.custom_recursions")
+    exec(compile(source, f"<recursions of {expr}>", "exec"), mod.__dict__)
+    return mod
 
 
 # --------------------------------------------------------------------------- tabulated expectations
@@ -299,8 +319,9 @@ class _StripRecorder:
 
 
 def _used(fn: Callable, callbacks: dict[str, Callable]) -> dict[str, Callable]:
-    """The callbacks a generated recursion takes (its RECURSIONS entry names them)."""
-    wanted = gen.RECURSIONS.get(fn.__name__, {}).get("callbacks", [])
+    """The callbacks a generated recursion takes (its module's RECURSIONS entry names them)."""
+    table = fn.__globals__.get("RECURSIONS", {})
+    wanted = table.get(fn.__name__, {}).get("callbacks", [])
     return {name: callbacks[name] for name in wanted}
 
 
