@@ -14,7 +14,10 @@ What is derived here rather than typed in:
   piecewise-linear (a_+, a_-) activation, and of a smooth odd activation expanded at K = 0;
 * nu(gamma) for both classes (B.29; B.35 by matching K ~ kappa/l, V ~ B/l in the deep recursion);
 * r*(gamma) (B.36), its inverse gamma*(r) and the large-r asymptotics of footnote 8;
-* the xi recipe (B.45) solved for xi > 0.
+* the xi recipe (B.45) solved for xi > 0;
+* the kernel and four-point vertex trajectory (B.12 with B.26) as fused depth recursions
+  (``Derivation.recursions``, generated into ``generated/pdlt_recursions.py``): the Gaussian moments of a
+  smooth activation are callbacks, those of the scale-invariant class are the closed forms above, inline.
 """
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ from functools import cache
 import sympy as sp
 
 from resprop.derive import activations
-from resprop.derive.results import Constraint, Derivation
+from resprop.derive.recursion import Recursion
+from resprop.derive.results import Constraint, Derivation, Source
 from resprop.derive.symbols import Parameter
 
 PAPER = "pdlt_appB"
@@ -368,6 +372,40 @@ def xi_recipe() -> sp.Expr:
     return sp.simplify(positive)
 
 
+# --------------------------------------------------------------------------- B.12 + B.26 as depth recursions
+MOMENT_CALLBACKS = ("mean_sigma_sq", "mean_sigma_sq_z_sq", "mean_sigma_4")
+
+
+def vertex_recursions() -> list[Recursion]:
+    """The single-input kernel (B.12) and four-point vertex (B.26) iterated together, state (K, V), with the
+    per-layer sequences gamma, C_W, C_b and chi_par (B.15) of the previous layer's K as an intermediate.
+
+    ``kernel_vertex``: <sigma^2>_K, <sigma^2 z^2>_K and <sigma^4>_K are callbacks f(l, K, out) (a quadrature
+    for tanh, erf).  ``kernel_vertex_scale_invariant``: the closed-form moments of the (a_+, a_-) class
+    (:func:`scale_invariant_moments`), with the slopes as two more per-layer sequences."""
+    k_next = four_point_recursion_from_forward()[0]
+    v_next = four_point_update()
+    chi = chi_parallel()
+    src = Source(PAPER, "B.12, B.15, B.26", "derived from the forward equation B.3")
+    seqs = (gamma, C_W, C_b)
+    domain = ("K > 0, V real: arrays (shape (1,) for one input); gamma in [0, 1), C_W > 0, C_b >= 0: (L,) arrays, "
+              "one entry per layer")
+    f = {name: sp.Function(name)(K) for name in MOMENT_CALLBACKS}
+    moments = {mean_sigma_sq: f["mean_sigma_sq"], mean_sigma_sq_z_sq: f["mean_sigma_sq_z_sq"],
+               mean_sigma_4: f["mean_sigma_4"]}
+    si = _scale_invariant_subs()
+    return [
+        Recursion("kernel_vertex", "K^(l) and V^(l) of the residual MLP, Gaussian moments by callbacks", src,
+                  ((K, k_next.subs(moments)), (V, v_next.subs(moments))), sequences=seqs,
+                  callbacks=MOMENT_CALLBACKS, definitions=((chi_par, chi.subs(moments)),), domain=domain),
+        Recursion("kernel_vertex_scale_invariant",
+                  "K^(l) and V^(l) of the residual MLP with a scale-invariant activation (slopes a_+, a_-)", src,
+                  ((K, k_next.subs(si)), (V, v_next.subs(si))), sequences=(*seqs, a_plus, a_minus),
+                  definitions=((chi_par, sp.simplify(chi.subs(si))),),
+                  domain=domain + "; a_plus, a_minus: (L,) arrays of the slopes"),
+    ]
+
+
 # --------------------------------------------------------------------------- registry
 def derive_residual_mlp() -> Derivation:
     dv = Derivation("pdlt", "Residual MLPs at criticality (PDLT App. B)", PAPER)
@@ -471,4 +509,5 @@ def derive_residual_mlp() -> Derivation:
             statement=rf"For $\sigma = {fn}$ the curvature coefficient $a_{{1}} = \sigma'''(0)/\sigma'(0)$ makes "
             rf"$\langle \sigma^{{2}} \rangle_{{K}} = \sigma_{{1}}^{{2}} (K + a_{{1}} K^{{2}} + \dots)$.",
         )
+    dv.recursions = vertex_recursions()
     return dv

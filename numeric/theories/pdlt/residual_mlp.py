@@ -1,7 +1,9 @@
 """Numeric driver for PDLT Appendix B (residual MLPs): criticality, nu(gamma), r*(gamma), gamma*(r), xi(gamma).
 
-Formulas are the generated kernels of `resprop.generated.pdlt` (derived in `derive/residual_mlp.py`);
-Gaussian expectations of the activation come from the generated composite Gauss--Legendre rule.
+Formulas are the generated kernels of `resprop.generated.pdlt` (derived in `derive/theories/pdlt.py`); the
+kernel / four-point vertex trajectory is the generated fused recursion of `resprop.generated.pdlt_recursions`
+(B.12 with B.26).  Gaussian expectations of a smooth activation come from the generated composite
+Gauss--Legendre rule; those of the scale-invariant class are closed forms inside the generated recursion.
 
 Activation classes (PDLT §5): ``relu``, ``linear`` and ``leaky_relu:s`` are scale-invariant with
 (a_+, a_-) = (1, 0), (1, 1), (1, s); ``tanh`` and ``erf`` are smooth odd activations of the K* = 0 class.
@@ -14,7 +16,8 @@ import numpy as np
 from scipy.special import erf
 
 import resprop.generated.pdlt as pr
-from resprop.generated.gauss_hermite import expect1
+import resprop.generated.pdlt_recursions as prr
+from resprop.generated.gauss_hermite import PANELS_1D, panel_nodes
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.engine.validation import ParameterError
@@ -125,15 +128,35 @@ def gamma_star(r, activation: str, n_out: int = 1) -> np.ndarray:
     return np.where(r <= r0, 0.0, g)
 
 
-#: vertex_trajectory evaluates three 1-D quadratures per layer (~0.3 ms): 10^5 layers take about half a minute
+#: vertex_trajectory evaluates one activation on the quadrature nodes per layer for tanh / erf (~0.1 ms): 10^5
+#: layers take about ten seconds (the scale-invariant class, with closed-form moments, about one second)
 MAX_TRAJECTORY_DEPTH = 10**5
 
 
-def _moments(ac: ActivationClass, K: float) -> dict[str, float]:
-    s = ac.sigma
-    return {"sigma_sq": float(expect1(lambda z: s(z) ** 2, K)),
-            "sigma_sq_z_sq": float(expect1(lambda z: s(z) ** 2 * z**2, K)),
-            "sigma_4": float(expect1(lambda z: s(z) ** 4, K))}
+class _Moments:
+    """Callbacks of the generated ``kernel_vertex`` recursion: <sigma^2>_K, <sigma^2 z^2>_K and <sigma^4>_K by
+    the generated quadrature (``expect1``'s rule), the activation evaluated once per layer for all three."""
+
+    def __init__(self, ac: ActivationClass) -> None:
+        self.sigma = ac.sigma
+        self.z, self.w = panel_nodes(PANELS_1D)
+        self.layer = -1
+
+    def _at(self, l: int, K: np.ndarray) -> None:
+        if l != self.layer:
+            u = np.sqrt(K)[..., None] * self.z
+            s2 = self.sigma(u) ** 2
+            self.values = (s2 @ self.w, (s2 * u**2) @ self.w, (s2**2) @ self.w)
+            self.layer = l
+
+    def callbacks(self) -> dict:
+        def make(i: int):
+            def callback(l, K, out):
+                self._at(l, K)
+                out[...] = self.values[i]
+            return callback
+
+        return {name: make(i) for i, name in enumerate(("mean_sigma_sq", "mean_sigma_sq_z_sq", "mean_sigma_4"))}
 
 
 @dataclass(frozen=True)
@@ -167,17 +190,18 @@ def vertex_trajectory(activation: str, *, gamma: float, depth: int, input_kernel
     K = np.empty(depth)
     Vv = np.empty(depth)
     K[0], Vv[0] = K1, 0.0
-    try:
-        for l in range(depth - 1):
-            m = _moments(ac, K[l])
-            chi = pr.chi_parallel(g, C_W, m["sigma_sq_z_sq"], K[l], m["sigma_sq"])
-            Vv[l + 1] = pr.four_point_update(Vv[l], K[l], C_W, g, chi, m["sigma_4"], m["sigma_sq"])
-            K[l + 1] = pr.kernel_update(C_b, C_W, m["sigma_sq"], g, K[l])
-    except ParameterError:  # inputs are valid here, so a generated kernel can only object to float64 overflow
-        raise ParameterError(
-            "input_kernel, C_W, C_b, gamma, depth",
-            "K^(l) or V^(l) leaves the float64 range (overflow); use values of moderate size",
-        ) from None
+
+    def keep(l, K_l, V_l):
+        K[l + 1], Vv[l + 1] = K_l[0], V_l[0]
+
+    n = depth - 1
+    sequences = (np.full(n, g), np.full(n, C_W), np.full(n, C_b))
+    with np.errstate(all="ignore"):  # overflow and underflow are reported below, naming the inputs
+        if ac.kind == "scale_invariant":
+            prr.kernel_vertex_scale_invariant(np.array([K1]), np.zeros(1), *sequences, np.full(n, ac.a_plus),
+                                              np.full(n, ac.a_minus), record=keep)
+        else:
+            prr.kernel_vertex(np.array([K1]), np.zeros(1), *sequences, **_Moments(ac).callbacks(), record=keep)
     if not (np.all(np.isfinite(K)) and np.all(np.isfinite(Vv)) and np.all(K > 0)):
         raise ParameterError(
             "input_kernel, C_W, C_b, gamma, depth",
