@@ -180,7 +180,7 @@ def rescaling_block(branch_weight: np.ndarray, branch_bias: np.ndarray, P: int) 
     input kernel (an upper bound for every later layer)."""
     with np.errstate(over="ignore"):
         growth = float(np.max(np.log1p(branch_weight + branch_bias))) if branch_weight.size else 0.0
-    by_growth = int(_LOG_GROWTH_BUDGET // growth) if growth > 0 else RK.HOMOGENEOUS_BLOCK
+    by_growth = int(min(_LOG_GROWTH_BUDGET / growth, RK.HOMOGENEOUS_BLOCK)) if growth > 0 else RK.HOMOGENEOUS_BLOCK
     by_memory = RK.DIAGONAL_BYTES // (8 * P * 3)
     return max(1, min(branch_weight.size, RK.HOMOGENEOUS_BLOCK, by_growth, by_memory))
 
