@@ -29,6 +29,7 @@ from resprop.numeric.engine import residual_kernel as RK
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.engine.validation import ParameterError
+from resprop.numeric.theories.stable.residual_ntk import _kernel_matrix
 
 __all__ = ["NAMED_SCALINGS", "Scaling", "parse_scaling", "scaling_is_stable", "lambda_squared", "kernels",
            "two_input_kernels", "ode_limit", "input_kernel_matrix", "ScalingVerdict", "StableKernels",
@@ -237,9 +238,9 @@ def kernels(input_kernel, depth: int, scaling="uniform", sigma_w2: float = 2.0, 
     the correlation kernel C_L (3), log_Q_diag and log_ntk_diag.  With keep_layers, also per-layer
     log_Q_diag_layers, log_ntk_diag_layers and correlation_layers (L+1, P, P).
     """
-    Q0 = V.kernel_matrix("input_kernel", input_kernel)
-    if Q0.ndim != 2:
-        raise ParameterError("input_kernel", f"must be a single (P, P) matrix, got shape {Q0.shape}")
+    Q0, symmetric_psd = _kernel_matrix(input_kernel)  # V.kernel_matrix's test by Cholesky (eigvalsh: ~0.4 s)
+    if not symmetric_psd():
+        V.kernel_matrix("input_kernel", Q0)  # raises: not symmetric or not positive semi-definite
     if np.min(np.diagonal(Q0)) < np.finfo(float).tiny:
         raise ParameterError(
             "input_kernel", f"variances must be normal float64 numbers (>= {np.finfo(float).tiny:.3g})"
