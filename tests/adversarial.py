@@ -128,6 +128,30 @@ def _argv(base: list[str], values: dict[str, str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _write_inputs(tmp: Path) -> str:
+    np.save(tmp / "X.npy", np.random.default_rng(0).normal(size=(5, 3)))
+    return "out"
+
+
+def kernel_cli_cases() -> list[Case]:
+    """resprop kernel: every numeric option (NaN, negative, one ulp out, non-numeric), the expressions and paths."""
+    base = {"--inputs": "{tmp}/X.npy", "--activation": "erf", "--depth": "3", "--weight-var": "1.5",
+            "--bias-var": "0.1", "--out": "{tmp}/K.npz"}
+    bad = {"--weight-var": ("nan", "-1", "0", ULP_BELOW_ZERO, "abc"), "--bias-var": ("nan", "-1", ULP_BELOW_ZERO),
+           "--depth": ("-1", "1.5", "abc"), "--gamma": ("nan", "inf"), "--branch-scale": ("nan", "l**", "1/(l-1)"),
+           "--activation": ("nosuch(x", "exp(x**2)*y", "__import__('os')"),
+           "--inputs": ("{tmp}/missing.npy",), "--out": ("{tmp}/K.txt", "{tmp}")}
+    cases = []
+    for opt, values in bad.items():
+        for i, text in enumerate(values):
+            argv = _argv(["kernel"], base | {opt: text})
+            cases.append(Case(f"cli:kernel:{opt.lstrip('-')}={i}", "error", (opt.lstrip("-"),), argv=argv,
+                              setup=_write_inputs, timeout=60.0))
+    cases.append(Case("cli:kernel:ok", "ok", (), argv=_argv(["kernel", "--ntk"], base), setup=_write_inputs,
+                      check=lambda out: "wrote" in out and "nngp, ntk" in out))
+    return cases
+
+
 def cli_numeric_cases() -> list[Case]:
     cases = []
     for sub, (base, options, defaults) in CLI_NUMERIC.items():
@@ -163,6 +187,7 @@ def cli_numeric_cases() -> list[Case]:
              argv=("stable-kernel", "--depth", "10", "--scaling", "nosuch(", "--json")),
         Case("cli:stable-kernel:scaling=1/sqrt(l)", "either", ("scaling",),
              argv=("stable-kernel", "--depth", "10", "--scaling", "1/sqrt(l)", "--json"), check=_finite_json),
+        *kernel_cli_cases(),
         Case("cli:j2bar:theta=nan", "error", ("theta",), argv=("j2bar", "nan", "--json")),
         Case("cli:j2bar:theta=ulp-out", "error", ("theta",),
              argv=("j2bar", repr(float(np.nextafter(math.pi, 4.0))), "--digits", "10", "--json")),

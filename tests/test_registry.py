@@ -37,7 +37,7 @@ def test_declared_subcommands_are_the_ones_added():
     assert len(declared) == len(set(declared))
     assert set(declared) <= set(sub.choices)
     engine = set(sub.choices) - set(declared)
-    assert engine == {"derive", "latex", "reproduce", "sweep", "figures", "theories"}, engine
+    assert engine == {"derive", "latex", "reproduce", "sweep", "figures", "theories", "kernel"}, engine
 
 
 def test_generated_files_of_each_theory_exist_and_are_named_by_derivation():
@@ -45,7 +45,7 @@ def test_generated_files_of_each_theory_exist_and_are_named_by_derivation():
     for th in registry.theories().values():
         for rel in th.generated_files:
             assert (gen / rel).is_file(), (th.slug, rel)
-    assert set(registry.derivations()) == {"gaussian", "fischer", "lognormal", "pdlt", "stable", "abcd",
+    assert set(registry.derivations()) == {"gaussian", "residual", "fischer", "lognormal", "pdlt", "stable", "abcd",
                                            "predictive_coding"}
 
 
