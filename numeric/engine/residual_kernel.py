@@ -82,6 +82,13 @@ def recursions(activation: str) -> ActivationRecursions:
     forms = closed_form_dual(expr)
     if forms is not None:  # sin, cos, ... : generate their recursions now, from the same template
         return ActivationRecursions(activation, *_functions(_runtime_module(expr, forms), "custom"))
+    try:
+        import resprop.numeric.engine.dual_tables  # noqa: F401
+    except ImportError:  # pragma: no cover - an install without the tabulated expectations
+        from resprop.numeric.engine.validation import ParameterError
+
+        raise ParameterError("activation", f"{activation!r} has no closed form and the tabulated expectations "
+                                           "(resprop.numeric.engine.dual_tables) are not installed") from None
     return ActivationRecursions(activation, *_functions(gen, "tabulated"), expr=expr)
 
 
