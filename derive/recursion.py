@@ -8,8 +8,14 @@ function.  Its right-hand sides may read
   the previous layer), passed as arrays indexed by layer that broadcast against the state (``(L, h, 1)`` and
   ``(L, 1, n)`` for a strip of an upper triangle, or ``(L, M)`` for a list of pairs);
 * ``sequences``: per-layer scalars (gamma^2, lambda_l^2 sigma_w^2, ...), arrays of length L;
-* ``callbacks``: undefined functions of one elementwise argument, evaluated by the caller as
-  ``f(layer, argument, out)`` (a tabulated dual kernel of an activation without a closed form).
+* ``callbacks``: undefined functions of elementwise arguments, evaluated by the caller as
+  ``f(layer, argument, out)`` (a tabulated dual kernel of an activation without a closed form), or
+  ``f(layer, a, b, ..., out)`` for several arguments.
+
+Without ``sequences`` the number of layers is the length of the first ``rows`` (or ``cols``) array; a quantity
+that is constant over the layers but differs between elements (vector mode: a batch of hyperparameters) is a
+row with a zero-stride layer axis, ``numpy.broadcast_to(x, (L,) + x.shape)``.  ``Min`` and ``Max`` lower to
+``numpy.minimum`` and ``numpy.maximum`` (an explicit clip into [lo, hi]).
 
 :func:`lower` turns a recursion into the body of a Python loop: ``sympy.cse`` finds the common
 subexpressions; subexpressions that do not involve the state (row, column, per-layer and constant factors) are
@@ -231,11 +237,18 @@ class _Lowering:
             return t
         if isinstance(e, sp.core.function.AppliedUndef):
             name = type(e).__name__
-            if name not in self.callbacks or len(e.args) != 1:
+            if name not in self.callbacks:
                 raise ValueError(f"{self.rec.name}: unknown callback {name}")
             if name not in self.callbacks_used:
                 self.callbacks_used.append(name)
-            return self.new(f"@{name}", [self.operand(e.args[0])])
+            return self.new(f"@{name}", [self.operand(a) for a in e.args])
+        if isinstance(e, (sp.Min, sp.Max)):  # elementwise minimum / maximum (a clip into [lo, hi])
+            func = "numpy.minimum" if isinstance(e, sp.Min) else "numpy.maximum"
+            args = sorted((self.operand(a) for a in e.args), key=lambda a: not isinstance(a, int))
+            acc = self.new(func, args[:2])
+            for a in args[2:]:
+                acc = self.new(func, [acc, a])
+            return acc
         func = type(e)
         if func in (sp.asin, sp.acos):
             arg = self.operand(e.args[0])
@@ -374,7 +387,7 @@ def _allocate(rec: Recursion, low: _Lowering, finals: list[int]) -> Lowered:
         free.extend(dying)
         args = [where[a] if isinstance(a, int) else a for a in op.operands]
         if op.func.startswith("@"):
-            body.append(f"{op.func[1:]}(l, {args[0]}, {out})")
+            body.append(f"{op.func[1:]}(l, {', '.join(args)}, {out})")
         elif op.func == "numpy.copyto":
             body.append(f"numpy.copyto({out}, {args[0]})")
         elif op.func == "numpy.clip":
