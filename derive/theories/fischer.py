@@ -381,6 +381,170 @@ def max_entropy_variance() -> sp.Expr:
     return s
 
 
+# --------------------------------------------------------------------------- fused recursions
+#: state and per-element inputs of the fused recursions (vector mode: every array has the batch shape)
+_K, _Ka, _Kb = sp.symbols("K K_a K_b", positive=True)
+_Kab, _C, _chi, _eta, _Cab, _chiab, _etaab = sp.symbols("K_ab C chi eta C_ab chi_ab eta_ab", real=True)
+_clip_lo, _clip_hi = sp.symbols("clip_lo clip_hi", real=True)
+#: activations whose dual kernels are written into the recursions (the rest are evaluated by callbacks)
+RECURSION_KINDS = ("erf", "relu", "callback")
+_VECTOR = ("Vector mode: every state array and every row has the batch shape (a row constant over the layers "
+           "is numpy.broadcast_to(x, (L,) + x.shape)); the number of layers is the length of the rows.")
+
+
+def _diagonal_means(kind: str, K: sp.Symbol) -> tuple[sp.Expr, sp.Expr]:
+    """(<phi^2>_K, <phi'^2 + phi phi''>_K) of an activation kind at the variance K."""
+    from resprop.derive import gaussian
+
+    if kind == "erf":
+        return gaussian.erf_mean_phi_sq().subs(gaussian.K, K), gaussian.erf_price_diag().subs(gaussian.K, K)
+    if kind == "relu":
+        return K / 2, sp.Rational(1, 2)
+    return sp.Function("mean_phi_sq")(K), sp.Function("price_diag")(K)
+
+
+def _pair_means(kind: str, Ka: sp.Symbol, Kb: sp.Symbol, Kab: sp.Symbol):
+    """(<phi_a phi_b>, <phi'_a phi'_b>, definitions) at the kernel [[Ka, Kab], [Kab, Kb]] (Ka is Kb for two inputs
+    of equal variance).  The definitions fix the evaluated forms to those of the generated closed forms
+    (`resprop.generated.gaussian`): one division by sqrt(K_a) sqrt(K_b), so that a correlation pinned to the
+    boundary K_ab = sqrt(K_a) sqrt(K_b) is exactly 1."""
+    from resprop.derive import gaussian
+
+    defs: tuple[tuple[sp.Symbol, sp.Expr], ...] = ()
+    if kind == "erf":
+        a, t = sp.Symbol("a", positive=True), sp.Symbol("t", real=True)
+        defs = ((a, sp.sqrt(2 * Ka + 1) * sp.sqrt(2 * Kb + 1)), (t, 2 * Kab / a))
+        dd = gaussian.erf_mean_dphi_dphi().subs({gaussian.K_aa: Ka, gaussian.K_bb: Kb, gaussian.K_ab: Kab})
+        return 2 * sp.asin(t) / sp.pi, dd, defs
+    if kind == "relu":
+        sa, sb_, R, Pab = sp.symbols("s_a s_b R P_ab", positive=True)
+        c = sp.Symbol("c", real=True)
+        defs = ((sa, sp.sqrt(Ka)), (sb_, sp.sqrt(Kb)), (R, sa * sb_), (c, Kab / R), (Pab, Ka * Kb))
+        arcsin = sp.asin(c)
+        return (R * (2 * c * arcsin + sp.pi * c + 2 * sp.sqrt(1 - Kab**2 / Pab)) / (4 * sp.pi),
+                (2 * arcsin + sp.pi) / (4 * sp.pi), defs)
+    return sp.Function("mean_phi_phi")(Ka, Kb, Kab), sp.Function("mean_dphi_dphi")(Ka, Kb, Kab), defs
+
+
+def field_theory_recursions(u: dict[str, sp.Expr] | None = None) -> list:
+    """The fused depth recursions of the field theory (vector mode; :mod:`resprop.derive.recursion`).
+
+    Built from the one-step updates read off the action (:func:`_one_step_updates`): C^(l) = residual(<phi phi>)
+    (29, B9), K^(l) = K^(l-1) + C^(l) (30, B10), eta^(l) = rho^2 sigma_w^2 g chi^(l-1) (45, C15) and
+    chi^(l) = chi^(l-1) + eta^(l) (47, C16), with the dual kernels of erf and ReLU written in and, for every other
+    activation, evaluated by callbacks.  Per kind three recursions:
+
+    * ``<kind>_diagonal``: K, C, chi, eta of one input (g = <phi'^2 + phi phi''>);
+    * ``<kind>_pair``: the diagonal and the off-diagonal element of two inputs of equal variance
+      [[K, K_ab], [K_ab, K]] (g = <phi'_a phi'_b> off the diagonal);
+    * ``<kind>_two_inputs``: the off-diagonal element of two inputs of any variances, carrying both diagonals.
+
+    The off-diagonal K_ab is clipped into [clip_lo, clip_hi] times the new bound sqrt(K_a^(l)) sqrt(K_b^(l)) (as
+    evaluated, so that a pinned correlation K_ab / (sqrt(K_a) sqrt(K_b)) is exactly 1): clip_lo = -1, clip_hi = 1
+    is the round-off guard |K_ab| <= bound (the correlation-one manifold is unstable, so last-ulp excursions would
+    grow with depth), and clip_lo = clip_hi = +-1 pins an element that stays on the boundary exactly (identical
+    inputs; collinear inputs of a positively homogeneous activation without bias).
+
+    Last, ``kernel_fluctuations``: the O(depth) prefix-sum form of G_CC = G_{CC~} S_{C~C~} G_{C~C} (C18-C20) for
+    one input, with the fourth cumulants of earlier layers summed by a callback.
+    """
+    from resprop.derive.recursion import Recursion
+    from resprop.derive.results import Source
+
+    u = _one_step_updates() if u is None else u
+
+    def residual(mean):
+        return u["residual"].subs(mean_phi_phi, mean)
+
+    def eta_of(factor, chi):
+        return (u["eta_factor"] * chi_prev).subs({price_factor: factor, chi_prev: chi})
+
+    src = Source(PAPER, "29-30, 45, 47, B9-B10, C15-C16", "one-step updates read off the action")
+    rows = (rho, sigma_w2, sigma_b2)
+    pin_rows = rows + (_clip_lo, _clip_hi)
+    out = []
+    for kind in RECURSION_KINDS:
+        callbacks = ("mean_phi_sq", "price_diag", "mean_phi_phi", "mean_dphi_dphi") if kind == "callback" else ()
+        note = (("Callbacks f(l, K, out) (mean_phi_sq, price_diag) and f(l, K_aa, K_bb, K_ab, out) (mean_phi_phi, "
+                 "mean_dphi_dphi) fill out with the activation's Gaussian expectations (the bare kernels of "
+                 "resprop.numeric.engine.expectations).",) if callbacks else ()) + (_VECTOR,)
+        what = "the activation's" if kind == "callback" else f"the {kind}"
+        Cn, etan, Kn = sp.symbols("C_n eta_n K_n", real=True)
+        E2, g2 = _diagonal_means(kind, _K)
+        diag_defs = ((Cn, residual(E2)), (etan, eta_of(g2, _chi)), (Kn, _K + Cn))
+        diag_state = ((_K, Kn), (_C, Cn), (_chi, _chi + etan), (_eta, etan))
+        out.append(Recursion(
+            f"{kind}_diagonal", f"K^(l), C^(l), chi^(l), eta^(l) of one input, {what} dual kernels", src,
+            diag_state, rows=rows, callbacks=callbacks, definitions=diag_defs, notes=note,
+            domain="K > 0, C, chi, eta real: arrays of the batch shape (C, eta: the last increments); rho, "
+                   "sigma_w2, sigma_b2: rows (L, batch) >= 0 (sigma_w2 > 0)"))
+        E, g, defs = _pair_means(kind, _K, _K, _Kab)
+        Co, etao = sp.symbols("C_o eta_o", real=True)
+        sn = sp.Symbol("s_n", positive=True)  # sqrt(K^(l)); the bound sqrt(K) sqrt(K), not K (see above)
+        pair_defs = diag_defs + defs + ((Co, residual(E)), (etao, eta_of(g, _chiab)), (sn, sp.sqrt(Kn)))
+        K_ab_new = sp.Min(sp.Max(_Kab + Co, _clip_lo * sn**2), _clip_hi * sn**2)
+        out.append(Recursion(
+            f"{kind}_pair", f"K, C, chi, eta of the diagonal and K_ab, C_ab, chi_ab, eta_ab of two inputs of equal "
+                            f"variance, {what} dual kernels", src,
+            diag_state + ((_Kab, K_ab_new), (_Cab, Co), (_chiab, _chiab + etao), (_etaab, etao)),
+            rows=pin_rows, callbacks=callbacks, definitions=pair_defs, notes=note,
+            domain="K > 0, |K_ab| <= K, C, chi, eta, C_ab, chi_ab, eta_ab real: arrays of the batch shape; rho, "
+                   "sigma_w2, sigma_b2, clip_lo, clip_hi: rows (L, batch) (clip_lo, clip_hi = -1, 1, or +-1, +-1 "
+                   "to pin K_ab = +-sqrt(K) sqrt(K))"))
+        Ea, ga = _diagonal_means(kind, _Ka)
+        Eb, gb = _diagonal_means(kind, _Kb)
+        Kan, Kbn = sp.symbols("K_an K_bn", positive=True)
+        E, g, defs = _pair_means(kind, _Ka, _Kb, _Kab)
+        gen_defs = ((Kan, _Ka + residual(Ea)), (Kbn, _Kb + residual(Eb))) + defs + (
+            (Co, residual(E)), (etao, eta_of(g, _chiab)))
+        bound = sp.sqrt(Kan) * sp.sqrt(Kbn)
+        K_ab_new = sp.Min(sp.Max(_Kab + Co, _clip_lo * bound), _clip_hi * bound)
+        out.append(Recursion(
+            f"{kind}_two_inputs", f"K_a, K_b and K_ab, C_ab, chi_ab, eta_ab of two inputs, {what} dual kernels",
+            src, ((_Ka, Kan), (_Kb, Kbn), (_Kab, K_ab_new), (_Cab, Co), (_chiab, _chiab + etao),
+                  (_etaab, etao)),
+            rows=pin_rows, callbacks=callbacks, definitions=gen_defs, notes=note,
+            domain="K_a, K_b > 0, |K_ab| <= sqrt(K_a K_b), C_ab, chi_ab, eta_ab real: arrays of the batch shape; "
+                   "rho, sigma_w2, sigma_b2, clip_lo, clip_hi: rows (L, batch) (clip_lo, clip_hi = -1, 1, or "
+                   "+-1, +-1 to pin K_ab = +-sqrt(K_a K_b))"))
+    out.append(fluctuation_recursion())
+    return out
+
+
+def fluctuation_recursion():
+    """Var C^(l) and Var K^(l) (C18-C20) for one input as a recursion over l = 1..L+1, times the width N.
+
+    With w_l the weight of <phi^2> in C^(l) and c_l = w_l g_l (g_l = <phi'^2 + phi phi''> at K^(l-1)), the
+    propagator G_{CC~} (43, C13) has the prefix sums S_l[k] = P_l / (N P_k), P_l = prod_(j<=l) (1 + c_j), so with
+    u_k = w_k / P_k and the fourth cumulants kappa_(a,b) (35, C4)
+
+        N Var K^(l) = P_l^2 Q_l,   Q_l = Q_(l-1) + 2 u_l R_l + u_l^2 kappa_(l-1,l-1),
+        N Var C^(l) = w_l^2 kappa_(l-1,l-1) + 2 c_l w_l P_(l-1) R_l + c_l^2 P_(l-1)^2 Q_(l-1),
+        R_l = sum_(k<l) u_k kappa_(k-1,l-1),
+
+    the dense G12 B G12^T of the (L+2) x (L+2) matrices summed in closed form.  R_l is the one quantity that
+    reaches back over all earlier layers: the callback ``cumulant_row_sum(l, u_l, out)`` returns it from the
+    weights u_k it was passed at the earlier layers."""
+    from resprop.derive.recursion import Recursion
+    from resprop.derive.results import Source
+
+    P, Q, vC, vK = sp.symbols("P Q var_C var_K", real=True)
+    w, c, kappa = sp.symbols("w c kappa", real=True)
+    Pn, uu, R, dQ, Qn = sp.symbols("P_n u R dQ Q_n", real=True)
+    defs = ((Pn, P * (1 + c)), (uu, w / Pn), (R, sp.Function("cumulant_row_sum")(uu)),
+            (dQ, 2 * uu * R + uu**2 * kappa), (Qn, Q + dQ))
+    state = ((P, Pn), (Q, Qn), (vC, w**2 * kappa + 2 * c * w * P * R + c**2 * P**2 * Q), (vK, Pn**2 * Qn))
+    return Recursion(
+        "kernel_fluctuations", "N Var C^(l) and N Var K^(l) of one input from the prefix-sum form of G_CC",
+        Source(PAPER, "C18-C20", "G_CC = G_{CC~} S_{C~C~} G_{C~C} summed in closed form"), state,
+        sequences=(w, c, kappa), callbacks=("cumulant_row_sum",), definitions=defs,
+        domain="P = 1, Q = var_C = var_K = 0 at l = 0: arrays (shape (1,) for one input); w (weight of <phi^2> in "
+               "C^(l)), c = w g (g = <phi'^2 + phi phi''> at K^(l-1)), kappa = kappa_(l-1,l-1): (L+1,) arrays "
+               "for l = 1..L+1",
+        notes=("Callback cumulant_row_sum(l, u, out): out = sum_(k<l) u_k kappa_(k-1,l-1) over the u_k passed at "
+               "the earlier layers (the caller keeps them; layer index l = 0 is layer 1).",))
+
+
 # --------------------------------------------------------------------------- registry
 def _one_step_updates() -> dict[str, sp.Expr]:
     """Extract the layer-independent one-step updates from a small symbolic network."""
@@ -493,6 +657,7 @@ def derive_field_theory() -> Derivation:
         note="corrected",
         statement=r"The divergence is minimal, and $\operatorname{erf}(h)$ exactly uniform, at the variance below "
                   r"(the paper's E5 reports $1/4$ after a slip in differentiating $\tfrac{1}{2}\ln\sigma^{2}$).")
+    d.recursions = field_theory_recursions(u)
     return d
 
 
