@@ -1,9 +1,17 @@
-"""Numeric driver of the generated field-theory kernels (Fischer, Dahmen & Helias 2025).
+"""Numeric driver of the generated field-theory recursions (Fischer, Dahmen & Helias 2025).
 
-The one-step updates of `resprop.generated.fischer` (residual kernel B9, kernel update
-B10, response 45/C15, kernel response 47, output response 48) are iterated over
-depth for whole arrays of kernel elements at once: P x P input kernels (upper
-triangle only, the kernel is symmetric), batches of rho, depths and variances.
+The depth recursions are generated (`resprop.generated.fischer_recursions`, from `derive/theories/fischer.py`,
+built from the one-step updates read off the action: residual kernel B9, kernel update B10, response 45/C15,
+kernel response 47); this module only prepares their inputs, calls them and reads out (30, 48) with the
+one-step kernels of `resprop.generated.fischer`:
+
+* :func:`nngp` (a (P, P) input kernel) runs the generated residual recursions of
+  `resprop.numeric.engine.residual_kernel` in mode "response" (g = 1, w = rho^2 sigma_w^2, s = rho^2 sigma_b^2)
+  for erf and ReLU; other activations, and the batched scans (:func:`propagate`, :func:`_pair_pass` behind
+  :func:`response`, :func:`rho_star`, :func:`chi_out_curves`, :func:`rho_star_pairs`), run the vector-mode
+  recursions ``<kind>_diagonal``, ``<kind>_pair`` and ``<kind>_two_inputs`` (kind erf or relu with the dual
+  kernels written in, ``callback`` with the activation's expectation kernels as callbacks) on a flat batch of
+  elements: rho grids, depths, variances and targets ride along as one array axis.
 
 Normalisation of the response: eta^(0) = 1 is the linear-response convention
 (eq. 51, eta = dC/dK^(0)); the field-theory propagator gives eta^(0) = N/d_in
@@ -20,6 +28,7 @@ from typing import Any
 import numpy as np
 
 import resprop.generated.fischer as gen
+import resprop.generated.fischer_recursions as frec
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.expectations import ActivationKernels, kernels
 from resprop.numeric.engine.results import ResultRecord
@@ -38,8 +47,6 @@ def _u(fn):
 
 _residual_kernel = _u(gen.residual_kernel)
 _residual_response = _u(gen.residual_response)
-_kernel_update = _u(gen.kernel_update)
-_kernel_response = _u(gen.kernel_response)
 _output_response = _u(gen.output_response)
 _readout_kernel = _u(gen.readout_kernel)
 
@@ -73,11 +80,6 @@ def _parallel(fn, *args: np.ndarray | float) -> np.ndarray:
     with ThreadPoolExecutor(w) as pool:
         parts = list(pool.map(lambda s: fn(*(a[..., s[0]:s[1]] for a in arrays)), zip(bounds[:-1], bounds[1:])))
     return np.concatenate(parts, axis=-1)
-
-
-def _elementwise(value: np.ndarray, sl: slice) -> np.ndarray:
-    """Slice the element axis of a hyperparameter when it has one (size > 1), else keep it for broadcasting."""
-    return value[..., sl] if value.shape[-1] > 1 else value
 
 
 @dataclass
@@ -119,6 +121,9 @@ def propagate(d0: np.ndarray, o0: np.ndarray, pairs: tuple[np.ndarray, np.ndarra
               hyper: Hyper, kern: ActivationKernels, eta0: float = 1.0, keep_layers: bool = False) -> Trajectory:
     """Iterate NNGP (B9-B10) and response (45, 47) to depth ``stop`` and read out (30, 48).
 
+    The generated recursions ``<kind>_diagonal`` (the P diagonal elements) and ``<kind>_two_inputs`` (the M
+    pairs, each carrying its two diagonals) on the flattened batch, threaded over chunks of elements.
+
     d0 (..., P): diagonal of K^(0); o0 (..., M): off-diagonal elements K^(0)_{ij}
     for (i, j) = pairs; stop (...): the depth L of each batch element (results
     are captured at layer stop, so one pass serves many depths).
@@ -145,86 +150,170 @@ def _propagate(d0, o0, pairs, stop, hyper, kern, eta0, keep_layers) -> Trajector
     stop = np.asarray(stop)
     L_max = int(stop.max())
     h = hyper
-    expand = lambda a: np.asarray(a)[..., None]  # noqa: E731  batch -> element axis
-    rho, sw, sb, swo, sbo = map(expand, (h.rho, h.sigma_w2, h.sigma_b2, h.sigma_w2_out, h.sigma_b2_out))
     batch = np.broadcast_shapes(d0.shape[:-1], o0.shape[:-1], stop.shape,
                                 *(np.shape(getattr(h, n)) for n in ("rho", "sigma_w2", "sigma_b2")))
     d = np.broadcast_to(d0, batch + d0.shape[-1:]).astype(float)
     o = np.broadcast_to(o0, batch + o0.shape[-1:]).astype(float)
-    chi_d = np.full(d.shape, float(eta0))
-    chi_o = np.full(o.shape, float(eta0))
-    out = {k: np.zeros(a.shape) for k, a in (("K_d", d), ("K_o", o), ("chi_d", d), ("chi_o", o))}
-    layers: dict[str, list[np.ndarray]] = {}
-    if keep_layers:
-        layers = {"K_diag": [d.copy()], "K_off": [o.copy()], "C_diag": [d.copy()], "C_off": [o.copy()],
-                  "eta_diag": [chi_d.copy()], "eta_off": [chi_o.copy()]}
+    P, M = d.shape[-1], o.shape[-1]
     # Elements on the boundary |K_ab| = sqrt(K_aa K_bb) stay on it exactly when the inputs are identical, or
     # collinear (x, c x) through a positively homogeneous activation without bias; the kernels' sqrt(1 - c^2)
-    # turns a last-ulp miss of the boundary into ~1e-8 errors, so such elements are pinned to it.
-    on = np.abs(o) >= np.sqrt(d[..., i]) * np.sqrt(d[..., j]) * (1 - 1e-15)
-    no_bias = np.broadcast_to(np.asarray(sb) == 0, o.shape)
-    pinned = on & (((d[..., i] == d[..., j]) & (o > 0)) | (no_bias & (kern.name == "linear"))
-                   | (no_bias & (kern.name == "relu") & (o > 0)))
-    pin_sign = np.sign(o)
-    pinned_any = bool(pinned.any())
-    M = o.shape[-1]
-    n_chunks = _workers() if M >= _PARALLEL_MIN else 1
-    bounds = np.linspace(0, M, n_chunks + 1).astype(int)
-    chunks = [(slice(lo, hi), i[lo:hi], j[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:])]
-    with ThreadPoolExecutor(n_chunks) as pool:
-        for layer in range(0, L_max + 1):
-            if layer > 0:
-                C_d = _residual_kernel(rho, sw, sb, kern.mean_phi_sq(d))
-                eta_d = _residual_response(rho, sw, kern.price_diag(d), chi_d)
-                d_new = _kernel_update(d, C_d)
-                sqrt_d_new = np.sqrt(d_new)
-                o_new, chi_o_new = np.empty_like(o), np.empty_like(chi_o)
-                C_o, eta_o = (np.empty_like(o), np.empty_like(o)) if keep_layers else (None, None)
-
-                def step(chunk, d=d, o=o, chi_o=chi_o, o_new=o_new, chi_o_new=chi_o_new, C_o=C_o, eta_o=eta_o,
-                         sqrt_d_new=sqrt_d_new):
-                    sl, ci, cj = chunk
-                    a, b, oo = d[..., ci], d[..., cj], o[..., sl]
-                    r = _elementwise(rho, sl)
-                    w, bias = _elementwise(sw, sl), _elementwise(sb, sl)
-                    C = _residual_kernel(r, w, bias, kern.mean_phi_phi(a, b, oo))
-                    eta = _residual_response(r, w, kern.mean_dphi_dphi(a, b, oo), chi_o[..., sl])
-                    # Round-off guard, not input clipping: |K_ab| <= sqrt(K_aa K_bb) holds exactly, but the
-                    # correlation-one manifold is unstable (the off-diagonal slope exceeds the diagonal
-                    # one), so last-ulp differences between K_ab and K_aa would otherwise grow with depth.
-                    bound = sqrt_d_new[..., ci] * sqrt_d_new[..., cj]
-                    o_new[..., sl] = np.clip(_kernel_update(oo, C), -bound, bound)
-                    if pinned_any:
-                        o_new[..., sl] = np.where(pinned[..., sl], pin_sign[..., sl] * bound, o_new[..., sl])
-                    chi_o_new[..., sl] = _kernel_response(chi_o[..., sl], eta)
-                    if C_o is not None:
-                        C_o[..., sl], eta_o[..., sl] = C, eta
-
-                if n_chunks == 1:
-                    step(chunks[0])
-                else:
-                    list(pool.map(step, chunks))
-                d, o, chi_o = d_new, o_new, chi_o_new
-                chi_d = _kernel_response(chi_d, eta_d)
-                if keep_layers:
-                    assert C_o is not None and eta_o is not None  # allocated when keeping layers
-                    for k, v in (("K_diag", d), ("K_off", o), ("C_diag", C_d), ("C_off", C_o),
-                                 ("eta_diag", eta_d), ("eta_off", eta_o)):
-                        layers[k].append(v)
-            hit = (stop == layer)[..., None]
-            if hit.any():
-                for k, v in (("K_d", d), ("K_o", o), ("chi_d", chi_d), ("chi_o", chi_o)):
-                    out[k] = v if hit.all() else np.where(hit, v, out[k])
-    Kd, Ko = out["K_d"], out["K_o"]
+    # turns a last-ulp miss of the boundary into ~1e-8 errors, so such elements are pinned to it (clip_lo =
+    # clip_hi = sign K_ab); every other element is clipped into |K_ab| <= sqrt(K_aa K_bb), a round-off guard, not
+    # input clipping: the correlation-one manifold is unstable (the off-diagonal slope exceeds the diagonal
+    # one), so last-ulp differences between K_ab and K_aa would otherwise grow with depth.
+    pinned = _stays_on_boundary(d[..., i], d[..., j], o, np.asarray(h.sigma_b2)[..., None] == 0, kern.name)
+    hyp = [np.asarray(getattr(h, n))[..., None] for n in ("rho", "sigma_w2", "sigma_b2")]
+    stop_e = stop[..., None]
+    flat = lambda a, m: np.broadcast_to(a, batch + (m,)).reshape(-1)  # noqa: E731  batch x elements -> 1-D
+    unflat = lambda a, m: a.reshape(batch + (m,))  # noqa: E731
+    eta = np.full(d.size, float(eta0))
+    diag = _Run(_recursion(kern, "diagonal"), kern, [d.reshape(-1), d.reshape(-1), eta, eta],
+                [flat(x, P) for x in hyp], flat(stop_e, P), capture=(0, 2), keep=(0, 1, 3) if keep_layers else ())
+    diag.run(L_max, threads=True)
+    layers: dict[str, list[np.ndarray]] = {}
+    if keep_layers:
+        layers = {name: [unflat(a, P) for a in diag.layers[k]] for name, k in (("K_diag", 0), ("C_diag", 1),
+                                                                               ("eta_diag", 3))}
+    Kd, chi_d = unflat(diag.captured[0], P), unflat(diag.captured[2], P)
+    if M:
+        sign = np.where(o > 0, 1.0, -1.0)
+        clip_lo, clip_hi = np.where(pinned, sign, -1.0), np.where(pinned, sign, 1.0)
+        eta = np.full(o.size, float(eta0))
+        off = _Run(_recursion(kern, "two_inputs"), kern,
+                   [d[..., i].reshape(-1), d[..., j].reshape(-1), o.reshape(-1), o.reshape(-1), eta, eta],
+                   [flat(x, M) for x in hyp] + [clip_lo.reshape(-1), clip_hi.reshape(-1)], flat(stop_e, M),
+                   capture=(2, 4), keep=(2, 3, 5) if keep_layers else ())
+        off.run(L_max, threads=True)
+        Ko, chi_o = unflat(off.captured[2], M), unflat(off.captured[4], M)
+        if keep_layers:
+            layers.update({name: [unflat(a, M) for a in off.layers[k]]
+                           for name, k in (("K_off", 2), ("C_off", 3), ("eta_off", 5))})
+    else:
+        Ko, chi_o = np.zeros(o.shape), np.zeros(o.shape)
+        if keep_layers:
+            layers.update({name: [np.zeros(o.shape)] * (L_max + 1) for name in ("K_off", "C_off", "eta_off")})
+    swo, sbo = (np.asarray(a)[..., None] for a in (h.sigma_w2_out, h.sigma_b2_out))
     mo = _parallel(kern.mean_phi_phi, Kd[..., i], Kd[..., j], Ko)
     go = _parallel(kern.mean_dphi_dphi, Kd[..., i], Kd[..., j], Ko)
     return Trajectory(
-        K_diag=Kd, K_off=Ko, chi_diag=out["chi_d"], chi_off=out["chi_o"],
-        chi_out_diag=_output_response(swo, kern.price_diag(Kd), out["chi_d"]),
-        chi_out_off=_output_response(swo, go, out["chi_o"]),
+        K_diag=Kd, K_off=Ko, chi_diag=chi_d, chi_off=chi_o,
+        chi_out_diag=_output_response(swo, kern.price_diag(Kd), chi_d),
+        chi_out_off=_output_response(swo, go, chi_o),
         K_out_diag=_readout_kernel(swo, sbo, kern.mean_phi_sq(Kd)),
         K_out_off=_readout_kernel(swo, sbo, mo),
         layers=layers)
+
+
+def _stays_on_boundary(Kaa, Kbb, Kab, no_bias, activation: str) -> np.ndarray:
+    """Elements on the boundary |K_ab| = sqrt(K_aa K_bb) that stay on it at every layer: identical inputs, and
+    collinear inputs (x, c x) of a positively homogeneous activation without bias."""
+    on = np.abs(Kab) >= np.sqrt(Kaa) * np.sqrt(Kbb) * (1 - 1e-15)
+    return on & (((Kaa == Kbb) & (Kab > 0)) | (no_bias & (activation == "linear"))
+                 | (no_bias & (activation == "relu") & (Kab > 0)))
+
+
+# --------------------------------------------------------------------------- the generated recursions
+#: activations whose dual kernels are written into the generated recursions (the rest use callbacks)
+INLINE = ("erf", "relu")
+#: layers per call of a generated recursion (the progress bar advances between calls)
+_BLOCK = 4096
+
+
+def _recursion(kern: ActivationKernels, variant: str):
+    """The generated recursion ``<kind>_<variant>`` for an activation (kind: erf, relu or callback)."""
+    return getattr(frec, f"{kern.name if kern.name in INLINE else 'callback'}_{variant}")
+
+
+def _callbacks(fn, kern: ActivationKernels) -> dict[str, Any]:
+    """The expectation kernels of ``kern`` as the callbacks f(l, *arguments, out) that ``fn`` takes."""
+
+    def callback(kernel):
+        def f(l, *args):
+            np.copyto(args[-1], kernel(*args[:-1]))
+        return f
+
+    names: list[str] = frec.RECURSIONS[fn.__name__]["callbacks"]  # type: ignore[assignment]
+    return {name: callback(getattr(kern, name)) for name in names}
+
+
+def _row(x: np.ndarray) -> np.ndarray:
+    """A per-element input as a row of the recursion: a scalar where all elements share it (cheaper per layer)."""
+    x = np.asarray(x, dtype=float)
+    return x[:1].reshape(()) if x.size and np.all(x == x.flat[0]) else x
+
+
+class _Run:
+    """One generated recursion over a flat batch of n elements, each stopping at its own depth ``stop``.
+
+    ``state``: the arrays of layer 0 (copied), ``rows``: per-element inputs constant over the layers (broadcast
+    to a zero-stride layer axis).  ``captured[k]`` is state k at each element's stop layer for k in ``capture``;
+    with ``keep``, ``layers[k]`` holds state k at every layer 0..max(stop) ((L+1, n) arrays, preallocated)."""
+
+    def __init__(self, fn, kern, state, rows, stop, capture=(), keep=()) -> None:
+        self.fn, self.kern = fn, kern
+        self.state = [np.asarray(a, dtype=float).reshape(-1) for a in state]  # copied by _run
+        self.n = self.state[0].size
+        self.rows = [_row(np.broadcast_to(r, (self.n,))) for r in rows]
+        self.stop = np.broadcast_to(np.asarray(stop, dtype=np.int64), (self.n,))
+        self.capture, self.keep = tuple(capture), tuple(keep)
+        self.captured: dict[int, np.ndarray] = {}
+        self.layers: dict[int, np.ndarray] = {}
+
+    def run(self, layers: int, bar=None, threads: bool = False) -> None:
+        n_chunks = _workers() if threads and self.n >= _PARALLEL_MIN and not self.keep else 1
+        if n_chunks == 1:
+            self._run(slice(0, self.n), layers, bar)
+            return
+        bounds = np.linspace(0, self.n, n_chunks + 1).astype(int)
+        self.captured = {k: np.empty(self.n) for k in self.capture}
+        with ThreadPoolExecutor(n_chunks) as pool:
+            list(pool.map(lambda b: self._run(slice(*b), layers, None), zip(bounds[:-1], bounds[1:])))
+
+    def _run(self, sl: slice, layers: int, bar) -> None:
+        state = [a[sl].copy() for a in self.state]
+        rows = [r if r.ndim == 0 else r[sl] for r in self.rows]
+        stop = self.stop[sl]
+        stops = set(np.unique(stop).tolist()) - {layers}
+        cap = {k: np.zeros(state[k].shape) for k in self.capture}
+        if self.keep:
+            for k in self.keep:
+                self.layers[k] = np.empty((layers + 1, self.n))
+                self.layers[k][0] = state[k]
+        kept = self.layers
+        hits = {s: stop == s for s in stops}
+        if 0 in hits:  # depth 0: the input itself
+            for k in cap:
+                np.copyto(cap[k], state[k], where=hits[0])
+
+        def record(l, *st):
+            if kept:
+                for k in self.keep:
+                    kept[k][l + 1] = st[k]
+            if l + 1 in hits:
+                for k in cap:
+                    np.copyto(cap[k], st[k], where=hits[l + 1])
+
+        callbacks = _callbacks(self.fn, self.kern)
+        use_record = bool(self.keep or stops)
+        for start in range(0, layers, _BLOCK):
+            nb = min(_BLOCK, layers - start)
+            block_rows = [np.broadcast_to(r, (nb,) + r.shape) for r in rows]
+            rec = (lambda l, *st, start=start: record(start + l, *st)) if use_record else None
+            out = self.fn(*state, *block_rows, record=rec, **callbacks)
+            state = list(out) if isinstance(out, tuple) else [out]
+            if bar is not None:
+                bar.update(nb)
+        last = stop == layers
+        for k in cap:
+            if not stops:
+                cap[k] = state[k]
+            else:
+                np.copyto(cap[k], state[k], where=last)
+        if sl == slice(0, self.n):
+            self.captured = cap
+        else:
+            for k in cap:
+                self.captured[k][sl] = cap[k]
 
 
 # --------------------------------------------------------------------------- P inputs
@@ -348,22 +437,97 @@ def nngp(input_kernel, depth: int, rho, sigma_w2, sigma_b2, sigma_w2_out=None, s
     hyper = Hyper.make(rho, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out)
     _scalars(hyper, "use rho_star/chi_out_curves for batches")
     P = K0.shape[0]
-    i, j = _triangle(P)
-    tr = propagate(np.diagonal(K0).copy(), K0[i, j], (i, j), np.array(L), hyper, kernels(activation), eta0,
-                   keep_layers)
-    res = {
-        "K": _assemble(tr.K_diag, tr.K_off, P),
-        "K_out": _assemble(tr.K_out_diag, tr.K_out_off, P),
-        "chi": _assemble(tr.chi_diag, tr.chi_off, P),
-        "chi_out": _assemble(tr.chi_out_diag, tr.chi_out_off, P),
-    }
-    if keep_layers:
-        for name in ("K", "C", "eta"):
-            res[f"{name}_layers"] = np.stack([_assemble(dd, oo, P) for dd, oo in
-                                              zip(tr.layers[f"{name}_diag"], tr.layers[f"{name}_off"])])
+    kern = kernels(activation)
+    if kern.name in INLINE:
+        res = _nngp_residual(K0, L, hyper, kern, eta0, keep_layers)
+    else:
+        i, j = _triangle(P)
+        tr = propagate(np.diagonal(K0).copy(), K0[i, j], (i, j), np.array(L), hyper, kern, eta0, keep_layers)
+        res = {
+            "K": _assemble(tr.K_diag, tr.K_off, P),
+            "K_out": _assemble(tr.K_out_diag, tr.K_out_off, P),
+            "chi": _assemble(tr.chi_diag, tr.chi_off, P),
+            "chi_out": _assemble(tr.chi_out_diag, tr.chi_out_off, P),
+        }
+        if keep_layers:
+            for name in ("K", "C", "eta"):
+                res[f"{name}_layers"] = np.stack([_assemble(dd, oo, P) for dd, oo in
+                                                  zip(tr.layers[f"{name}_diag"], tr.layers[f"{name}_off"])])
     for name, value in res.items():
         V.finite_result(_RANGE_NAMES, value, name)
     return NNGPResult(depth=L, **res)
+
+
+def _nngp_residual(K0: np.ndarray, L: int, hyper: Hyper, kern: ActivationKernels, eta0,
+                   keep_layers: bool) -> dict[str, np.ndarray]:
+    """:func:`nngp` of a closed-form activation (erf, ReLU) on the generated residual recursions
+    (`resprop.numeric.engine.residual_kernel`, mode "response": g = 1, w = rho^2 sigma_w^2, s = rho^2 sigma_b^2,
+    chi^(0) = eta0), read out (30, 48) with the one-step kernels; per-layer C and eta from the kept layers by
+    the one-step kernels B9 and 45."""
+    from resprop.numeric.engine import residual_kernel as RK
+
+    eta0 = V.scalar("eta0", eta0, V.positive)
+    rho, sw, sb, swo, sbo = (np.float64(getattr(hyper, n)) for n in ("rho", "sigma_w2", "sigma_b2",
+                                                                       "sigma_w2_out", "sigma_b2_out"))
+    with np.errstate(all="ignore"):  # rho^2 may overflow: K^(l) is then not finite (reported below)
+        r2 = rho**2
+        sequences = (np.ones(L), np.full(L, r2 * sw), np.full(L, r2 * sb))
+    chi0 = np.full(K0.shape, float(eta0))
+    bare = _bare(kern)
+    # pairs that stay on the boundary K_ab = +-sqrt(K_aa K_bb) exactly (see _propagate): the generated residual
+    # recursion would let their last-ulp misses grow along the unstable correlation-one manifold (7e-3 in chi at
+    # L = 5000 for erf), so their K_ab is pinned to the boundary and chi_ab comes from the pinned two-input run
+    P = K0.shape[0]
+    i, j = _triangle(P)
+    d0, o0 = np.diagonal(K0).copy(), K0[i, j]
+    pinned = np.flatnonzero(_stays_on_boundary(d0[i], d0[j], o0, sb == 0, kern.name))  # K_ab > 0: erf, ReLU
+    pi, pj, ones = i[pinned], j[pinned], np.ones(pinned.size)
+
+    def pin(M: np.ndarray, chi_M: np.ndarray, chi_ab: np.ndarray) -> None:
+        M[pi, pj] = M[pj, pi] = np.sqrt(M[pi, pi]) * np.sqrt(M[pj, pj])
+        chi_M[pi, pj] = chi_M[pj, pi] = chi_ab
+
+    with np.errstate(all="ignore"):
+        out = RK.propagate(K0, chi0, sequences, "response", RK.recursions(kern.name), record_layers=keep_layers)
+        K = out.K * np.exp(out.log_scale_K)
+        assert out.second is not None
+        chi = out.second * np.exp(out.log_scale_second)
+        if pinned.size:
+            run = _Run(_recursion(kern, "two_inputs"), kern, [d0[pi], d0[pj], o0[pinned], o0[pinned],
+                                                               chi0[pi, pj], chi0[pi, pj]],
+                       [rho, sw, sb, ones, ones], L, capture=(4,), keep=(4,) if keep_layers else ())
+            run.run(L)
+            pin(K, chi, run.captured[4])
+            if keep_layers:
+                assert out.layers is not None
+                for l in range(1, L + 1):
+                    K_l, chi_l = out.layers[l]
+                    pin(K_l, chi_l, run.layers[4][l])
+        E, G = _pair_means(bare, K)
+        res = {"K": K, "K_out": _readout_kernel(swo, sbo, E), "chi": chi, "chi_out": _output_response(swo, G, chi)}
+        if keep_layers:
+            assert out.layers is not None
+            Ks = np.stack([k for k, _ in out.layers])
+            chis = np.stack([c for _, c in out.layers])
+            C, eta = np.empty_like(Ks), np.empty_like(Ks)
+            C[0], eta[0] = K0, chi0
+            for l in range(1, L + 1):
+                E, G = _pair_means(bare, Ks[l - 1])
+                C[l] = _residual_kernel(rho, sw, sb, E)
+                eta[l] = _residual_response(rho, sw, G, chis[l - 1])
+            res.update(K_layers=Ks, C_layers=C, eta_layers=eta)
+    return res
+
+
+def _pair_means(kern: ActivationKernels, K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(<phi_a phi_b>, g_ab) of every pair of a (P, P) kernel: <phi'_a phi'_b> off the diagonal, <phi'^2 + phi
+    phi''> on it (symmetric: the upper triangle mirrored)."""
+    P = K.shape[0]
+    i, j = _triangle(P)
+    d = np.diagonal(K).copy()
+    E = _parallel(kern.mean_phi_phi, d[i], d[j], K[i, j])
+    G = _parallel(kern.mean_dphi_dphi, d[i], d[j], K[i, j])
+    return _assemble(kern.mean_phi_sq(d), E, P), _assemble(kern.price_diag(d), G, P)
 
 
 # --------------------------------------------------------------------------- two-input element
@@ -455,11 +619,11 @@ def _pair_pass(rho, sw, sb, swo, sbo, k0, k0o, stop, kern: ActivationKernels, et
                offdiag: bool = True) -> dict[str, Any]:
     """NNGP + response of the 2x2 kernel [[k0, k0o], [k0o, k0]] for a batch of elements, one pass over layers.
 
-    The same one-step updates as :func:`propagate` (B9-B10, 45, 47, 48) in the same order, specialised to two
-    inputs of equal variance: every argument broadcasts to one batch shape, which is flattened, and each layer
-    costs a fixed handful of NumPy calls whatever the batch size (rho grids, depths, targets ride along as one
-    array axis).  Results are captured at layer ``stop`` of each element.  With ``keep_layers`` the per-layer
-    arrays are preallocated (L+1, n) float64 blocks (O(depth) memory, 48 bytes per layer and element).
+    The generated recursion ``<kind>_pair`` (``<kind>_diagonal`` without ``offdiag``) of two inputs of equal
+    variance: every argument broadcasts to one batch shape, which is flattened, and each layer costs a fixed
+    handful of NumPy calls whatever the batch size (rho grids, depths, targets ride along as one array axis).
+    Results are captured at layer ``stop`` of each element, then read out (30, 48).  With ``keep_layers`` the
+    per-layer arrays are preallocated (L+1, n) float64 blocks (O(depth) memory, 48 bytes per layer and element).
     Without ``offdiag`` the off-diagonal element is not propagated (its results are absent).
     """
     kern = _bare(kern)
@@ -468,62 +632,36 @@ def _pair_pass(rho, sw, sb, swo, sbo, k0, k0o, stop, kern: ActivationKernels, et
     shape = arrs[0].shape
     rho, sw, sb, swo, sbo, d, o, stop = (a.reshape(-1) for a in arrs)
     stop = stop.astype(np.int64)
-    # identical inputs (K_ab = K_aa) stay identical at every layer, exactly; computing K_ab separately would let
-    # round-off grow like chi_ab (the correlation-one manifold is unstable) and make chi_out_ab noisy in rho
-    same = o == d
-    same_any = bool(same.any())
     n = rho.size
     L_max = int(stop.max())
-    chi_d = np.full(n, float(eta0))
-    chi_o = np.full(n, float(eta0))
-    cap = {k: np.zeros(n) for k in ("K_d", "K_o", "chi_d", "chi_o")}
-    stops = set(np.unique(stop).tolist())
-    lay = {}
+    chi0 = np.full(n, float(eta0))
+    state, rows = [d, d, chi0, chi0], [rho, sw, sb]
     kept = ("K_diag", "C_diag", "eta_diag") + (("K_off", "C_off", "eta_off") if offdiag else ())
-    if keep_layers:
-        lay = {k: np.empty((L_max + 1, n)) for k in kept}
-        lay["K_diag"][0], lay["C_diag"][0], lay["eta_diag"][0] = d, d, chi_d
-        if offdiag:
-            lay["K_off"][0], lay["C_off"][0], lay["eta_off"][0] = o, o, chi_o
+    if offdiag:
+        # identical inputs (K_ab = K_aa) stay identical at every layer, exactly (pinned to sqrt(K) sqrt(K):
+        # clip_lo = clip_hi = 1); computing K_ab separately would let round-off grow like chi_ab (the
+        # correlation-one manifold is unstable) and make chi_out_ab noisy in rho.  Every other K_ab is clipped
+        # into [-K, K] (a round-off guard).
+        same = o == d
+        state += [o, o, chi0, chi0]
+        rows += [np.where(same, 1.0, -1.0), np.ones(n)]
+    run = _Run(_recursion(kern, "pair" if offdiag else "diagonal"), kern, state, rows, stop,
+               capture=(0, 2, 4, 6) if offdiag else (0, 2), keep=(0, 1, 3, 4, 5, 7)[:len(kept)] if keep_layers else ())
     mean_phi_sq, price_diag = kern.mean_phi_sq, kern.price_diag
     mean_phi_phi, mean_dphi_dphi = kern.mean_phi_phi, kern.mean_dphi_dphi
-    tick = 4096
     with np.errstate(all="ignore"), _overflow_named(), _layer_bar(L_max, desc, progress) as bar:
-        for layer in range(L_max + 1):
-            if layer > 0:
-                C_d = _residual_kernel(rho, sw, sb, mean_phi_sq(d))
-                eta_d = _residual_response(rho, sw, price_diag(d), chi_d)
-                if offdiag:
-                    C_o = _residual_kernel(rho, sw, sb, mean_phi_phi(d, d, o))
-                    eta_o = _residual_response(rho, sw, mean_dphi_dphi(d, d, o), chi_o)
-                d = _kernel_update(d, C_d)
-                chi_d = _kernel_response(chi_d, eta_d)
-                if offdiag:
-                    s = np.sqrt(d)
-                    bound = s * s  # as propagate: |K_ab| <= sqrt(K_aa K_bb), a round-off guard (see there)
-                    o = np.minimum(np.maximum(_kernel_update(o, C_o), -bound), bound)
-                    if same_any:
-                        o = np.where(same, d, o)
-                    chi_o = _kernel_response(chi_o, eta_o)
-                if keep_layers:
-                    lay["K_diag"][layer], lay["C_diag"][layer], lay["eta_diag"][layer] = d, C_d, eta_d
-                    if offdiag:
-                        lay["K_off"][layer], lay["C_off"][layer], lay["eta_off"][layer] = o, C_o, eta_o
-                if layer % tick == 0:
-                    bar.update(tick)
-            if layer in stops:
-                hit = stop == layer
-                for k, v in (("K_d", d), ("K_o", o), ("chi_d", chi_d), ("chi_o", chi_o)):
-                    cap[k] = np.where(hit, v, cap[k])
+        run.run(L_max, bar=bar)
         bar.update(L_max - bar.n)
-        Kd, Ko = cap["K_d"], cap["K_o"]
-        res = {"chi_out_diag": _output_response(swo, price_diag(Kd), cap["chi_d"]),
-               "K_out_diag": _readout_kernel(swo, sbo, mean_phi_sq(Kd)), "K_diag": Kd, "chi_diag": cap["chi_d"]}
+        cap = run.captured
+        Kd, chi_d = cap[0], cap[2]
+        res = {"chi_out_diag": _output_response(swo, price_diag(Kd), chi_d),
+               "K_out_diag": _readout_kernel(swo, sbo, mean_phi_sq(Kd)), "K_diag": Kd, "chi_diag": chi_d}
         if offdiag:
-            res.update(chi_out_off=_output_response(swo, mean_dphi_dphi(Kd, Kd, Ko), cap["chi_o"]),
-                       K_out_off=_readout_kernel(swo, sbo, mean_phi_phi(Kd, Kd, Ko)), K_off=Ko, chi_off=cap["chi_o"])
+            Ko, chi_o = cap[4], cap[6]
+            res.update(chi_out_off=_output_response(swo, mean_dphi_dphi(Kd, Kd, Ko), chi_o),
+                       K_out_off=_readout_kernel(swo, sbo, mean_phi_phi(Kd, Kd, Ko)), K_off=Ko, chi_off=chi_o)
     out = {k: v.reshape(shape) for k, v in res.items()}
-    out["layers"] = lay
+    out["layers"] = {name: run.layers[k] for name, k in zip(kept, run.keep)} if keep_layers else {}
     return out
 
 

@@ -17,8 +17,12 @@ fourth cumulants kappa_(a,b),
     R_l = sum_(k<l) u_k kappa_(k-1,l-1),
 
 which is the dense G12 B G12^T of the (L+2) x (L+2) matrices summed in closed form (tests compare the two).
-The (L+1)(L+2)/2 fourth cumulants are evaluated in chunks (bounded memory); their number is the cost, so
-depths whose cumulants would take too long are refused up front.
+That recursion over l is generated (``kernel_fluctuations`` of `resprop.generated.fischer_recursions`, from
+`derive/theories/fischer.py`); this module prepares its inputs (w_l, c_l, the diagonal cumulants
+kappa_(l-1,l-1)) and evaluates R_l, the one term that reaches back over all earlier layers, as its callback:
+row l-1 of the fourth cumulants kappa_(k-1,l-1), k < l, dotted with the weights u_k of the earlier layers.
+The (L+1)(L+2)/2 fourth cumulants are evaluated row by row in chunks (bounded memory); their number is the
+cost, so depths whose cumulants would take too long are refused up front.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import resprop.generated.fischer as gen
+import resprop.generated.fischer_recursions as frec
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.expectations import kernels
 from resprop.numeric.engine.results import ResultRecord
@@ -120,31 +125,40 @@ def kernel_fluctuations(input_kernel, depth: int, width: int, rho, sigma_w2, sig
     w = np.concatenate([[0.0], np.full(L, rho_**2 * sw), [swo]])  # weight of <phi^2> in C^(l); C^(0) is data
     g = np.concatenate([[0.0], kern.price_diag(K)])  # g_l = <phi'^2 + phi phi''> at K^(l-1), l = 1..L+1
     m2 = kern.mean_phi_sq(K)
+    chunk = _CHUNK_PAIRS if kern.name not in ("linear", "relu") else 65_536
+
+    def cumulants(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """kappa(a, b) in chunks (symmetrised where the quadrature is symmetric only to its accuracy)."""
+        out = np.empty(a.size)
+        for lo in range(0, a.size, chunk):
+            aa, bb = a[lo:lo + chunk], b[lo:lo + chunk]
+            kap = _fourth_cumulant(kern, K, m2, aa, bb)
+            out[lo:lo + chunk] = kap if _symmetric_only(kern) else (kap + _fourth_cumulant(kern, K, m2, bb, aa)) / 2
+        return out
+
+    u = np.zeros(L + 2)  # u_k = w_k / P_k, as passed by the recursion (u_0 = 0: C^(0) is data)
+
+    def cumulant_row_sum(l, u_l, out):  # layer l + 1: R = sum_(k <= l) u_k kappa(k - 1, l)
+        row = cumulants(np.arange(l), np.full(l, l))
+        out[...] = u[1:l + 1] @ row
+        u[l + 1] = u_l[0]
+
     with np.errstate(all="ignore"):
         c = w * g
-        P = np.cumprod(1.0 + c)  # P_0 = 1
-        u = w / P
-        # R_l = sum_{k<l} u_k kappa(k-1, l-1) and kappa(l-1, l-1), l = 1..L+1, over pairs a <= b in chunks
-        R = np.zeros(L + 2)
         kap_diag = np.zeros(L + 2)
-        b_of = np.repeat(np.arange(L + 1), np.arange(1, L + 2))  # row b holds a = 0..b
-        a_of_start = np.concatenate([[0], np.cumsum(np.arange(1, L + 2))])
-        chunk = _CHUNK_PAIRS if kern.name not in ("linear", "relu") else 65_536
-        for lo in range(0, pairs, chunk):
-            bb = b_of[lo:lo + chunk]
-            aa = np.arange(lo, min(lo + chunk, pairs)) - a_of_start[bb]
-            kap = _fourth_cumulant(kern, K, m2, aa, bb)
-            if not _symmetric_only(kern):
-                kap = (kap + _fourth_cumulant(kern, K, m2, bb, aa)) / 2
-            on = aa == bb
-            kap_diag[bb[on] + 1] = kap[on]
-            R += np.bincount(bb[~on] + 1, weights=u[aa[~on] + 1] * kap[~on], minlength=L + 2)
-        dQ = 2 * u * R + u**2 * kap_diag
-        Q = np.cumsum(dQ)  # Q_0 = 0
-        var_K = P[: L + 1] ** 2 * Q[: L + 1] / N
-        P_prev = np.concatenate([[1.0], P[:-1]])
-        Q_prev = np.concatenate([[0.0], Q[:-1]])
-        var_C = (w**2 * kap_diag + 2 * c * w * P_prev * R + c**2 * P_prev**2 * Q_prev) / N
+        kap_diag[1:] = cumulants(np.arange(L + 1), np.arange(L + 1))
+        var_C, var_K = np.zeros(L + 2), np.zeros(L + 2)
+
+        def record(l, P, Q, vC, vK):
+            var_C[l + 1], var_K[l + 1] = vC[0], vK[0]
+
+        try:
+            frec.kernel_fluctuations(np.ones(1), np.zeros(1), np.zeros(1), np.zeros(1), w[1:], c[1:],
+                                     kap_diag[1:], cumulant_row_sum=cumulant_row_sum, record=record)
+        except OverflowError:  # a per-layer factor (w^2 kappa, ...) beyond float64: reported as not finite below
+            var_C[:], var_K[:] = np.inf, np.inf
+        var_C /= N
+        var_K = var_K[: L + 1] / N
     out = {"var_C": var_C, "var_K": var_K, "var_K_diagonal_sum": np.cumsum(var_C[: L + 1]), "K": K}
     for name in ("var_C", "var_K"):
         V.finite_result("rho, sigma_w2, sigma_b2, input_kernel, depth, activation", out[name], name)
