@@ -57,11 +57,150 @@ class KernelPrinter(SciPyPrinter):
     1 - rho^2 or K_aa K_bb - K_ab^2 is exactly 0 on the closed boundary and round-off makes it -1e-17.
     Inverse sines and cosines always clip their argument into [-1, 1].  log(gamma(x)) is printed as gammaln
     (no overflow of gamma), 1 - exp(u) and exp(u) - 1 as expm1 and log(1 + x) as log1p (no cancellation).
+
+    :meth:`explicit_forms` makes those last three rewrites explicit in the expression (expm1, log1p, loggamma
+    nodes), so that common-subexpression elimination (:func:`function_spec`) cannot split them: ``sympy.cse``
+    would otherwise pull exp(u) out of exp(u) - 1 and print the cancelling difference.
     """
 
     def __init__(self, correlation_symbols=()) -> None:
         super().__init__({"fully_qualified_modules": True, "inline": True, "allow_unknown_functions": False})
         self._correlation = frozenset(correlation_symbols)
+
+    @staticmethod
+    def explicit_forms(expr: sp.Basic) -> sp.Basic:
+        """``expr`` with the printer's cancellation-free forms as explicit nodes (mathematically identical):
+        exp(u) - 1 -> expm1(u), 1 - exp(u) -> -expm1(u), log(1 + x) -> log1p(x), log(gamma(a)) -> loggamma(a)
+        (the same patterns ``_print_Add`` and ``_print_log`` recognise), sqrt(a^2 + b^2) -> hypot(a, b) (no
+        underflow of the squares: alpha/sqrt(alpha^2 + lam^2) at alpha = 1e-200 is 1, not 1e-200/0), and in a sum
+        of three or more terms c - c x (x an input, c a number) is grouped and computed first: 1 - rho is exact
+        for rho near 1 (Sterbenz), while the flat a - rho + 1 evaluated left to right cancels.  Two more:
+        sqrt(b^2 + c) - b -> c/(sqrt(b^2 + c) + b) where b >= 0 (c factored: 1 - gamma^2 as (1 - gamma)(1 + gamma)),
+        the root of a quadratic without cancellation for either sign of b; and log(1 + B^e) with an exponent that
+        may be positive -> logaddexp(0, e log B), which neither overflows B^e nor loses log1p's accuracy."""
+        from sympy.codegen.cfunctions import expm1, hypot, log1p
+        from sympy.codegen.numpy_nodes import logaddexp
+
+        def root(t):  # r with r^2 = t for a term that is a square of a real expression, else None
+            if t.is_Pow and t.exp.is_Integer and t.exp.is_even and t.base.is_extended_real is not False:
+                return t.base ** (t.exp / 2)
+            if t.is_Number and t.is_positive:
+                return sp.sqrt(t)
+            if t.is_Mul:
+                roots = [root(f) for f in t.args]
+                return None if None in roots else sp.Mul(*roots)
+            return None
+
+        def grouped(e):  # an Add of >= 3 terms with c and -c x: (c - c x) unevaluated, so it is printed first
+            if not (e.is_Add and len(e.args) >= 3):
+                return None
+            for c in (a for a in e.args if a.is_Number and a != 0):
+                for t in e.args:
+                    if (t / -c).is_Symbol:
+                        rest = [rewrite(a) for a in e.args if a is not c and a is not t]
+                        return sp.Add(*rest, sp.UnevaluatedExpr(sp.Add(c, t)))
+            return None
+
+        def root_minus(e):  # sqrt(b^2 + c) - b as a branch that never subtracts nearly equal numbers
+            if not (e.is_Add and len(e.args) == 2):
+                return None
+            for r, t in (e.args, e.args[::-1]):
+                if r.is_Pow and r.exp == sp.S.Half and r.base.is_Add and t.free_symbols:
+                    full, c = sp.expand(r.base), sp.expand(r.base - t**2)
+                    if len(sp.Add.make_args(c)) < len(sp.Add.make_args(full)):
+                        b, c = rewrite(-t), rewrite(sp.factor(c))
+                        root_ = sp.sqrt(b**2 + c)
+                        return sp.Piecewise((c / (root_ + b), b >= 0), (root_ - b, True))
+            return None
+
+        def rewrite(e):
+            if not e.args:
+                return e
+            if (g := grouped(e)) is not None:
+                return g
+            if (g := root_minus(e)) is not None:
+                return g
+            if isinstance(e, sp.log) and e.args[0].is_Add and len(e.args[0].args) == 2 and sp.S.One in e.args[0].args:
+                (x,) = [a for a in e.args[0].args if a != 1]
+                if x.is_Pow and x.exp.free_symbols and not x.exp.is_nonpositive and x.base.is_positive:
+                    return logaddexp(0, rewrite(x.exp * sp.log(x.base)))
+            if e.is_Pow and e.exp.is_Rational and e.exp.q == 2 and e.base.is_Add and len(e.base.args) == 2:
+                a, b = (root(t) for t in e.base.args)
+                if a is not None and b is not None and a.free_symbols and b.free_symbols:
+                    return hypot(rewrite(a), rewrite(b)) ** (2 * e.exp)
+            if isinstance(e, sp.log):
+                arg = e.args[0]
+                if isinstance(arg, sp.gamma):
+                    return sp.loggamma(rewrite(arg.args[0]))
+                if arg.is_Add and sp.S.One in arg.args and not KernelPrinter._exp_minus_one(arg):
+                    return log1p(rewrite(arg - 1))
+            form = KernelPrinter._exp_minus_one(e)
+            if form:
+                sign, u = form
+                return sign * expm1(rewrite(u))
+            return e.func(*[rewrite(a) for a in e.args])
+
+        return rewrite(expr)
+
+    @staticmethod
+    def _exp_minus_one(e):
+        """(1, u) for exp(u) - 1 and (-1, u) for 1 - exp(u) (printed as +-expm1(u)); None otherwise."""
+        if e.is_Add and len(e.args) == 2 and (sp.S.One in e.args or sp.S.NegativeOne in e.args):
+            const = sp.S.One if sp.S.One in e.args else sp.S.NegativeOne
+            (other,) = [a for a in e.args if a != const]
+            if const == 1 and isinstance(-other, sp.exp):
+                return -1, (-other).args[0]
+            if const == -1 and isinstance(other, sp.exp):
+                return 1, other.args[0]
+        return None
+
+    @staticmethod
+    def numerics_notes(expr: sp.Basic, correlation_symbols=()) -> list[str]:
+        """Sentences for a kernel's docstring naming the cancellation-free, log-space and clipped forms that the
+        printed code of ``expr`` (after :meth:`explicit_forms`) uses."""
+        from sympy.codegen.cfunctions import expm1, hypot, log1p
+        from sympy.codegen.numpy_nodes import logaddexp
+
+        def forms(cls):
+            return sorted({", ".join(map(sp.sstr, a.args)) for a in expr.atoms(cls)}, key=lambda t: (len(t), t))
+
+        notes = []
+        pieces = [f"exp(u) - 1 as expm1(u) for u = {u}" for u in forms(expm1)]
+        pieces += [f"log(1 + x) as log1p(x) for x = {x}" for x in forms(log1p)]
+        if pieces:
+            notes.append("Cancellation-free forms (no digits lost to a difference near 0): " + "; ".join(pieces)
+                         + ".")
+        grouped = sorted({sp.sstr(g.args[0]) for g in expr.atoms(sp.UnevaluatedExpr)})
+        if grouped:
+            notes.append("Computed first, before the other terms of their sums (exact when the input is near the "
+                         "constant, no cancellation against the rest): " + ", ".join(f"({g})" for g in grouped) + ".")
+        softplus = sorted({sp.sstr(a.args[1]) for a in expr.atoms(logaddexp)})
+        if softplus:
+            notes.append("log(1 + e^u) as logaddexp(0, u) for u = " + ", ".join(softplus)
+                         + ": finite for any u, where the power e^u overflows.")
+        roots = [p for p in expr.atoms(sp.Piecewise) if len(p.args) == 2 and p.args[1].expr.is_Add
+                 and any(a.is_Pow and a.exp == sp.S.Half for a in p.args[1].expr.args)]
+        if roots:
+            notes.append("Root of a quadratic, sqrt(b^2 + c) - b, as c/(sqrt(b^2 + c) + b) where b >= 0 (no "
+                         "cancellation for either sign of b): b = " + ", ".join(
+                             sorted(sp.sstr(p.args[0].cond.lhs) for p in roots)) + ".")
+        pairs = forms(hypot)
+        if pairs:
+            notes.append("sqrt(a^2 + b^2) as hypot(a, b) for (a, b) = " + "; ".join(f"({ab})" for ab in pairs)
+                         + ": the squares cannot underflow or overflow.")
+        gammas = forms(sp.loggamma)
+        if gammas:
+            notes.append("Log space: ln Gamma(a) as gammaln(a) for a = " + ", ".join(gammas) + " (Gamma(a) "
+                         "overflows float64 beyond a = 171.6); the logarithm is summed and exponentiated once.")
+        corr = set(correlation_symbols)
+        names = sorted(c.name for c in corr)
+        if corr and (expr.atoms(sp.asin, sp.acos) or any(
+                p.exp.is_Rational and not p.exp.is_Integer and p.base.free_symbols & corr for p in expr.atoms(sp.Pow))):
+            notes.append(f"Correlation input{'s' if len(names) > 1 else ''} {', '.join(names)}: arcsin/arccos "
+                         "arguments are clipped into [-1, 1] and square roots that vanish at correlation +-1 "
+                         "(sqrt(1-rho^2), sqrt(K_aa*K_bb-K_ab^2)) are taken of max(., 0), so the boundary and its "
+                         "last-ulp round-off give finite values.")
+        return notes
 
     def _print_asin(self, expr):
         # |argument| <= 1 holds mathematically (Cauchy-Schwarz); clip the last-ulp round-off
@@ -92,18 +231,15 @@ class KernelPrinter(SciPyPrinter):
         arg = expr.args[0]
         if isinstance(arg, sp.gamma):
             return f"scipy.special.gammaln({self._print(arg.args[0])})"
-        if arg.is_Add and sp.S.One in arg.args:                    # log(1 + x) = log1p(x), exact for small x
-            return f"numpy.log1p({self._print(arg - 1)})"
+        if arg.is_Add and sp.S.One in arg.args and not self._exp_minus_one(arg):  # log(1 + x) = log1p(x)
+            return f"numpy.log1p({self._print(arg - 1)})"           # (log(1 - exp(u)) = log(-expm1(u)) instead)
         return super()._print_log(expr)
 
     def _print_Add(self, expr, order=None):
-        if len(expr.args) == 2 and (sp.S.One in expr.args or sp.S.NegativeOne in expr.args):
-            const = sp.S.One if sp.S.One in expr.args else sp.S.NegativeOne
-            (other,) = [a for a in expr.args if a != const]
-            if const == 1 and isinstance(-other, sp.exp):          # 1 - exp(u) = -expm1(u)
-                return f"(-numpy.expm1({self._print((-other).args[0])}))"
-            if const == -1 and isinstance(other, sp.exp):          # exp(u) - 1 = expm1(u)
-                return f"numpy.expm1({self._print(other.args[0])})"
+        form = self._exp_minus_one(expr)
+        if form:                                                    # exp(u) - 1 = expm1(u), 1 - exp(u) = -expm1(u)
+            sign, u = form
+            return f"numpy.expm1({self._print(u)})" if sign == 1 else f"(-numpy.expm1({self._print(u)}))"
         return super()._print_Add(expr, order=order)
 
     def _print_Max(self, expr):  # elementwise, so the kernels broadcast
@@ -145,13 +281,41 @@ def domain_checks(result: Result) -> list[str]:
 
 
 def function_spec(result: Result) -> dict:
-    correlation = [i.symbol for i in result.inputs if i.parsed.correlation_type]
-    code = print_numpy(result.expr, correlation)
+    """The template's view of one result.  ``lines`` is the body of the bare kernel: one assignment per common
+    subexpression (``sympy.cse``, so a repeated subexpression is computed once) and the ``return`` line;
+    ``code`` is that body as one string.  Correlation-type inputs stay clipped through the temporaries: a
+    temporary defined from one counts as one for the printer."""
+    correlation = {i.symbol for i in result.inputs if i.parsed.correlation_type}
+    expr = KernelPrinter.explicit_forms(result.expr)
+    replacements, (reduced,) = sp.cse(expr, symbols=sp.numbered_symbols("_x", real=True))
+
+    def trivial(sub):  # constants, -x, 2*x, x/2, 1/x: cheaper (and clearer) inline than as a temporary
+        scaled = sub.is_Mul and len(sub.args) == 2 and sub.args[0].is_Number and sub.args[1].is_Symbol
+        return not sub.free_symbols or scaled or (sub.is_Pow and sub.exp == -1 and sub.base.is_Symbol)
+
+    kept, inline = [], {}
+    for sym, sub in replacements:
+        sub = sub.xreplace(inline)
+        if trivial(sub):
+            inline[sym] = sub
+        else:
+            kept.append((sym, sub))
+    rename = dict(zip((sym for sym, _ in kept), sp.numbered_symbols("_x", real=True)))  # _x0, _x1, ... again
+    replacements = [(rename[sym], sub.xreplace(rename)) for sym, sub in kept]
+    reduced = reduced.xreplace(inline).xreplace(rename)
+    lines = []
+    for sym, sub in replacements:
+        if sub.free_symbols & correlation:
+            correlation.add(sym)
+        lines.append(f"{sym.name} = {print_numpy(sub, correlation)}")
+    value = print_numpy(reduced, correlation)
     if not result.inputs:
-        code = f"numpy.float64({code})"
+        value = f"numpy.float64({value})"
     unused = [i.name for i in result.inputs if i.symbol not in result.expr.free_symbols]
     if unused:  # keep the broadcast shape of every argument
-        code = f"({code}) + 0 * ({' + '.join(unused)})"
+        value = f"({value}) + 0 * ({' + '.join(unused)})"
+    lines.append(f"return {value}")
+    numerics = KernelPrinter.numerics_notes(expr, [i.symbol for i in result.inputs if i.parsed.correlation_type])
     return {
         "name": result.name,
         "args": result.argnames,
@@ -164,7 +328,9 @@ def function_spec(result: Result) -> dict:
         "source": result.source.cite(),
         "kind": result.kind,
         "description": result.description,
-        "code": code,
+        "lines": lines,
+        "code": "\n".join(lines),
+        "numerics": numerics,
     }
 
 

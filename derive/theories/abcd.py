@@ -662,6 +662,23 @@ def residual_variance_factor() -> sp.Expr:
     return (1 + L**(-2 * alpha))**(L - 2)
 
 
+def log_residual_variance_factor() -> sp.Expr:
+    """ln of eq. 102, (L - 2) ln(1 + L^-2alpha): the factor exceeds float64 at depth for alpha < 1/2 (at L = 10^5
+    once alpha < 0.22), its logarithm does not.  (Printed with logaddexp(0, -2 alpha ln L): L^-2alpha itself
+    overflows for alpha << 0, e.g. alpha = -512 at L = 2, where 0 * inf would be NaN although the factor is 1.)"""
+    return (L - 2) * sp.log(1 + L**(-2 * alpha))
+
+
+def residual_variance_factor_stable() -> sp.Expr:
+    """The emitted eq. 102, exp((L - 2) ln(1 + L^-2alpha)): the power (1 + L^-2alpha)^(L-2) rounds 1 + L^-2alpha
+    first, an error of 1e-16 that the power multiplies by L (relative error 8e-8 at L = 10^9, alpha = 1/2, against
+    1e-17 here).  Checked equal to eq. 102."""
+    stable = sp.exp(log_residual_variance_factor())
+    if sp.simplify(sp.powsimp(stable - residual_variance_factor(), force=True)) != 0:
+        raise ArithmeticError("log-space eq. 102 differs from the unrolled recursion")
+    return stable
+
+
 def derive_abcd() -> Derivation:
     dv = Derivation("abcd", "abcd parameterisations of linear BP and PC networks (Innocenti et al. 2025)", PAPER)
     dom = dv.declare(PARAMETERS)
@@ -710,8 +727,12 @@ def derive_abcd() -> Derivation:
         r"e_{D}^{0}", note="corrected")
 
     # depth
-    add("residual_variance_factor", residual_variance_factor(), "102",
-        "residual-stream variance over the data kernel, (1 + L^-2alpha)^(L-2)", r"K_{L}")
+    add("residual_variance_factor", residual_variance_factor_stable(), "102",
+        "residual-stream variance over the data kernel, (1 + L^-2alpha)^(L-2) (exceeds float64 at depth for "
+        "alpha < 1/2: log_residual_variance_factor gives its logarithm)", r"K_{L}")
+    add("log_residual_variance_factor", log_residual_variance_factor(), "102",
+        "ln of the residual-stream variance factor, (L - 2) ln(1 + L^-2alpha), in log space: returns the logarithm "
+        "because the factor overflows float64 at depth", r"\ln K_{L}")
     d4 = solution("bp", "paper", (4,))
     d5 = solution("bp", "paper", (5,))
     (p4,), (p5,) = d4, d5
@@ -761,6 +782,7 @@ STATEMENTS = {
     "sharp_D_exponent_init": r"Without coherent sums at initialisation, the sharp $N$-exponent of the $D$-term is",
     "residual_variance_factor": r"Unrolling the covariance recursion of eq.~(101) over the hidden layers gives the "
                                 r"residual-stream variance relative to the data kernel.",
+    "log_residual_variance_factor": r"Its logarithm, finite in floating point at any depth, is",
     "alpha_min_D4": r"Desideratum 4 holds for every $\alpha$ at or above",
     "alpha_D5": r"Desideratum 5 (in the paper's reading) holds at",
     "bp_depth_feature_scale": r"The residual blocks' summed backpropagation feature update scales with depth as",

@@ -328,6 +328,15 @@ def linearised_kernel_stable() -> sp.Expr:
     return _check_equal(K0 * g + sigma_b2 / a * (g - 1), linearised_kernel(), "K^(L)")
 
 
+def log_linearised_kernel_stable() -> sp.Expr:
+    """ln K^(L) = u + ln(K0 + (sb/a)(1 - e^{-u})), u = L ln(1 + rho^2 a), a = sigma_w^2 phi'(0)^2 (printed with
+    log1p and expm1): K^(L) itself exceeds float64 once u > 709.78 (e.g. rho^2 a = 0.0072 at L = 10^5); its
+    logarithm is finite at any depth, and 1 - e^{-u} as -expm1(-u) does not cancel at small rho."""
+    a = sigma_w2 * dphi0_sq
+    u = depth * sp.log(1 + rho**2 * a)
+    return _check_equal(u + sp.log(K0 + sigma_b2 / a * (1 - sp.exp(-u))), sp.log(linearised_kernel()), "ln K^(L)")
+
+
 def rho_star_linearised_stable() -> sp.Expr:
     """The emitted rho* = sqrt((exp(ln(ratio)/L) - 1)/a) (printed with expm1, log1p): the printed
     ratio^(1/L) - 1 cancels at large L and V near K0."""
@@ -635,9 +644,15 @@ def derive_field_theory() -> Derivation:
         statement=r"The entries of the action's $\tilde{C}\tilde{C}$ block, divided by $N w_{k} w_{n}$, are the "
                   r"connected fourth moments of the activations.")
     add("linearised_kernel", linearised_kernel_stable(), [depth, rho, sigma_w2, sigma_b2, dphi0_sq, K0], "60",
-        "K^(L) of the linearised network", sp.Symbol(r"K^{(L)}"),
+        "K^(L) of the linearised network (exceeds float64 once L ln(1 + rho^2 sigma_w^2 phi'(0)^2) > 709.78: "
+        "log_linearised_kernel gives its logarithm)", sp.Symbol(r"K^{(L)}"),
         statement=r"Linearising the activation at the origin, the kernel recursion is solved in closed form at "
                   r"depth $L$.")
+    add("log_linearised_kernel", log_linearised_kernel_stable(), [depth, rho, sigma_w2, sigma_b2, dphi0_sq, K0],
+        "60", "ln K^(L) of the linearised network, in log space: returns the logarithm because K^(L) itself "
+        "overflows float64 at depth (finite at L = 10^5 and beyond)", sp.Symbol(r"\ln K^{(L)}"),
+        statement=r"Its logarithm, finite in floating point at any depth although the kernel grows "
+                  r"geometrically, is")
     grows = [Constraint(sp.Ge(target_variance, K0), "target_variance >= K0 (K^(L) only grows with depth)")]
     add("rho_star_linearised", rho_star_linearised_stable(),
         [depth, sigma_w2, sigma_b2, dphi0_sq, K0, target_variance], "61",

@@ -261,6 +261,22 @@ def s_minus_one_resnet_mean_stable() -> sp.Expr:
     return stable
 
 
+def log_s_minus_one_resnet() -> sp.Expr:
+    """ln(E[s] - 1) = ln q_out + 2 alpha ln L + u + ln(1 - e^{-u}), u = (L - 1) log(1 + q), q = L^{-2 alpha}
+    (printed with log1p and expm1): E[s] - 1 grows like (1 + q)^L and exceeds float64 at depth for alpha < 1/2
+    (at L = 10^5 once alpha < 0.22); its logarithm does not.  Checked equal to the log of the compact form."""
+    q = L ** (-2 * alpha)
+    u = (L - 1) * sp.log(1 + q)
+    stable = sp.expand_log(sp.log(output_gain()), force=True) + 2 * alpha * sp.log(L) + u + sp.log(1 - sp.exp(-u))
+    exact = sp.log(s_minus_one_resnet_mean())
+    for k in range(4):
+        pt = {L: 3 + 5 * k, alpha: sp.Rational(k + 1, 4), N: 7 + k, gamma0: sp.Rational(3, 2 + k),
+              d_exp: sp.Rational(k, 3)}
+        if abs(sp.N((stable - exact).subs(pt), 40)) > 1e-30:
+            raise ArithmeticError("log-space residual E[s] - 1 differs from the log of the compact form")
+    return stable
+
+
 @cache
 def s_minus_one_resnet_large_depth() -> sp.Expr:
     """lim_{L->oo} E[s - 1] / L at alpha = 1/2, times L."""
@@ -300,7 +316,9 @@ def pc_bp_cosine_expr() -> sp.Expr:
 
 def pc_bp_cosine_stable() -> sp.Expr:
     """The emitted form N/sqrt(N^2 + rho^2 sin^2 theta), N = (1 - rho) + 2 rho sin^2(theta/2) = 1 - rho cos theta:
-    no cancellation of 1 - cos theta near rho = 1, theta = 0 (checked equal to the derived cosine)."""
+    no cancellation of 1 - cos theta near rho = 1, theta = 0 (checked equal to the derived cosine).  SymPy flattens
+    N to 2 rho sin^2 - rho + 1; the kernel printer computes the 1 - rho of such a sum first
+    (``KernelPrinter.explicit_forms``), or (2 rho sin^2 - rho) + 1 would cancel to 0 at rho = 1, theta = 1e-10."""
     num = (1 - rho) + 2 * rho * sp.sin(theta / 2) ** 2
     stable = num / sp.sqrt(num**2 + rho**2 * sp.sin(theta) ** 2)
     derived = pc_bp_cosine_expr()
@@ -342,8 +360,12 @@ def derive_predictive_coding() -> Derivation:
         "E[s] - 1 at initialisation for linear MLPs under Desideratum 1 (exact)", r"\mathbb{E}[s] - 1",
         note="exact expectation")
     add("s_minus_one_resnet_init", s_minus_one_resnet_mean_stable(), [L, N, gamma0, d_exp, alpha], "104-107",
-        "E[s] - 1 at initialisation for linear residual networks (exact)", r"\mathbb{E}[s] - 1",
+        "E[s] - 1 at initialisation for linear residual networks (exact; exceeds float64 at depth for alpha < 1/2: "
+        "log_s_minus_one_resnet_init gives its logarithm)", r"\mathbb{E}[s] - 1",
         note="exact expectation")
+    add("log_s_minus_one_resnet_init", log_s_minus_one_resnet(), [L, N, gamma0, d_exp, alpha], "104-107",
+        "ln(E[s] - 1) at initialisation for linear residual networks, in log space: returns the logarithm because "
+        "E[s] - 1 overflows float64 at depth for alpha < 1/2", r"\ln(\mathbb{E}[s] - 1)", note="exact expectation")
     add("s_minus_one_resnet_large_depth", s_minus_one_resnet_large_depth(), [L, N, gamma0, d_exp], "19, 107",
         "(e - 1) L/(gamma_0^2 N^{2d}): large-depth limit of E[s] - 1 at alpha = 1/2 (d = 1/2: mean-field)",
         r"\mathbb{E}[s] - 1",
@@ -353,7 +375,8 @@ def derive_predictive_coding() -> Derivation:
         pc_bp_cosine_stable(),
         [rho, theta],
         "26",
-        "cosine similarity of the PC (grad F*) and BP (grad L) weight gradients",
+        "cosine similarity of the PC (grad F*) and BP (grad L) weight gradients (cancellation-free: "
+        "1 - rho cos theta as (1 - rho) + 2 rho sin^2(theta/2), exact near rho = 1, theta = 0)",
         r"\cos(\nabla \mathcal{F}^{*}, \nabla \mathcal{L})",
         note="law of cosines on eq. 26",
         constraints=[
@@ -385,6 +408,7 @@ STATEMENTS = {
     "exceeds one by",
     "s_minus_one_resnet_init": r"For a linear residual network with branches scaled by $L^{-\alpha}$, the expected "
     r"rescaling at initialisation exceeds one by",
+    "log_s_minus_one_resnet_init": r"Its logarithm, finite in floating point at any depth, is",
     "s_minus_one_resnet_large_depth": r"At $\alpha = 1/2$ and large depth, $\mathbb{E}[s] - 1$ grows linearly in $L$ "
     r"with the constant $e - 1$.",
     "pc_bp_cosine": r"By the law of cosines on eq.~(26), the cosine similarity of the predictive-coding and "

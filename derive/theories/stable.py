@@ -116,6 +116,23 @@ def diagonal_solution_stable() -> sp.Expr:
     return stable
 
 
+def log_diagonal_stable() -> sp.Expr:
+    """ln Q_L = u + ln(q0 + (2 sb/sw)(1 - e^{-u})), u = L ln(1 + sw/2) (printed with log1p and expm1).
+
+    Q_L itself exceeds float64 once u > 709.78 (sw = 2 at L = 1024; every sw > 0.0143 at L = 10^5), so the value
+    cannot be returned there; its logarithm is finite at any depth, and (1 - e^{-u}) as -expm1(-u) does not
+    cancel at small u.  Checked equal to ln of the solution of the recursion at rational points (40 digits)."""
+    u = L * sp.log(1 + sigma_w2 / 2)
+    stable = u + sp.log(q0 + 2 * sigma_b2 / sigma_w2 * (1 - sp.exp(-u)))
+    exact = sp.log(diagonal_solution())
+    for k in range(4):
+        pt = {q0: sp.Rational(3 + k, 5), sigma_w2: sp.Rational(2 * k + 1, 3), sigma_b2: sp.Rational(k, 7),
+              L: 1 + 3 * k}
+        if abs(sp.N((stable - exact).subs(pt), 40)) > 1e-30:
+            raise ArithmeticError("log-space Q_L differs from the log of the solution of the recursion")
+    return stable
+
+
 def lemma1_bound(q_init: sp.Expr = q0) -> sp.Expr:
     """Lemma 1 as printed, with Q_0 = sigma_b^2 + sigma_w^2 |x|^2/d = q0: (1 + sw/2)^L (sb (1 + 2/sw) + q0 - sb)."""
     return (1 + sigma_w2 / 2) ** L * (sigma_b2 * (1 + 2 / sigma_w2) + (q_init - sigma_b2))
@@ -200,7 +217,11 @@ def derive_stable_resnet() -> Derivation:
     add("correlation_update_no_bias", correlation_update_no_bias(), [C, lam2, sigma_w2], "3, 5",
         "C_l from C_{l-1} when sigma_b = 0 (depth-free, no overflow)", r"C_{\ell}", "recursion")
     add("unscaled_diagonal", diagonal_solution_stable(), [q0, sigma_w2, sigma_b2, L], "Lemma 1",
-        "exact Q_L(x, x) of the unscaled ResNet", r"Q_{L}(x, x)")
+        "exact Q_L(x, x) of the unscaled ResNet (exceeds float64 once L ln(1 + sigma_w^2/2) > 709.78: "
+        "log_unscaled_diagonal gives its logarithm)", r"Q_{L}(x, x)")
+    add("log_unscaled_diagonal", log_diagonal_stable(), [q0, sigma_w2, sigma_b2, L], "Lemma 1",
+        "ln Q_L(x, x) of the unscaled ResNet, in log space: returns the logarithm because Q_L itself overflows "
+        "float64 at depth (finite at L = 10^5 and beyond)", r"\ln Q_{L}(x, x)")
     add(
         "lemma1_gap",
         lemma1_gap(),
@@ -240,6 +261,8 @@ STATEMENTS = {
                   r"previous tangent kernel.",
     "correlation_update_no_bias": r"Without biases the correlation obeys a depth-free recursion.",
     "unscaled_diagonal": r"Solving the unscaled diagonal recursion exactly gives, at depth $L$,",
+    "log_unscaled_diagonal": r"Its logarithm, which stays finite in floating point at any depth although the "
+                             r"kernel itself grows geometrically, is",
     "lemma1_gap": r"The exact kernel lies below Lemma~1's bound by $2 \sigma_{b}^{2} / \sigma_{w}^{2}$, so the "
                   r"printed bound fails whenever $\sigma_{b} > 0$.",
     "lemma4_constant": r"Without bias scaling and biases, $1 - C_{L}$ decays as $L^{-2}$ with the constant below.",
