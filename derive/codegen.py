@@ -293,7 +293,8 @@ def function_spec(result: Result) -> dict:
         scaled = sub.is_Mul and len(sub.args) == 2 and sub.args[0].is_Number and sub.args[1].is_Symbol
         return not sub.free_symbols or scaled or (sub.is_Pow and sub.exp == -1 and sub.base.is_Symbol)
 
-    kept, inline = [], {}
+    kept: list = []
+    inline: dict = {}
     for sym, sub in replacements:
         sub = sub.xreplace(inline)
         if trivial(sub):

@@ -243,11 +243,11 @@ class _Lowering:
                 self.callbacks_used.append(name)
             return self.new(f"@{name}", [self.operand(a) for a in e.args])
         if isinstance(e, (sp.Min, sp.Max)):  # elementwise minimum / maximum (a clip into [lo, hi])
-            func = "numpy.minimum" if isinstance(e, sp.Min) else "numpy.maximum"
+            ufunc = "numpy.minimum" if isinstance(e, sp.Min) else "numpy.maximum"
             args = sorted((self.operand(a) for a in e.args), key=lambda a: not isinstance(a, int))
-            acc = self.new(func, args[:2])
+            acc = self.new(ufunc, args[:2])
             for a in args[2:]:
-                acc = self.new(func, [acc, a])
+                acc = self.new(ufunc, [acc, a])
             return acc
         func = type(e)
         if func in (sp.asin, sp.acos):
@@ -259,11 +259,12 @@ class _Lowering:
         if e.is_Symbol and self.is_elem(e):  # both row and column: an outer product
             raise ValueError(f"{self.rec.name}: cannot lower {e}")
         # a product/sum of row and column values only: one broadcast pass
-        raise ValueError(f"{self.rec.name}: cannot lower {e} ({func.__name__})")
+        raise ValueError(f"{self.rec.name}: cannot lower {e} ({type(e).__name__})")
 
     def _add(self, e: sp.Add) -> int:
         elem, row, col, scalar = self._split(e.args)
-        pos, neg = [], []
+        pos: list[sp.Expr] = []
+        neg: list[sp.Expr] = []
         for a in elem:
             c, rest = a.as_coeff_Mul()
             (neg if c.is_Number and c < 0 else pos).append(-a if c.is_Number and c < 0 else a)

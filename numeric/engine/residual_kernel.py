@@ -27,6 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import numpy as np
 import sympy as sp
@@ -204,7 +205,7 @@ class Propagated:
     layers: list | None = None
 
 
-def propagate(K0: np.ndarray, second0: np.ndarray | None, sequences: tuple[np.ndarray, np.ndarray, np.ndarray],
+def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndarray, np.ndarray],
               mode: str, rec: ActivationRecursions, record_layers: bool = False, strip: int = STRIP,
               block: int | None = None) -> Propagated:
     """Run the generated recursions of ``rec`` from K^(0) (and Theta^(0) or chi^(0)) through the layers given
@@ -223,9 +224,9 @@ def propagate(K0: np.ndarray, second0: np.ndarray | None, sequences: tuple[np.nd
             block = min(block, HOMOGENEOUS_BLOCK)
     bands = strips(P, strip)
     K_strips = [np.array(K0[lo:hi, lo:], dtype=float) for lo, hi in bands]
-    S_strips = [np.array(second0[lo:hi, lo:], dtype=float) for lo, hi in bands] if two else None
+    S_strips: Any = [np.array(second0[lo:hi, lo:], dtype=float) for lo, hi in bands] if two else None
     d = np.diagonal(K0).astype(float).copy()
-    sd = np.diagonal(second0).astype(float).copy() if two else None
+    sd: Any = np.diagonal(second0).astype(float).copy() if two else None
     log_K = log_S = 0.0
     layers = [(K0.copy(), None if second0 is None else second0.copy())] if record_layers else None
     n_workers = min(workers(), len(bands)) if P * (P - 1) // 2 >= THREAD_MIN else 1

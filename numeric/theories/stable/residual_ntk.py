@@ -131,6 +131,7 @@ def nngp_ntk(input_kernel, depth: int, rho, sigma_w2, sigma_b2, activation: str 
             valid = check.result()
         out = {"K": _scaled(run.K, run.log_scale_K)}
         if ntk:
+            assert run.second is not None  # mode "ntk" carries Theta
             out["Theta"] = _scaled(run.second, run.log_scale_second)
     if not valid:
         V.kernel_matrix("input_kernel", K0)  # raises: not symmetric or not positive semi-definite

@@ -279,6 +279,7 @@ def kernels(input_kernel, depth: int, scaling="uniform", sigma_w2: float = 2.0, 
             out_ = RK.propagate(Kn, Tn, (g[start:stop], w[start:stop], s[start:stop] * np.exp(-log_scale)), "ntk",
                                 rec, record_layers=keep_layers, block=block)
             if keep_layers:
+                assert out_.layers is not None  # recorded with record_layers=True
                 for Kl, Tl in out_.layers[1:]:
                     record(Kl, Tl, log_scale)
             r = float(np.max(np.diagonal(out_.K)))
@@ -300,7 +301,7 @@ def kernels(input_kernel, depth: int, scaling="uniform", sigma_w2: float = 2.0, 
         out["ntk_correlation_layers"] = np.array([r[3] for r in layers])
     for key, value in out.items():
         V.finite_result(_RANGE_NAMES, value, key)
-    return StableKernels(depth=lam2.size, **out)
+    return StableKernels(depth=lam2.size, **out)  # type: ignore[arg-type]
 
 
 def two_input_kernels(depths, scaling="uniform", angle: float = 1.0, sigma_w2: float = 2.0, sigma_b2: float = 0.0,
