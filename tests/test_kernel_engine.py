@@ -216,3 +216,26 @@ def test_generated_recursions_are_hardened():
         if ln.startswith("numpy.sqrt("):
             arg = ln.split("(")[1].split(",")[0]
             assert lines[i - 1].startswith("numpy.maximum(") and lines[i - 1].endswith(f"out={arg})"), ln
+
+
+@pytest.mark.slow  # about 90 s each (2-D mpmath quadrature)
+@pytest.mark.parametrize("normalise", [True, False])
+def test_tanh_tabulated_against_mpmath(normalise):
+    """tanh has no closed form: the tabulated recursion (rho interpolant for equal norms, the general path
+    otherwise) against 2-D mpmath quadrature of one layer (the increment w <phi phi> must match to 1e-10)."""
+    X = np.array([[1.0, 0.3], [0.2, -1.1], [0.5, 0.5]])
+    if normalise:
+        X = X / np.linalg.norm(X, axis=1, keepdims=True)
+    K0 = 1.3 * X @ X.T / 2 + 0.1
+    K = resprop.kernel(X, "tanh", 1, 1.3, 0.1, branch_scale=0.7)
+    mp.mp.dps = 20
+
+    def mean(a, b):
+        kaa, kbb, kab = K0[a, a], K0[b, b], K0[a, b]
+        s = mp.sqrt(max(kbb - kab**2 / kaa, 0.0))
+        f = lambda z1, z2: (mp.tanh(mp.sqrt(kaa) * z1) * mp.tanh(kab / mp.sqrt(kaa) * z1 + s * z2)  # noqa: E731
+                            * mp.npdf(z1) * mp.npdf(z2))
+        return float(mp.quad(f, [-10, -3, 0, 3, 10], [-10, -3, 0, 3, 10]))
+
+    increment = np.array([[0.49 * 1.3 * mean(a, b) for b in range(3)] for a in range(3)])
+    np.testing.assert_allclose(K - K0 - 0.49 * 0.1, increment, rtol=1e-10, atol=1e-12)
