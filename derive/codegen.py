@@ -366,7 +366,7 @@ def render_recursion_module(d: Derivation, derivation_path: str, recursions=None
     from resprop.derive.recursion import recursion_spec, recursions_of
 
     specs = [recursion_spec(r, KernelPrinter()) for r in (recursions_of(d) if recursions is None else recursions)]
-    codes = [line for s in specs for line in (*s["prelude"], *s["body"])]
+    codes = [line for s in specs for line in (*(p["expr"] for p in s["prelude"]), *s["body"])]
     return render("recursion_module.py.j2", recursions=specs, scipy_imports=scipy_imports(*codes),
                   derivation_path=derivation_path, title=d.title, paper=d.paper)
 

@@ -19,7 +19,9 @@ row with a zero-stride layer axis, ``numpy.broadcast_to(x, (L,) + x.shape)``.  `
 
 :func:`lower` turns a recursion into the body of a Python loop: ``sympy.cse`` finds the common
 subexpressions; subexpressions that do not involve the state (row, column, per-layer and constant factors) are
-hoisted out of the elementwise work and computed on vectors once per layer; the elementwise rest becomes a
+hoisted out of the elementwise work and computed on arrays for a chunk of ``LAYER_CHUNK`` layers at once (one
+call per chunk instead of one per layer and strip: the Python overhead of small calls is what limits cache-sized
+strips); the elementwise rest becomes a
 sequence of NumPy ufunc calls with ``out=`` into a fixed pool of preallocated buffers, reusing a buffer as
 soon as its value is dead (liveness over the straight-line body).  At the end of each layer the buffer names are
 permuted so that the state names refer to the new values: no array is allocated inside the loop.
@@ -30,6 +32,7 @@ miss by an ulp), and :class:`UnitClip` clips a correlation explicitly where the 
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -100,13 +103,16 @@ class _Op:
 class Lowered:
     """The loop body of a recursion: per-layer value lines, ufunc lines, the buffer permutation."""
 
-    prelude: list[str]  # per-layer scalar / vector lines (before the elementwise work)
+    prelude: list[tuple[str, str, bool]]  # hoisted values: (name, expression over all layers, has a row/column)
     body: list[str]  # elementwise ufunc calls
     rotate: str  # the buffer permutation ending a layer
     buffers: list[str]  # names of the extra buffers to preallocate
     passes: int  # number of full-size array passes per layer (the cost)
     callbacks_used: list[str] = field(default_factory=list)
 
+
+#: layers whose hoisted (non-elementwise) values are computed together
+LAYER_CHUNK = 64
 
 _UFUNC = {sp.asin: "numpy.arcsin", sp.acos: "numpy.arccos", sp.atan: "numpy.arctan", sp.exp: "numpy.exp",
           sp.log: "numpy.log", sp.sin: "numpy.sin", sp.cos: "numpy.cos", sp.tan: "numpy.tan",
@@ -122,7 +128,7 @@ class _Lowering:
         self.rows, self.cols = set(rec.rows), set(rec.cols)
         self.callbacks = set(rec.callbacks)
         self.ops: list[_Op] = []
-        self.prelude: list[str] = []
+        self.prelude: list[tuple[str, str, bool]] = []
         self.values: dict[sp.Expr, str] = {}  # non-elementwise subexpression -> per-layer name
         self.temps: dict[sp.Expr, int] = {}  # elementwise subexpression -> temp id
         self.n_temps = 0
@@ -130,6 +136,9 @@ class _Lowering:
         self.cse_values: dict[sp.Symbol, object] = {}  # cse symbol -> temp id or value name
         self.callbacks_used: list[str] = []
         self.clipped: set[int] = set()  # temps already clipped into [-1, 1]
+        self.twin: dict[int, int] = {}  # temp -> its clipped copy
+        self.unit_args: set[sp.Expr] = set()  # arguments of an arcsine / arccosine (set by `lower`)
+        self.nonneg: set[int] = set()  # temps >= 0 by construction (1 - t^2 of a clipped t): no clamp
         self.sequence_names = {f"{s.name}_l" for s in rec.sequences}
 
     # -- classification
@@ -167,11 +176,13 @@ class _Lowering:
             if isinstance(v, tuple):
                 return v[0]
             return f"{e.name}_l"
-        subs = {s: sp.Symbol(v[0]) for s, v in self.cse_values.items() if isinstance(v, tuple) and s in e.free_symbols}
-        subs.update({s: sp.Symbol(f"{s.name}_l") for s in e.free_symbols
-                     if s not in self.cse_values and not s.name.endswith("_l")})
+        # computed for a chunk of layers at once (rows (c, h, 1), columns (c, 1, n) and sequences (c, 1, 1)
+        # broadcast), so the per-layer loop only indexes the result (a Python float for a scalar value)
+        subs = {s: sp.Symbol(f"{v[0]}_c") for s, v in self.cse_values.items()
+                if isinstance(v, tuple) and s in e.free_symbols}
+        subs.update({s: sp.Symbol(f"{s.name}_c") for s in e.free_symbols if s not in self.cse_values})
         name = f"v{len(self.values)}"
-        self.prelude.append(f"{name} = {self.printer.doprint(e.xreplace(subs))}")
+        self.prelude.append((name, self.printer.doprint(e.xreplace(subs)), bool(self._side(e.free_symbols))))
         self.values[e] = name
         return name
 
@@ -252,14 +263,22 @@ class _Lowering:
         func = type(e)
         if func in (sp.asin, sp.acos):
             arg = self.operand(e.args[0])
-            clipped = arg if arg in self.clipped else self.new("numpy.clip", [arg, "-1.0", "1.0"])
-            return self.new(_UFUNC[func], [clipped])
+            return self.new(_UFUNC[func], [self._clipped(arg)])
         if func in _UFUNC:
             return self.new(_UFUNC[func], [self.operand(e.args[0])])
         if e.is_Symbol and self.is_elem(e):  # both row and column: an outer product
             raise ValueError(f"{self.rec.name}: cannot lower {e}")
         # a product/sum of row and column values only: one broadcast pass
         raise ValueError(f"{self.rec.name}: cannot lower {e} ({type(e).__name__})")
+
+    def _clipped(self, arg):
+        """The copy of ``arg`` clipped into [-1, 1] (made once)."""
+        if arg in self.clipped:
+            return arg
+        if arg not in self.twin:
+            self.twin[arg] = self.new("numpy.clip", [arg, "-1.0", "1.0"])
+            self.clipped.add(self.twin[arg])
+        return self.twin[arg]
 
     def _add(self, e: sp.Add) -> int:
         elem, row, col, scalar = self._split(e.args)
@@ -272,7 +291,11 @@ class _Lowering:
         if not pos and not neg:  # a row value plus a column value: one broadcast pass
             acc = self.new("numpy.add", [extra.pop(0), extra.pop(0)])
         elif not pos:  # start from a value: v - x
-            acc = self.new("numpy.subtract", [extra.pop(0) if extra else "0.0", self.operand(neg.pop(0))])
+            start = extra.pop(0) if extra else "0.0"
+            x = self.operand(neg.pop(0))
+            acc = self.new("numpy.subtract", [start, x])
+            if start == "1.0" and x in self.nonneg and not neg and not extra:  # 1 - t^2 with t in [-1, 1]
+                self.nonneg.add(acc)
         else:
             acc = self.operand(pos.pop(0))
             if not isinstance(acc, int):
@@ -315,11 +338,16 @@ class _Lowering:
         base, ex = e.args
         b = self.operand(base)
         if ex == 2:
+            if base in self.unit_args:  # the argument of an arcsine: square its clipped copy, so 1 - t^2 >= 0
+                b = self._clipped(b)
+                t = self.new("numpy.multiply", [b, b])
+                self.nonneg.add(t)
+                return t
             return self.new("numpy.multiply", [b, b])
         if ex == -1:
             return self.new("numpy.divide", ["1.0", b])
         if ex in (sp.S.Half, -sp.S.Half, sp.Rational(3, 2)):
-            root = self.new("numpy.sqrt", [self.new("numpy.maximum", [b, "0.0"])])
+            root = self.new("numpy.sqrt", [b if b in self.nonneg else self.new("numpy.maximum", [b, "0.0"])])
             if ex == sp.S.Half:
                 return root
             if ex == -sp.S.Half:
@@ -343,6 +371,8 @@ def lower(rec: Recursion, printer) -> Lowered:
             low.cse_values[sym] = (low.value(sub), low._side(sub.free_symbols))
     names = sp.numbered_symbols("x")
     replacements, reduced = sp.cse([u for _, u in rec.state], symbols=names, order="none")
+    for e in (*(u for _, u in rec.definitions), *(u for _, u in replacements), *reduced):
+        low.unit_args |= {f.args[0] for f in e.atoms(sp.asin, sp.acos)}
     for sym, sub in replacements:
         if low.is_elem(sub):
             low.cse_values[sym] = low.elem(sub)
@@ -412,14 +442,20 @@ def _allocate(rec: Recursion, low: _Lowering, finals: list[int]) -> Lowered:
 def recursion_spec(rec: Recursion, printer) -> dict:
     """Everything the recursion template needs for one recursion."""
     lowered = lower(rec, printer)
+    per_layer = [s.name for s in (*rec.rows, *rec.cols, *rec.sequences)]
+    body, hoisted = "\n".join(lowered.body), "\n".join(x for _, x, _ in lowered.prelude)
     return {"name": rec.name, "description": rec.description, "source": rec.source.cite(),
             "states": rec.state_names, "rows": [s.name for s in rec.rows], "cols": [s.name for s in rec.cols],
             "sequences": [s.name for s in rec.sequences], "callbacks": lowered.callbacks_used,
-            "per_layer": [s.name for s in (*rec.rows, *rec.cols, *rec.sequences)],
+            "per_layer": per_layer,
+            "used_per_layer": [n for n in per_layer if re.search(rf"\b{n}_l\b", body)],
+            "used_chunk": [n for n in per_layer if re.search(rf"\b{n}_c\b", hoisted)],
             "domain": rec.domain, "notes": list(rec.notes),
             "updates": [(s.name, "=", str(u)) for s, u in rec.definitions]
             + [(s.name, "<-", str(u)) for s, u in rec.state],
-            "prelude": lowered.prelude, "body": lowered.body, "rotate": lowered.rotate,
+            "prelude": [{"name": n, "expr": x, "sided": sided, "in_body": bool(re.search(rf"\b{n}\b", body))}
+                        for n, x, sided in lowered.prelude],
+            "chunk": LAYER_CHUNK, "body": lowered.body, "rotate": lowered.rotate,
             "buffers": lowered.buffers, "passes": lowered.passes}
 
 

@@ -215,7 +215,20 @@ def test_generated_recursions_are_hardened():
             assert any(p.startswith("numpy.clip(") and p.endswith(f"out={arg})") for p in lines[:i]), ln
         if ln.startswith("numpy.sqrt("):
             arg = ln.split("(")[1].split(",")[0]
-            assert lines[i - 1].startswith("numpy.maximum(") and lines[i - 1].endswith(f"out={arg})"), ln
+            k = writer(lines, arg, i)
+            if lines[k].startswith("numpy.maximum("):  # clamped at 0
+                continue
+            # otherwise 1 - t^2 of a t clipped into [-1, 1], which is >= 0 exactly
+            assert lines[k].startswith("numpy.subtract(1.0, "), (ln, lines[k])
+            square = writer(lines, lines[k].split(", ")[1], k)
+            t = lines[square].split("(")[1].split(",")[0]
+            assert lines[square].startswith(f"numpy.multiply({t}, {t}, "), (ln, lines[square])
+            assert lines[writer(lines, t, square)].startswith("numpy.clip("), ln
+
+
+def writer(lines: list[str], name: str, before: int) -> int:
+    """Index of the last ufunc line before ``before`` that writes buffer ``name`` (within one layer body)."""
+    return max(k for k in range(before) if lines[k].endswith((f"out={name})", f"copyto({name},")))
 
 
 @pytest.mark.slow  # about 90 s each (2-D mpmath quadrature)

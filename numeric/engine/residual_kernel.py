@@ -35,8 +35,9 @@ import sympy as sp
 import resprop.generated.residual_recursions as gen
 
 MODES = ("nngp", "ntk", "response")
-#: target elements per strip (about 256 KiB per float64 buffer)
-STRIP = 32768
+#: target elements per strip (512 KiB per float64 buffer: measured fastest on the 2-core dev machine,
+#: against 8192..131072; smaller strips pay more Python call overhead per element)
+STRIP = 65536
 #: bytes of per-layer diagonals kept at once (sets the block of layers)
 DIAGONAL_BYTES = 32 * 2**20
 #: upper-triangle elements below which one thread is used
