@@ -21,6 +21,7 @@ from resprop.derive.recursion import Recursion, UnitClip, lower
 from resprop.derive.results import Derivation, Source
 from resprop.numeric.cli import main
 from resprop.numeric.engine import residual_kernel as RK
+from resprop.numeric.engine.kernel import input_kernel
 from resprop.numeric.engine.validation import ParameterError
 
 SW, SB = 1.25, 0.05
@@ -252,3 +253,25 @@ def test_tanh_tabulated_against_mpmath(normalise):
 
     increment = np.array([[0.49 * 1.3 * mean(a, b) for b in range(3)] for a in range(3)])
     np.testing.assert_allclose(K - K0 - 0.49 * 0.1, increment, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("equal_rtol", [RK.EQUAL_DIAGONAL_RTOL, -1.0])
+def test_tabulated_gelu_equals_its_closed_form(monkeypatch, equal_rtol):
+    """The tabulated recursion (dual_tables) for GELU given as an expression, against GELU's closed-form
+    recursion (Price's theorem, derive/closed_forms.py): two independent routes, NNGP and NTK, depth 4.
+    Unit-norm inputs have diagonals equal up to ulps: with the default tolerance they take the per-layer
+    rho table; with a negative tolerance the general (distinct-diagonal) path."""
+    monkeypatch.setattr(RK, "EQUAL_DIAGONAL_RTOL", equal_rtol)
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((24, 7))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    assert np.ptp(np.diagonal(X @ X.T)) > 0  # the ulp spread the table path must tolerate
+    x = sp.Symbol("x")
+    tab = RK.ActivationRecursions("gelu-tabulated", *RK._functions(RK.gen, "tabulated"),
+                                  expr=x * (1 + sp.erf(x / sp.sqrt(2))) / 2)
+    K0 = input_kernel(X, 1.7, 0.1)
+    seq = (np.full(4, 0.8), np.full(4, 1.7 * 0.6), np.full(4, 0.1 * 0.6))
+    closed = RK.propagate(K0, K0.copy(), seq, "ntk", RK.recursions("gelu"))
+    table = RK.propagate(K0, K0.copy(), seq, "ntk", tab)
+    np.testing.assert_allclose(table.K, closed.K, rtol=1e-10, atol=0)
+    np.testing.assert_allclose(table.second, closed.second, rtol=1e-10, atol=0)
