@@ -364,6 +364,8 @@ def lower(rec: Recursion, printer) -> Lowered:
         low.n_temps += 1
         low.temps[s] = t
         low.initial[t] = s.name
+    for e in (*(u for _, u in rec.definitions), *(u for _, u in rec.state)):
+        low.unit_args |= {f.args[0] for f in e.atoms(sp.asin, sp.acos)}
     for sym, sub in rec.definitions:
         if low.is_elem(sub):
             low.cse_values[sym] = low.elem(sub)
@@ -371,7 +373,7 @@ def lower(rec: Recursion, printer) -> Lowered:
             low.cse_values[sym] = (low.value(sub), low._side(sub.free_symbols))
     names = sp.numbered_symbols("x")
     replacements, reduced = sp.cse([u for _, u in rec.state], symbols=names, order="none")
-    for e in (*(u for _, u in rec.definitions), *(u for _, u in replacements), *reduced):
+    for e in (*(u for _, u in replacements), *reduced):
         low.unit_args |= {f.args[0] for f in e.atoms(sp.asin, sp.acos)}
     for sym, sub in replacements:
         if low.is_elem(sub):

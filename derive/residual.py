@@ -100,18 +100,32 @@ def relu_dual() -> DualKernel:
 
 
 def gelu_dual() -> DualKernel:
-    """GELU, x Phi(x): the Price-integrated dual kernels of :func:`resprop.derive.closed_forms.gelu_dual` in their
-    separable form, with s_a = sqrt(1 + K_aa), s_b = sqrt(1 + K_bb), R = s_a s_b and t = K_ab / R."""
+    """GELU, x Phi(x): the Price-integrated dual kernels of :func:`resprop.derive.closed_forms.gelu_dual` in a
+    separable form written for few array passes: with i_a = (1 + K_aa)^(-1/2), i_b = (1 + K_bb)^(-1/2),
+    U = i_a i_b, t = K_ab U and r = sqrt(1 - t^2),
+
+        <phi phi>   = K_ab/4 + (K_ab asin t + r (K_aa i_a)(K_bb i_b) + t^2 U / r) / (2 pi)
+        <phi' phi'> = 1/4 + (asin t + t (i_a^2 + i_b^2 + U^2 / r^2) / r) / (2 pi),
+
+    checked symbolically against the (K_aa, K_bb, t) forms of ``closed_forms`` (K_ab = t / U there)."""
     from resprop.derive import closed_forms as cf
 
     forms = cf.gelu_dual()  # derives and checks the separable forms against the Price-integrated ones
-    dd, pp = cf._gelu_separable_t()
-    s_a, s_b, R, t = sp.symbols("s_a s_b R t", real=True)
-    definitions = ((s_a, sp.sqrt(1 + K_aa)), (s_b, sp.sqrt(1 + K_bb)), (R, s_a * s_b), (t, K_ab / R))
-    swap = {sp.sqrt(1 + K_aa): s_a, sp.sqrt(1 + K_bb): s_b, cf._t: t}
+    dd_t, pp_t = cf._gelu_separable_t()
+    i_a, i_b, U, t, r = sp.symbols("i_a i_b U t r", positive=True)
+    definitions = ((i_a, 1 / sp.sqrt(1 + K_aa)), (i_b, 1 / sp.sqrt(1 + K_bb)), (U, i_a * i_b), (t, K_ab * U),
+                   (r, sp.sqrt(1 - t**2)))
+    pp = K_ab / 4 + (K_ab * sp.asin(t) + r * (K_aa * i_a) * (K_bb * i_b) + t**2 * U / r) / (2 * sp.pi)
+    dd = sp.Rational(1, 4) + (sp.asin(t) + t * (i_a**2 + i_b**2 + U**2 / r**2) / r) / (2 * sp.pi)
+    # the same functions: substitute the definitions (K_ab = t / U) and compare with the t-forms
+    back = {r: sp.sqrt(1 - cf._t**2), i_a: 1 / sp.sqrt(1 + K_aa), i_b: 1 / sp.sqrt(1 + K_bb)}
+    for mine, theirs in ((pp, pp_t), (dd, dd_t)):
+        e = mine.xreplace({t: cf._t}).xreplace({K_ab: cf._t / U}).xreplace({U: back[i_a] * back[i_b]}).xreplace(back)
+        if sp.simplify(e - theirs) != 0:
+            raise RuntimeError("gelu_dual: the pass-saving form differs from closed_forms._gelu_separable_t")
     return DualKernel(
-        "gelu", pp.xreplace(swap), dd.xreplace(swap), forms["mean_phi_sq"], forms["mean_dphi_sq"],
-        forms["price_diag"], Source("hendrycks2016", "GELU", "dual kernels by Price's theorem, separable form"),
+        "gelu", pp, dd, forms["mean_phi_sq"], forms["mean_dphi_sq"], forms["price_diag"],
+        Source("hendrycks2016", "GELU", "dual kernels by Price's theorem, separable form"),
         definitions=definitions)
 
 
