@@ -1,0 +1,333 @@
+"""The O(1/n) fluctuation of ||z^(d)||^2/n in a residual MLP: the corrected single-input theory and B.26.
+
+Setting (PDLT App. B, B.3 with xi = 1, C_b = 0, the critical C_W(gamma) of B.20 / B.21): a single input with
+K^(0) = 1 (z^0_i iid N(0, 1) over the width n neurons), then ``depth`` residual layers
+z^(l+1) = gamma z^(l) + W^(l) phi(z^(l)), W^(l)_ij ~ N(0, C_W/n).  The quantity is
+
+    R(d) = lim_{n -> oo} n Var[||z^(d)||^2/n] / E[||z^(d)||^2/n]^2.
+
+B.26 predicts R = 2 + V/K^2 (V the four-point vertex; ``vertex_trajectory`` indexes the input as layer 1, so d
+residual layers are its layer d + 1).
+
+The corrected theory (derived in ``derive/theories/pdlt_corrected.py``): W is fresh in each layer, so
+z^(l+1)_i = gamma z^(l)_i + sigma_l xi^l_i exactly, sigma_l^2 = C_W (1/n) sum_j phi(z^(l)_j)^2, xi iid N(0, 1),
+and each neuron keeps its identity along the skip path.  The delta method gives R(d) K_d^2 = E[psi^2] with the
+single-neuron influence psi = (z_d^2 - K_d) + P_d, P_(l+1) = chi_l P_l + C_W (phi(z_l)^2 - Phi_l), chi_l = B.15.
+Its second moments close into B.26 plus one source: with V_c = 2 E[P (z^2 - K)] + E[P^2] (the PDLT vertex),
+
+    V_c^(l+1) = B.26(V_c^(l)) + 2 chi_l C_W Delta_l,     R(d) = 2 + V_c^(d)/K_d^2,
+
+Delta_l = sum_(j<l) (prod_(j<i<l) chi_i) C_W [Cov(phi(z_j)^2, phi(z_l)^2) - its second Hermite component].
+B.26 is exact except for Delta: it keeps only the rho^2 (second Hermite) part of the same-neuron cross-layer
+covariance of phi^2 (the covariances Cov(z_d^2, phi(z_k)^2) are pure rho^2 and B.26 keeps them).  Delta is
+carried by the Hermite channels c_(l,n) = E[P_l He_n(z_l/sqrt K_l)]/sqrt(n!), which obey the closed recursion
+c_(l+1,n) = rho_l^n (chi_l c_(l,n) + C_W h_(l,n)), rho_l = gamma sqrt(K_l/K_(l+1)), h_(l,n) the normalised
+Hermite coefficients of phi(z_l)^2, and Delta_l = sum_(n != 0, 2) c_(l,n) h_(l,n).
+
+Scale-invariant class (relu, linear, leaky_relu:a): K is fixed and chi = 1 at criticality, and the closed form
+uses the degree-2 arc-cosine kernel: R(d) = 2 + d nu_B26 + 2 C_W^2 sum_(t=1)^(d-1) (d - t) D(gamma^t),
+D(rho) = E[phi(u)^2 phi(v)^2] - A_2^2 - 2 A_2^2 rho^2 (unit variances, correlation rho).
+Smooth activations (tanh, erf, gelu): the Hermite-channel recursion, coefficients by composite Gauss--Legendre
+quadrature.  GELU is a member of neither class of App. B (PDLT §5.3); its C_W here makes the input kernel a
+fixed point, C_W = (1 - gamma^2)/<gelu^2>_(K=1), so that K_l = 1 at every layer (C_b = 0; chi_par != 1).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import numpy as np
+from scipy.special import erf
+
+from resprop.numeric.engine import validation as V
+from resprop.numeric.engine.validation import ParameterError
+from resprop.numeric.theories.pdlt import residual_mlp as rm
+
+__all__ = ["ALLOWED_ACTIVATIONS", "MAX_DEPTH_SCALE_INVARIANT", "MAX_DEPTH_SMOOTH", "corrected_ratio", "b26_ratio",
+           "critical_C_W", "corrected_trajectory", "b26_trajectory", "arccos2_moment", "nu_corrected",
+           "CorrectedTrajectory"]
+
+ALLOWED_ACTIVATIONS = ("relu", "linear", "leaky_relu:<slope>", "tanh", "erf", "gelu")
+#: the scale-invariant closed form is O(depth) vectorised work
+MAX_DEPTH_SCALE_INVARIANT = 10**6
+#: the Hermite-channel recursion of a smooth activation costs ~ channels x nodes per layer
+MAX_DEPTH_SMOOTH = 2000
+#: Hermite channels tracked for a smooth activation (the channel n of a lag-t covariance is damped by rho^(n t))
+MAX_CHANNELS = 320
+
+
+def _allowed() -> str:
+    return ", ".join(ALLOWED_ACTIVATIONS)
+
+
+def _gelu_mean_sq() -> float:
+    """<gelu(z)^2> for z ~ N(0, 1) by the composite Gauss--Legendre rule below (checked against mpmath)."""
+    z, w = _panel_rule(1.0, 14.0)
+    return float(_gelu(z) ** 2 @ w)
+
+
+def _gelu(u):
+    return 0.5 * u * (1.0 + erf(u / math.sqrt(2.0)))
+
+
+@dataclass(frozen=True)
+class _Act:
+    name: str
+    kind: str  # "scale_invariant" or "smooth"
+    a_plus: float = 1.0
+    a_minus: float = 0.0
+
+    def phi(self, u):
+        if self.kind == "scale_invariant":
+            return np.where(u > 0, self.a_plus * u, self.a_minus * u)
+        if self.name == "tanh":
+            return np.tanh(u)
+        if self.name == "erf":
+            return erf(u)
+        return _gelu(u)
+
+
+def _activation(activation) -> _Act:
+    if activation == "gelu":
+        return _Act("gelu", "smooth")
+    try:
+        ac = rm.activation_class(activation)
+    except ParameterError:
+        raise ParameterError("activation", f"unknown activation {activation!r}; allowed: {_allowed()}") from None
+    if ac.kind == "scale_invariant":
+        if ac.a_plus == 0 and ac.a_minus == 0:
+            raise ParameterError("activation", f"{activation!r} is identically zero; allowed: {_allowed()}")
+        return _Act(ac.name, "scale_invariant", ac.a_plus, ac.a_minus)
+    return _Act(ac.name, "smooth")
+
+
+def _gamma2(gamma2) -> float:
+    g2 = V.scalar("gamma2", gamma2)
+    if not 0.0 <= g2 < 1.0:
+        raise ParameterError("gamma2", f"must lie in [0, 1) (criticality needs gamma^2 < 1), got {g2!r}")
+    return g2
+
+
+def _depth(depth, maximum: int) -> int:
+    return V.integer("depth", depth, minimum=1, maximum=maximum)
+
+
+def critical_C_W(activation: str, gamma2: float) -> float:
+    """C_W(gamma) at criticality, C_b = 0: B.20 (scale-invariant class), B.21 (tanh, erf); for GELU (in neither
+    class) the C_W that keeps K = 1 fixed, (1 - gamma^2)/<gelu^2>_(K=1)."""
+    ac, g2 = _activation(activation), _gamma2(gamma2)
+    if ac.name == "gelu":
+        return (1.0 - g2) / GELU_MEAN_SQ
+    return float(rm.critical_C_W(math.sqrt(g2), activation))
+
+
+# --------------------------------------------------------------------------- scale-invariant class
+def arccos2_moment(rho, a_plus: float = 1.0, a_minus: float = 0.0):
+    """E[phi(u)^2 phi(v)^2] for unit-variance (u, v) of correlation rho, phi = (a_+ z)_{z>0} + (a_- z)_{z<0}:
+    (a_+^4 + a_-^4) J(rho) + 2 a_+^2 a_-^2 J(-rho), J(rho) = E[u^2 v^2; u > 0, v > 0] the degree-2 arc-cosine
+    kernel (Cho & Saul 2009) / (2 pi): [3 rho sqrt(1 - rho^2) + (pi - arccos rho)(1 + 2 rho^2)]/(2 pi)."""
+    r = np.clip(np.asarray(rho, dtype=float), -1.0, 1.0)
+
+    def J(x):
+        return (3 * x * np.sqrt(1 - x * x) + (np.pi - np.arccos(x)) * (1 + 2 * x * x)) / (2 * np.pi)
+
+    return (a_plus**4 + a_minus**4) * J(r) + 2 * a_plus**2 * a_minus**2 * J(-r)
+
+
+def _unit(ac: _Act) -> tuple[float, float]:
+    m = max(abs(ac.a_plus), abs(ac.a_minus))
+    return ac.a_plus / m, ac.a_minus / m
+
+
+def _scale_invariant_ratio(ac: _Act, g2: float, depth: int) -> tuple[float, float]:
+    """(corrected R(d), B.26's R(d)) of the scale-invariant class at criticality (K fixed, chi = 1)."""
+    ap, am = _unit(ac)  # R is homogeneous of degree 0 in the slopes
+    A2, A4 = (ap**2 + am**2) / 2, (ap**4 + am**4) / 2
+    C_W = (1 - g2) / A2
+    nu_b = (1 - g2) * ((1 - g2) * (3 * A4 / A2**2 - 1) + 4 * g2)
+    b26 = 2.0 + depth * nu_b
+    t = np.arange(1, depth)
+    rho = math.sqrt(g2) ** t
+    D = arccos2_moment(rho, ap, am) - A2**2 - 2 * A2**2 * rho**2
+    return b26 + 2 * C_W**2 * float(np.sum((depth - t) * D)), b26
+
+
+def nu_corrected(activation: str, gamma2: float, terms: int | None = None) -> float:
+    """Corrected nu(gamma): R(d) = nu d + const + o(1) for the scale-invariant class,
+    nu = nu_B29 + 2 C_W^2 sum_(t >= 1) D(gamma^t) (the series converges geometrically; summed until gamma^t
+    underflows below 1e-17, or ``terms`` terms).  For tanh and erf (K* = 0) the correction to nu vanishes
+    (Delta_l/K_l^2 = O(K_l^2) = O(1/l^2) is summable), so nu = B.35."""
+    ac, g2 = _activation(activation), _gamma2(gamma2)
+    if ac.kind != "scale_invariant":
+        if ac.name == "gelu":
+            raise ParameterError("activation", "nu(gamma) is defined for the scale-invariant and K* = 0 classes; "
+                                               "gelu belongs to neither")
+        return float(rm.nu(math.sqrt(g2), activation))
+    ap, am = _unit(ac)
+    A2, A4 = (ap**2 + am**2) / 2, (ap**4 + am**4) / 2
+    C_W = (1 - g2) / A2
+    nu_b = (1 - g2) * ((1 - g2) * (3 * A4 / A2**2 - 1) + 4 * g2)
+    if g2 == 0.0:
+        return nu_b
+    if terms is None:
+        terms = int(math.ceil(math.log(1e-17) / (0.5 * math.log(g2)))) + 1
+    rho = math.sqrt(g2) ** np.arange(1, terms + 1)
+    D = arccos2_moment(rho, ap, am) - A2**2 - 2 * A2**2 * rho**2
+    return nu_b + 2 * C_W**2 * float(np.sum(D))
+
+
+# --------------------------------------------------------------------------- smooth activations
+def _panel_rule(K: float, L: float, order: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    """Composite Gauss--Legendre nodes on [-L, L] for the standard normal x, refined on |x| <= a where
+    phi(sqrt(K) x) has its O(1) features (a = 8/sqrt(K) clipped into [1, 6]); weights include the density."""
+    a = float(np.clip(8.0 / math.sqrt(K), 1.0, 6.0))
+    coarse = int(math.ceil((L - 6.0) / 0.2)) + 30
+    edges = np.concatenate([np.linspace(-L, -a, coarse + 1)[:-1], np.linspace(-a, a, 161)[:-1],
+                            np.linspace(a, L, coarse + 1)])
+    x, w = np.polynomial.legendre.leggauss(order)
+    mid, half = (edges[1:] + edges[:-1]) / 2, (edges[1:] - edges[:-1]) / 2
+    z = (mid[:, None] + half[:, None] * x).ravel()
+    return z, (half[:, None] * w).ravel() * np.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+
+
+def _hermite_coefficients(f: np.ndarray, z: np.ndarray, w: np.ndarray, channels: int) -> np.ndarray:
+    """h_n = E[f(x) He_n(x)]/sqrt(n!), n = 0..channels (orthonormal probabilists' Hermite recurrence)."""
+    out = np.empty(channels + 1)
+    fw = f * w
+    prev, cur = np.zeros_like(z), np.ones_like(z)
+    for n in range(channels + 1):
+        out[n] = fw @ cur
+        prev, cur = cur, (z * cur - math.sqrt(n) * prev) / math.sqrt(n + 1)
+    return out
+
+
+GELU_MEAN_SQ = _gelu_mean_sq()
+
+
+@dataclass(frozen=True)
+class CorrectedTrajectory:
+    """K_l, the corrected vertex V_c and B.26's V for l = 0..depth (l = 0 the input), R = 2 + V/K^2 of both,
+    Delta_l, the C_W used and the number of Hermite channels (0 for the closed form)."""
+
+    activation: str
+    gamma2: float
+    depth: int
+    C_W: float
+    K: np.ndarray
+    V_corrected: np.ndarray
+    V_b26: np.ndarray
+    channels: int
+
+    @property
+    def ratio_corrected(self) -> np.ndarray:
+        return 2.0 + self.V_corrected / self.K**2
+
+    @property
+    def ratio_b26(self) -> np.ndarray:
+        return 2.0 + self.V_b26 / self.K**2
+
+
+def _smooth_trajectory(ac: _Act, g2: float, depth: int, C_W: float) -> CorrectedTrajectory:
+    gamma = math.sqrt(g2)
+    # kernel trajectory first (it fixes the correlations rho_l and so the number of channels needed)
+    z9, w9 = _panel_rule(1.0, 12.0)
+    K = np.empty(depth + 1)
+    K[0] = 1.0
+    for l in range(depth):
+        Kl = K[l]
+        zl, wl = _panel_rule(Kl, 12.0) if Kl != 1.0 else (z9, w9)
+        # GELU's C_W makes K = 1 a fixed point: kept exactly (the fixed point is unstable, chi_par > 1, and a
+        # recomputed K would amplify round-off by chi_par per layer)
+        K[l + 1] = 1.0 if ac.name == "gelu" else g2 * Kl + C_W * float(ac.phi(math.sqrt(Kl) * zl) ** 2 @ wl)
+        if not (np.isfinite(K[l + 1]) and 1e-150 < K[l + 1] < 1e150):
+            raise ParameterError("depth", f"the kernel K^(l) of {ac.name} leaves [1e-150, 1e150] at layer {l + 1}; "
+                                          f"use a depth below {l + 1}")
+    rho = gamma * np.sqrt(K[:-1] / K[1:])
+    rmax = float(rho.max()) if depth else 0.0
+    channels = MAX_CHANNELS if rmax > 0.9 else (
+        4 if rmax == 0.0 else int(min(MAX_CHANNELS, math.ceil(math.log(1e-18) / math.log(rmax)) + 4)))
+    L = 2.0 * math.sqrt(channels) + 10.0
+    Vc = np.zeros(depth + 1)
+    Vb = np.zeros(depth + 1)
+    c = np.zeros(channels + 1)
+    n = np.arange(channels + 1)
+    others = (n != 0) & (n != 2)
+    K_done = -1.0
+    h, var = np.zeros(channels + 1), 0.0
+    for l in range(depth):
+        Kl = float(K[l])
+        if Kl != K_done:  # a fixed kernel (GELU) needs the coefficients once
+            z, w = _panel_rule(Kl, L)
+            f = ac.phi(math.sqrt(Kl) * z) ** 2
+            h = _hermite_coefficients(f, z, w, channels)
+            var, K_done = float(f * f @ w) - h[0] ** 2, Kl
+        dPhi = h[2] / (math.sqrt(2.0) * Kl)  # <phi^2 He_2> = 2 K Phi'(K): the Gaussian derivative identity
+        chi = g2 + C_W * dPhi
+        delta = float(c[others] @ h[others])
+        b26 = C_W**2 * var + 4 * g2 * (chi - g2) * Kl**2
+        Vb[l + 1] = chi**2 * Vb[l] + b26
+        Vc[l + 1] = chi**2 * Vc[l] + b26 + 2 * chi * C_W * delta
+        c = rho[l] ** n * (chi * c + C_W * h)
+    return CorrectedTrajectory(ac.name, g2, depth, C_W, K, Vc, Vb, channels)
+
+
+def corrected_trajectory(activation: str, gamma2: float, depth: int) -> CorrectedTrajectory:
+    """The corrected and B.26 trajectories for l = 0..depth (see the module docstring)."""
+    ac, g2 = _activation(activation), _gamma2(gamma2)
+    C_W = critical_C_W(activation, g2)
+    if ac.kind == "scale_invariant":
+        d = _depth(depth, MAX_DEPTH_SCALE_INVARIANT)
+        if d > 4096:
+            raise ParameterError("depth", "the full trajectory is kept for depth <= 4096; corrected_ratio takes "
+                                          f"depths up to {MAX_DEPTH_SCALE_INVARIANT}")
+        rc = np.array([2.0] + [_scale_invariant_ratio(ac, g2, k)[0] for k in range(1, d + 1)])
+        rb = np.array([2.0] + [_scale_invariant_ratio(ac, g2, k)[1] for k in range(1, d + 1)])
+        return CorrectedTrajectory(ac.name, g2, d, C_W, np.ones(d + 1), rc - 2.0, rb - 2.0, 0)
+    return _smooth_trajectory(ac, g2, _depth(depth, MAX_DEPTH_SMOOTH), C_W)
+
+
+def corrected_ratio(activation: str, gamma2: float, depth: int) -> float:
+    """R(d) = lim n Var[||z^d||^2/n]/E[||z^d||^2/n]^2 of the corrected theory (n -> oo, K^(0) = 1, C_b = 0,
+    critical C_W): see the module docstring.  ``depth`` is the number of residual layers after the input."""
+    ac, g2 = _activation(activation), _gamma2(gamma2)
+    if ac.kind == "scale_invariant":
+        return _scale_invariant_ratio(ac, g2, _depth(depth, MAX_DEPTH_SCALE_INVARIANT))[0]
+    tr = _smooth_trajectory(ac, g2, _depth(depth, MAX_DEPTH_SMOOTH), critical_C_W(activation, g2))
+    return float(tr.ratio_corrected[-1])
+
+
+def b26_trajectory(activation: str, gamma2: float, depth: int):
+    """PDLT's own trajectory (``vertex_trajectory``, B.12 with B.26) for ``depth`` residual layers: its layer
+    index 1 is the input, so the returned arrays have depth + 1 entries (l = 0..depth here)."""
+    ac, g2 = _activation(activation), _gamma2(gamma2)
+    d = _depth(depth, rm.MAX_TRAJECTORY_DEPTH - 1)
+    if ac.name == "gelu":
+        return _gelu_vertex_trajectory(g2, d)
+    return rm.vertex_trajectory(activation, gamma=math.sqrt(g2), depth=d + 1)
+
+
+def _gelu_vertex_trajectory(g2: float, depth: int):
+    """B.12 with B.26 for GELU: the generated ``kernel_vertex`` recursion with GELU's Gaussian moments."""
+    import resprop.generated.pdlt_recursions as prr
+    C_W = critical_C_W("gelu", g2)
+    K = np.empty(depth + 1)
+    Vv = np.empty(depth + 1)
+    K[0], Vv[0] = 1.0, 0.0
+
+    def keep(l, K_l, V_l):
+        K[l + 1], Vv[l + 1] = K_l[0], V_l[0]
+
+    seqs = (np.full(depth, math.sqrt(g2)), np.full(depth, C_W), np.zeros(depth))
+    callbacks = rm._Moments(SimpleNamespace(sigma=_gelu)).callbacks()  # type: ignore[arg-type]
+    with np.errstate(all="ignore"):
+        prr.kernel_vertex(np.array([1.0]), np.zeros(1), *seqs, **callbacks, record=keep)
+    if not (np.all(np.isfinite(K)) and np.all(np.isfinite(Vv)) and np.all(K > 0)):
+        raise ParameterError("depth", "K^(l) or V^(l) of gelu leaves the float64 range; use a smaller depth")
+    return SimpleNamespace(K=K, V=Vv, V_over_K2=Vv / K**2, C_W=C_W)
+
+
+def b26_ratio(activation: str, gamma2: float, depth: int) -> float:
+    """R(d) = 2 + V/K^2 of B.26 for ``depth`` residual layers after the input (``vertex_trajectory``'s layer
+    depth + 1; its layer 1 is the input, K^(1) = 1, V^(1) = 0)."""
+    return 2.0 + float(b26_trajectory(activation, gamma2, depth).V_over_K2[-1])
