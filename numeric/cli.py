@@ -113,6 +113,54 @@ def cmd_sweep(args) -> int:
                      quiet=args.quiet)
 
 
+def cmd_train(args) -> int:
+    """resprop train: run registered trained-network experiments (docs/training.md) into DIR as one publication."""
+    from resprop.numeric.engine.validation import ParameterError
+    from resprop.numeric.training.experiments import experiments
+
+    table = experiments()
+    if args.list:
+        for name, exp in table.items():
+            print(f"{name} [{exp.theory}]: {exp.title}")
+        return 0
+    if args.experiment is None or args.out is None:
+        raise ParameterError("experiment, --out", "give an experiment name (or 'all') and --out DIR, or --list")
+    chosen = list(table) if args.experiment == "all" else [args.experiment]
+    if chosen[0] not in table:
+        raise ParameterError("experiment", f"unknown experiment {args.experiment!r}; allowed: "
+                                           f"{', '.join([*table, 'all'])}")
+    seeds = None
+    if args.seeds is not None:
+        try:
+            seeds = [int(s) for s in args.seeds.split(",")]
+        except ValueError:
+            raise ParameterError("--seeds", f"must be comma-separated integers >= 0, got {args.seeds!r}") from None
+    from resprop.numeric.training import extra_message, set_progress
+
+    message = extra_message()
+    if message:  # the optional extra: say which one, not a ModuleNotFoundError
+        print(f"resprop: error: {message}", file=sys.stderr)
+        return 2
+    from resprop.numeric.engine.output import Publication
+    from resprop.numeric.training.experiments import run_experiment
+
+    set_progress(not args.quiet)
+    lines = []
+    try:
+        with Publication(args.out, "dir", "resprop train") as pub:
+            for name in chosen:
+                res = run_experiment(table[name], pub.path, quick=args.quick, seeds=seeds)
+                bad = sum(not r["passed"] for r in res.claims)
+                lines.append(f"{name}: {len(res.claims)} claim rows, {bad} not holding, {res.seconds:.1f} s")
+            pub.commit()
+    except KeyboardInterrupt as exc:
+        return interrupted(exc, args.out)
+    for line in lines:
+        print(line)
+    print(f"wrote {args.out}")
+    return 0
+
+
 def cmd_figures(args) -> int:
     """Every theory's figures (or those of --only SLUG,...), written into --out as one publication."""
     from resprop.numeric.engine.output import Publication
@@ -243,6 +291,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_figures)
+    p = sub.add_parser("train", help="trained-network experiments (JAX + optax, the resprop[train] extra): "
+                                     "`resprop train --list`, `resprop train NAME|all [--quick] --out DIR`")
+    p.add_argument("experiment", nargs="?", default=None, metavar="EXPERIMENT",
+                   help="an experiment name from --list, or 'all'")
+    p.add_argument("--list", action="store_true", help="name the registered experiments")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="output directory: NAME.json (per-seed metrics, claim rows) and NAME_*.png per experiment")
+    p.add_argument("--quick", action="store_true", help="reduced sizes (about a minute per experiment on 2 cores)")
+    p.add_argument("--seeds", default=None, metavar="S,S,...", help="seeds (default: each experiment's own, >= 3)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_train)
     p = sub.add_parser("reproduce", help="the main job: theory, Monte Carlo checks, figures and LaTeX/PDF, "
                                          "written to DIR/report.json and DIR/index.html")
     p.add_argument("theory", nargs="?", default="all",

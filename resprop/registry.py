@@ -65,7 +65,9 @@ class Theory:
     the figures write (``figures_dir``), so the report draws the figures first.  ``generated_shared`` lists generated
     files
     outside its own derivations that its numbers depend on (for the report's freshness row).  ``sweep_kinds``
-    (optional) is a ``"module:KINDS"`` dict of the `resprop sweep` kinds it adds.
+    (optional) is a ``"module:KINDS"`` dict of the `resprop sweep` kinds it adds.  ``experiments`` (optional) is
+    a ``"module:EXPERIMENTS"`` dict name -> :class:`resprop.numeric.training.experiments.Experiment` of its
+    trained-network experiments (`resprop train`; docs/training.md).
     """
 
     slug: str
@@ -84,6 +86,7 @@ class Theory:
     generated_shared: tuple[str, ...] = ()
     figures_before_claims: bool = False
     sweep_kinds: str | None = None
+    experiments: str | None = None
     steps: int = 1
     docs: str = ""
 

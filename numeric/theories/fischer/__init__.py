@@ -26,6 +26,7 @@ THEORY = Theory(
         "activation_gelu.py",
     ),
     sweep_kinds="resprop.numeric.theories.fischer.sweep:KINDS",
+    experiments="resprop.numeric.theories.fischer.training:EXPERIMENTS",
     steps=5,
     docs="docs/quickstart/fischer.md",
 )

@@ -22,6 +22,7 @@ THEORY = Theory(
     cross_with=("pdlt",),
     figures="resprop.numeric.theories.lognormal.figures:make_figures",
     sweep_kinds="resprop.numeric.theories.lognormal.sweep:KINDS",
+    experiments="resprop.numeric.theories.lognormal.training:EXPERIMENTS",
     steps=8,
     docs="docs/quickstart/lognormal.md",
 )
