@@ -4,7 +4,9 @@ Workload: P in {500, 1000} inputs (random unit-norm rows in d_in = 100, scaled s
 bench_nngp_response.py), depth L in {50, 200}, rho = 0.1, sigma_w2 = 1.25, sigma_b2 = 0.05, erf and ReLU.
 
 resprop: ``resprop.numeric.theories.stable.residual_ntk.nngp_ntk(K0, L, ...)`` with ``ntk=False`` (NNGP alone) and ``ntk=True``
-(NNGP + NTK), float64, the fused strip path (upper triangle only, two threads).  Timed in this process with
+(NNGP + NTK), float64: the generated recursion of resprop.generated.residual_recursions run by
+resprop.numeric.engine.residual_kernel.propagate (upper triangle only, row strips through blocks of layers,
+two threads); bench_kernel_engine.py times the same engine through ``resprop.kernel`` for more activations.  Timed in this process with
 _common.timeit (one warm-up call, best of 5).
 
 Peer: neural-tangents 0.6.5 (JAX 0.4.30, CPU) in its own virtual environment benchmarks/.venv-peers

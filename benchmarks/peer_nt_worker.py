@@ -27,6 +27,18 @@ kernel_fn is jitted (get static) and called with x2 = None.  For each get the wo
 (best, median, contention record; up to `extra` more calls replace contended ones) and the process
 CPU time of each call (cpu_s, all threads), and saves the kernels as .npy files in out_dir.
 Prints one JSON line: versions, dtype, and per run and get {first_call_s, best_s, ..., paths}.
+
+``--serve`` (used by bench_kernel_engine.py, which interleaves resprop and neural-tangents calls): the worker
+reads one JSON request per line on stdin and answers one JSON line each, so the caller decides when each call
+runs.  Requests: {"op": "prepare", "key": K, "X": path, "activation": "erf" | "relu" | "gelu" | "tanh",
+"deg": 25, "depth": L, "rho": lambda, "sigma_w2": .., "sigma_b2": .., "get": ["nngp", ...],
+"save": path prefix or null} builds and jits the network (read-in Dense with W_std = sqrt(sigma_w2),
+b_std = sqrt(sigma_b2), so K^(0) = sigma_w2 X X^T / d_in + sigma_b2, then the residual block as above, gamma = 1),
+times the first call and saves the kernels; {"op": "time", "key": K}
+times one warm call (wall and process CPU seconds); {"op": "drop", "key": K}; {"op": "quit"}.  Every
+answer carries the process's peak RSS so far (``maxrss_MiB``) and, in the first line, the versions and the
+RSS after the imports (``baseline_MiB``).  tanh is ``stax.ElementwiseNumerical(jnp.tanh, deg)`` (Gauss-Hermite
+quadrature of degree ``deg`` per dimension), gelu ``stax.Gelu(approximate=False)`` (its closed-form dual).
 """
 from __future__ import annotations
 
@@ -40,7 +52,84 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
+def _maxrss_mib() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def serve() -> None:
+    """The line protocol of ``--serve`` (see the module docstring)."""
+    os.environ["JAX_ENABLE_X64"] = "1" if "--x64" in sys.argv else "0"
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    warnings.filterwarnings("ignore")
+    import jax
+    import jax.numpy as jnp
+    import jaxlib
+    import neural_tangents as nt
+    import numpy as np
+    from neural_tangents import stax
+
+    dtype = jnp.float64 if "--x64" in sys.argv else jnp.float32
+
+    def reply(obj: dict) -> None:
+        obj["maxrss_MiB"] = _maxrss_mib()
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+
+    reply({"neural_tangents": nt.__version__, "jax": jax.__version__, "jaxlib": jaxlib.__version__,
+           "numpy": np.__version__, "dtype": str(jnp.zeros(1, dtype).dtype), "baseline_MiB": _maxrss_mib()})
+    nets: dict = {}
+    for line in sys.stdin:
+        req = json.loads(line)
+        op = req["op"]
+        if op == "quit":
+            break
+        if op == "drop":
+            nets.pop(req["key"], None)
+            reply({"ok": True})
+            continue
+        if op == "prepare":
+            X = jnp.asarray(np.load(req["X"]), dtype=dtype)
+            act = req["activation"]
+            phi = {"erf": stax.Erf, "relu": stax.Relu, "gelu": lambda: stax.Gelu(approximate=False),
+                   "tanh": lambda: stax.ElementwiseNumerical(jnp.tanh, deg=int(req.get("deg", 25)))}[act]
+            sw, sb, lam = np.sqrt(float(req["sigma_w2"])), np.sqrt(float(req["sigma_b2"])), float(req["rho"])
+            branch = stax.serial(phi(), stax.Dense(1, W_std=sw * lam, b_std=sb * lam))
+            block = stax.serial(stax.FanOut(2), stax.parallel(branch, stax.Identity()), stax.FanInSum())
+            _, _, kernel_fn = stax.serial(stax.Dense(1, W_std=sw, b_std=sb), stax.repeat(block, int(req["depth"])))
+            kernel_fn = jax.jit(kernel_fn, static_argnames="get")
+            get = tuple(req["get"])
+
+            def call(kernel_fn=kernel_fn, X=X, get=get):
+                out = kernel_fn(X, None, get=get)
+                return jax.tree_util.tree_map(lambda a: a.block_until_ready(), out)
+
+            t0 = time.perf_counter()
+            value = call()
+            first = time.perf_counter() - t0
+            paths = {}
+            if req.get("save"):
+                for name, arr in zip(get, value):
+                    paths[name] = f"{req['save']}_{name}.npy"
+                    np.save(paths[name], np.asarray(arr))
+            del value
+            nets[req["key"]] = call
+            reply({"first_call_s": first, "paths": paths})
+            continue
+        call = nets[req["key"]]
+        c0 = os.times()
+        t0 = time.perf_counter()
+        call()
+        wall = time.perf_counter() - t0
+        c1 = os.times()
+        reply({"wall_s": wall, "cpu_s": c1.user + c1.system - c0.user - c0.system})
+
+
 def main() -> None:
+    if "--serve" in sys.argv:
+        serve()
+        return
     job = json.loads(Path(sys.argv[1]).read_text() if len(sys.argv) > 1 else sys.stdin.read())
     os.environ["JAX_ENABLE_X64"] = "1" if job.get("x64") else "0"
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

@@ -1,11 +1,11 @@
-"""Render the peer benchmark records (bench_peers_nt.py, bench_peers_torch.py) as Markdown tables and write them
+"""Render the peer benchmark records (bench_peers_nt.py, bench_kernel_engine.py, bench_peers_torch.py) as Markdown tables and write them
 into BENCHMARKS.md between marker comments, so the numbers there are the ones measured, not copied by hand.
 
     python benchmarks/run_all.py peers --markdown   # run both peers, then update BENCHMARKS.md
     python benchmarks/peer_tables.py results/latest.json   # update BENCHMARKS.md from an earlier run
 
 Each table replaces the text between ``<!-- generated: NAME -->`` and ``<!-- end generated: NAME -->`` in
-BENCHMARKS.md (NAME = peers_nt or peers_torch); the prose around them is written by hand.
+BENCHMARKS.md (NAME = peers_nt, kernel_engine or peers_torch); the prose around them is written by hand.
 """
 from __future__ import annotations
 
@@ -69,7 +69,42 @@ def peers_torch_table(rec: dict, machine: dict) -> str:
     return "\n".join([_provenance(rec, machine), "", head, *rows, "", verdict])
 
 
-RENDERERS = {"peers_nt": peers_nt_table, "peers_torch": peers_torch_table}
+def kernel_engine_table(rec: dict, machine: dict) -> str:
+    """Markdown tables of bench_kernel_engine.py: per configuration the interleaved medians, speed-ups, peak
+    memory, deviation from neural-tangents and the distance to the elementwise limit; then the tanh
+    matched-accuracy runs and the issue-13 targets."""
+    head = ("| config | resprop f64 | NT f32 | NT f64 | NT f32 / resprop | NT f64 / resprop | peak MiB resprop / NT f32 "
+            "| max dev. off-diag. | (diag.) | resprop / elementwise limit |\n"
+            "|---|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    for key, cfg in rec["results"].items():
+        act, P, L = key.split("_")
+        for mode, o in cfg["modes"].items():
+            f64 = o.get("nt_f64")
+            dev = (f64 or o["nt_f32"])["deviation"]
+            n32 = len(o["nt_f32"]["times_s"])
+            lim = o.get("resprop_over_limit")
+            rows.append("| " + " | ".join([
+                f"{act} P={P[1:]} L={L[1:]} {mode.upper()}", _s(o["resprop"]["median_s"]),
+                _s(o["nt_f32"]["median_s"]) + ("" if n32 >= 5 else f" ({n32} call{'s' if n32 > 1 else ''})"),
+                (_s(f64["median_s"]) + ("" if len(f64["times_s"]) >= 5 else f" ({len(f64['times_s'])} call)"))
+                if f64 else "not run",
+                f"{o['ratio_nt_f32_over_resprop']:.1f}×", f"{o['ratio_nt_f64_over_resprop']:.1f}×" if f64 else "–",
+                f"{o['resprop']['peak_MiB']:.0f} / {o['nt_f32']['peak_MiB']:.0f}",
+                f"{max(d['offdiag'] for d in dev.values()):.1e}", f"{max(d['diag'] for d in dev.values()):.1e}",
+                "–" if lim is None else f"{lim:.1f}×"]) + " |")
+    m = rec["tanh_matched_accuracy"]
+    acc = "; ".join(f"deg {deg}: {_s(r['nt_f64_s'])} ({r['ratio_nt_over_resprop']:.0f}× resprop), max dev. "
+                    f"{max(r['max_dev_offdiag'], r['max_dev_diag']):.1e}" for deg, r in m["degrees"].items())
+    targets = "; ".join(f"{k}: {t['value']:.3g} ({t['goal']}: {'met' if t['met'] else 'NOT met'})"
+                        for k, t in rec.get("targets", {}).items())
+    return "\n".join([_provenance(rec, machine), "", head, *rows, "",
+                      f"tanh at matched accuracy (NT `ElementwiseNumerical` float64, P = {m['P']}, L = {m['depth']}, "
+                      f"NNGP; resprop {_s(m['resprop_median_s'])}): {acc}.", "",
+                      f"Targets (issue 13): {targets or 'not evaluated (--quick)'}."])
+
+
+RENDERERS = {"peers_nt": peers_nt_table, "kernel_engine": kernel_engine_table, "peers_torch": peers_torch_table}
 
 
 def update_markdown(report: dict, path: Path = BENCHMARKS_MD) -> list[str]:

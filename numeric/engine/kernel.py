@@ -80,8 +80,10 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
     (NNGP, NTK).
 
     ``activation``: erf, relu, tanh, gelu, silu, linear or a SymPy expression in x (``"sin(x)"``,
-    ``"x*exp(-x**2/2)"``).  erf and ReLU use their generated closed forms; others the tabulated recursion
-    (a rho interpolant per layer when every input has the same norm, the chunked general path otherwise).
+    ``"x*exp(-x**2/2)"``).  erf, ReLU and GELU use their generated closed-form dual kernels; an expression
+    whose dual SymPy finds in closed form (sin, cos, ...) gets its recursion generated at run time from the
+    same template; others the tabulated recursion (a rho interpolant per layer when every input has the same
+    norm, the chunked general path otherwise).
     Raises ParameterError (a ValueError naming the parameter) for bad input and when a kernel leaves the
     float64 range.
     """

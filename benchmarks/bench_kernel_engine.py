@@ -1,0 +1,347 @@
+"""The generated kernel engine (`resprop.kernel`) against neural-tangents, interleaved call by call.
+
+Workload: residual network with a read-in layer, K^(0) = sigma_w2 X X^T / d_in + sigma_b2 (= Theta^(0)), then L
+blocks z <- z + rho (W phi(z) + b) (gamma = 1, rho = 0.1, sigma_w2 = 1.25, sigma_b2 = 0.05); X has P rows of equal
+norm (K^(0)_aa = 0.1) in d_in = 100.  Sizes (P, L) = (1000, 200), (200, 50) and (1000, 50); activations erf,
+ReLU, GELU (closed-form duals on both sides: resprop's generated recursion, NT's `Erf`, `Relu`,
+`Gelu(approximate=False)`) and tanh (no closed form: resprop's tabulated recursion, NT's
+`ElementwiseNumerical(jnp.tanh, deg=25)`, Gauss-Hermite quadrature of degree 25 per dimension, its default);
+NNGP alone and NNGP + NTK.
+
+Interleaving: for each configuration a neural-tangents worker per precision (benchmarks/peer_nt_worker.py
+--serve, in benchmarks/.venv-peers; float32 = JAX's default and float64 = JAX_ENABLE_X64) compiles the
+network once (the first call, reported), then the script runs, REPEATS times, one resprop call, one NT float32
+call and one NT float64 call in turn, so that the load of the machine hits all three alike; the medians are
+reported (and the best).  A fresh worker per (activation, P, L) gives its peak memory: the process's peak RSS
+minus its RSS after the imports (after NNGP alone, then after NNGP + NTK).  resprop's peak memory is the
+tracemalloc peak of one call (NumPy buffers included), measured in a separate, untimed call.
+
+Left out, and why: NT's tanh in float64 at P = 1000 (its (P^2, deg^2) quadrature arrays need ~11 GB).  NT's
+tanh takes seconds to minutes per call, so it gets fewer timed calls: float32 3 at P = 1000, L = 50 and 1 at
+P = 1000, L = 200 (~50 s and ~140 s per mode on an idle machine; skipped with --quick), float64 1.
+
+Accuracy: max |resprop - NT| / max |NT| off and on the diagonal, against NT float64 and float32.  For tanh, NT
+float64's own quadrature error dominates that difference; resprop's tanh is checked against mpmath in
+tests/test_kernel_engine.py (-m slow).  The matched-accuracy comparison for tanh: at P = 200, L = 50 (NNGP,
+float64) NT runs with deg = 10, 15 and 25, and each is compared with resprop and timed once, so the degree NT
+needs for a given accuracy, and its time there, are on record.
+
+Elementwise limit: the time of the bare elementwise maths of each layer, L x (one pass of each transcendental
+NumPy ufunc in the activation's dual kernels, plus one multiply and one add per kernel updated) over the
+P(P+1)/2 upper-triangle elements, in cache-sized strips on two threads (as the engine runs).  The ratio
+engine / limit is the distance to it (tanh: none; its tabulated path evaluates an interpolant instead).
+
+Targets (issue 13): NNGP >= 10x and NNGP + NTK >= 5x NT float32 for closed-form activations at P = 1000,
+L = 200; GELU as fast as erf; tanh within 3x of erf at P = 1000, L = 50, under 1 GB peak, and >= 3x faster
+than ElementwiseNumerical.  The script exits with an error when resprop and NT float64 differ by more than
+1e-10 relative to the largest entry for a closed-form activation (ReLU NTK diagonal: 1e-7, NT's arccos at a
+computed correlation 1 - eps), or by more than 1e-5 for tanh (NT's quadrature).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import _common as C
+import numpy as np
+
+import resprop
+
+HERE = Path(__file__).resolve().parent
+WORKER = HERE / "peer_nt_worker.py"
+SIZES = ((1000, 200), (200, 50), (1000, 50))
+ACTIVATIONS = ("erf", "relu", "gelu", "tanh")
+MODES = {"nngp": ("nngp",), "nngp+ntk": ("nngp", "ntk")}
+D_IN, K0_DIAG, RHO, SW2, SB2 = 100, 0.1, 0.1, 1.25, 0.05
+REPEATS = 5
+TANH_DEG = 25
+TANH_DEGREES = (10, 15, 25)
+FAIL_RTOL, TANH_FAIL_RTOL, RELU_NTK_DIAG_RTOL = 1e-10, 1e-5, 1e-7
+STRIP = 65536
+#: the transcendental ufuncs of each activation's dual kernels (derive/residual.py): NNGP, and added by the NTK
+LIMIT_UFUNCS = {
+    "erf": (("arcsin",), ("sqrt", "divide")),
+    "relu": (("arccos", "sqrt"), ()),
+    "gelu": (("arcsin", "sqrt", "divide"), ("divide",)),
+}
+
+
+def make_x(P: int, seed: int = 0) -> np.ndarray:
+    """P random rows of equal norm with K^(0)_aa = sigma_w2 |x|^2 / d_in + sigma_b2 = K0_DIAG."""
+    rng = np.random.default_rng(seed)
+    Xn = rng.standard_normal((P, D_IN))
+    Xn /= np.linalg.norm(Xn, axis=1, keepdims=True)
+    return Xn * math.sqrt((K0_DIAG - SB2) * D_IN / SW2)
+
+
+class Worker:
+    """One neural-tangents process (peer_nt_worker.py --serve) at one precision."""
+
+    def __init__(self, x64: bool) -> None:
+        args = [str(C.PEERS_PYTHON), str(WORKER), "--serve"] + (["--x64"] if x64 else [])
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True, bufsize=1)
+        self.hello = self._read()
+
+    def _read(self) -> dict:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"neural-tangents worker exited (code {self.proc.poll()})")
+        return json.loads(line)
+
+    def ask(self, **req) -> dict:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        try:
+            self.ask(op="quit")
+        except (SystemExit, BrokenPipeError, ValueError):
+            pass
+        self.proc.wait(timeout=60)
+
+
+def call_resprop(X: np.ndarray, act: str, L: int, ntk: bool) -> dict[str, np.ndarray]:
+    out = resprop.kernel(X, act, L, SW2, SB2, gamma=1.0, branch_scale=RHO, ntk=ntk)
+    return {"nngp": out[0], "ntk": out[1]} if ntk else {"nngp": out}
+
+
+def timed_resprop(X, act, L, ntk) -> tuple[float, float]:
+    c0 = os.times()
+    t0 = time.perf_counter()
+    call_resprop(X, act, L, ntk)
+    wall = time.perf_counter() - t0
+    c1 = os.times()
+    return wall, c1.user + c1.system - c0.user - c0.system
+
+
+def deviations(mine: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+    """Per kernel: max |mine - ref| / max |ref| off the diagonal and on it."""
+    out = {}
+    for k, b in ref.items():
+        d = np.abs(mine[k] - b)
+        top = float(np.max(np.abs(b)))
+        off = ~np.eye(b.shape[0], dtype=bool)
+        out[k] = {"offdiag": float(np.max(d[off]) / top), "diag": float(np.max(np.diagonal(d)) / top)}
+    return out
+
+
+def elementwise_limit(P: int, L: int, act: str, mode: str) -> float | None:
+    """L x the time of the activation's bare elementwise maths on the P(P+1)/2 upper-triangle elements, in strips
+    of STRIP elements on two threads (median of 5)."""
+    if act not in LIMIT_UFUNCS:
+        return None
+    nngp, extra = LIMIT_UFUNCS[act]
+    names = nngp + (extra if mode == "nngp+ntk" else ())
+    kernels = 2 if mode == "nngp+ntk" else 1
+    ops = [getattr(np, n) for n in names] + [np.multiply, np.add] * kernels
+    n = P * (P + 1) // 2
+    halves = (n // 2, n - n // 2)
+    rng = np.random.default_rng(1)
+    bufs = [(rng.uniform(0.05, 0.9, min(h, STRIP)), np.empty(min(h, STRIP))) for h in halves]
+
+    def work(k: int) -> None:
+        a, out = bufs[k]
+        for s0 in range(0, halves[k], STRIP):
+            m = min(STRIP, halves[k] - s0)
+            for f in ops:
+                if f.nin == 1:
+                    f(a[:m], out=out[:m])
+                else:
+                    f(a[:m], out[:m], out=out[:m])
+
+    times = []
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(6):
+            t0 = time.perf_counter()
+            list(pool.map(work, (0, 1)))
+            times.append(time.perf_counter() - t0)
+    return L * statistics.median(times[1:])
+
+
+def tanh_matched_accuracy(tmp: Path) -> dict:
+    """NT's ElementwiseNumerical tanh at several quadrature degrees (float64, P = 200, L = 50, NNGP): its
+    difference from resprop and one warm call's time each, beside resprop's median time."""
+    P, L = 200, 50
+    X = make_x(P)
+    np.save(tmp / "x_deg.npy", X)
+    mine = call_resprop(X, "tanh", L, False)["nngp"]
+    t_mine = statistics.median(timed_resprop(X, "tanh", L, False)[0] for _ in range(REPEATS))
+    rows = {}
+    w = Worker(x64=True)
+    try:
+        for deg in TANH_DEGREES:
+            key = f"deg{deg}"
+            prep = w.ask(op="prepare", key=key, X=str(tmp / "x_deg.npy"), activation="tanh", deg=deg, depth=L,
+                         rho=RHO, sigma_w2=SW2, sigma_b2=SB2, get=["nngp"], save=str(tmp / key))
+            ref = np.load(prep["paths"]["nngp"])
+            t = w.ask(op="time", key=key)["wall_s"]
+            w.ask(op="drop", key=key)
+            dev = deviations({"nngp": mine}, {"nngp": ref})["nngp"]
+            rows[deg] = {"nt_f64_s": t, "first_call_s": prep["first_call_s"], "max_dev_offdiag": dev["offdiag"],
+                         "max_dev_diag": dev["diag"], "ratio_nt_over_resprop": t / t_mine}
+    finally:
+        w.close()
+    return {"P": P, "depth": L, "resprop_median_s": t_mine, "degrees": rows}
+
+
+def run_config(P: int, L: int, act: str, tmp: Path, quick: bool) -> dict:
+    X = make_x(P)
+    xpath = tmp / f"x{P}.npy"
+    np.save(xpath, X)
+    big_tanh = act == "tanh" and P >= 1000
+    precisions = ("f32",) if big_tanh else ("f32", "f64")
+    # NT's quadrature tanh costs seconds to minutes per call: fewer timed calls there (the medians say how many)
+    nt_repeats = {p: REPEATS for p in precisions}
+    if act == "tanh":
+        nt_repeats = {"f32": 1 if L > 50 and big_tanh else (3 if big_tanh else REPEATS), "f64": 1}
+    workers = {p: Worker(x64=(p == "f64")) for p in precisions}
+    out: dict = {"nt_versions": {p: w.hello for p, w in workers.items()}, "modes": {}}
+    try:
+        for mode, get in MODES.items():
+            ntk = mode == "nngp+ntk"
+            key = f"{act}_P{P}_L{L}_{mode}"
+            prep = {p: w.ask(op="prepare", key=key, X=str(xpath), activation=act, deg=TANH_DEG, depth=L, rho=RHO,
+                             sigma_w2=SW2, sigma_b2=SB2, get=list(get), save=str(tmp / f"{key}_{p}"))
+                    for p, w in workers.items()}
+            mine = call_resprop(X, act, L, ntk)  # warm-up, and the value compared
+            peak = C.peak_memory(lambda X=X, ntk=ntk: call_resprop(X, act, L, ntk))["peak_MiB"]
+            times: dict[str, list] = {"resprop": [], **{p: [] for p in workers}}
+            cpu: dict[str, list] = {k: [] for k in times}
+            for r in range(REPEATS):
+                w_s, c_s = timed_resprop(X, act, L, ntk)
+                times["resprop"].append(w_s)
+                cpu["resprop"].append(c_s)
+                for p, w in workers.items():
+                    if r < nt_repeats[p]:
+                        a = w.ask(op="time", key=key)
+                        times[p].append(a["wall_s"])
+                        cpu[p].append(a["cpu_s"])
+            rec: dict = {"resprop": {"median_s": statistics.median(times["resprop"]), "best_s": min(times["resprop"]),
+                                     "times_s": times["resprop"], "cpu_s": cpu["resprop"], "peak_MiB": peak}}
+            for p, w in workers.items():
+                a = w.ask(op="drop", key=key)
+                ref = {k: np.load(v).astype(float) for k, v in prep[p]["paths"].items()}
+                rec[f"nt_{p}"] = {"median_s": statistics.median(times[p]), "best_s": min(times[p]),
+                                  "times_s": times[p], "cpu_s": cpu[p], "first_call_s": prep[p]["first_call_s"],
+                                  "peak_MiB": a["maxrss_MiB"] - w.hello["baseline_MiB"],
+                                  "deviation": deviations(mine, ref)}
+                rec[f"ratio_nt_{p}_over_resprop"] = rec[f"nt_{p}"]["median_s"] / rec["resprop"]["median_s"]
+            limit = elementwise_limit(P, L, act, mode)
+            rec["elementwise_limit_s"] = limit
+            rec["resprop_over_limit"] = None if limit is None else rec["resprop"]["median_s"] / limit
+            out["modes"][mode] = rec
+    finally:
+        for w in workers.values():
+            w.close()
+    return out
+
+
+def check_agreement(results: dict) -> list[str]:
+    bad = []
+    for key, cfg in results.items():
+        act = key.split("_")[0]
+        for mode, rec in cfg["modes"].items():
+            nt = rec.get("nt_f64") or rec["nt_f32"]
+            tol = TANH_FAIL_RTOL if (act == "tanh" or "nt_f64" not in rec) else FAIL_RTOL
+            if "nt_f64" not in rec:
+                tol = 1e-3  # float32 only: its round-off
+            for k, d in nt["deviation"].items():
+                diag_tol = RELU_NTK_DIAG_RTOL if (act == "relu" and k == "ntk") else tol
+                if d["offdiag"] > tol or d["diag"] > diag_tol:
+                    bad.append(f"{key} {mode} {k}: off {d['offdiag']:.1e}, diag {d['diag']:.1e}")
+    return bad
+
+
+def targets(results: dict) -> dict:
+    def med(act, P, L, mode):
+        return results[f"{act}_P{P}_L{L}"]["modes"][mode]
+
+    t = {}
+    for act in ("erf", "relu", "gelu"):
+        for mode, goal in (("nngp", 10.0), ("nngp+ntk", 5.0)):
+            r = med(act, 1000, 200, mode)["ratio_nt_f32_over_resprop"]
+            t[f"{act} {mode} P=1000 L=200 vs NT f32"] = {"value": r, "goal": f">= {goal:g}x", "met": r >= goal}
+    for mode in MODES:
+        for P, L in ((1000, 200), (1000, 50)):
+            r = med("gelu", P, L, mode)["resprop"]["median_s"] / med("erf", P, L, mode)["resprop"]["median_s"]
+            t[f"gelu / erf time {mode} P={P} L={L}"] = {"value": r, "goal": "<= 1 (as fast as erf)", "met": r <= 1.0}
+        r = med("tanh", 1000, 50, mode)["resprop"]["median_s"] / med("erf", 1000, 50, mode)["resprop"]["median_s"]
+        t[f"tanh / erf time {mode} P=1000 L=50"] = {"value": r, "goal": "<= 3", "met": r <= 3.0}
+        m = med("tanh", 1000, 50, mode)["resprop"]["peak_MiB"]
+        t[f"tanh peak memory {mode} P=1000 L=50 (MiB)"] = {"value": m, "goal": "< 1024", "met": m < 1024}
+        for P, L in ((1000, 50), (200, 50)):
+            r = med("tanh", P, L, mode)["ratio_nt_f32_over_resprop"]
+            t[f"tanh {mode} P={P} L={L} vs NT ElementwiseNumerical f32"] = {"value": r, "goal": ">= 3x",
+                                                                            "met": r >= 3.0}
+    return t
+
+
+def run(quick: bool = False) -> dict:
+    info, skipped = C.start_peer_benchmark("kernel_engine")
+    if skipped:
+        return skipped
+    print(f"\nresprop.kernel vs neural-tangents, interleaved, median of {REPEATS}: rho={RHO}, sigma_w2={SW2}, "
+          f"sigma_b2={SB2}, K0_aa={K0_DIAG}, d_in={D_IN}; tanh peer ElementwiseNumerical(deg={TANH_DEG})\n")
+    results: dict = {}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp_s:
+        tmp = Path(tmp_s)
+        for P, L in SIZES:
+            for act in ACTIVATIONS:
+                if quick and act == "tanh" and P >= 1000 and L > 50:
+                    continue
+                key = f"{act}_P{P}_L{L}"
+                t0 = time.perf_counter()
+                cfg = run_config(P, L, act, tmp, quick)
+                results[key] = cfg
+                for mode, rec in cfg["modes"].items():
+                    f64 = rec.get("nt_f64")
+                    dev = (f64 or rec["nt_f32"])["deviation"]
+                    rows.append([f"{act} P={P} L={L} {mode}", rec["resprop"]["median_s"],
+                                 rec["nt_f32"]["median_s"], f64["median_s"] if f64 else "-",
+                                 f"{rec['ratio_nt_f32_over_resprop']:.1f}x",
+                                 f"{rec['ratio_nt_f64_over_resprop']:.1f}x" if f64 else "-",
+                                 f"{rec['resprop']['peak_MiB']:.0f}", f"{rec['nt_f32']['peak_MiB']:.0f}",
+                                 f"{max(d['offdiag'] for d in dev.values()):.1e}",
+                                 f"{max(d['diag'] for d in dev.values()):.1e}",
+                                 "-" if rec["resprop_over_limit"] is None else f"{rec['resprop_over_limit']:.1f}x"])
+                print(f"  {key}: {time.perf_counter() - t0:.0f} s", flush=True)
+        matched = tanh_matched_accuracy(tmp)
+    C.print_table(["config", "resprop s", "NT f32 s", "NT f64 s", "NT32/resprop", "NT64/resprop",
+                   "resprop MiB", "NT32 MiB", "dev off", "dev diag", "resprop/limit"], rows)
+    print("(medians of interleaved calls; dev: max |resprop - NT| / max |NT|, NT float64 where run, else float32;"
+          " MiB: peak above baseline)")
+    print("\ntanh matched accuracy (P=200, L=50, NNGP, NT float64): resprop "
+          f"{matched['resprop_median_s']:.3g} s")
+    for deg, r in matched["degrees"].items():
+        print(f"  deg {deg}: NT {r['nt_f64_s']:.3g} s ({r['ratio_nt_over_resprop']:.1f}x resprop), "
+              f"max dev off-diag {r['max_dev_offdiag']:.1e}, diag {r['max_dev_diag']:.1e}")
+    tg = {} if quick else targets(results)
+    for name, v in tg.items():
+        print(f"target {name}: {v['value']:.3g} ({v['goal']}: {'met' if v['met'] else 'NOT met'})")
+    bad = check_agreement(results)
+    if bad:
+        raise SystemExit("resprop and neural-tangents disagree: " + "; ".join(bad))
+    return {"benchmark": "kernel_engine", "machine": info,
+            "params": {"sizes": SIZES, "activations": ACTIVATIONS, "rho": RHO, "sigma_w2": SW2, "sigma_b2": SB2,
+                       "k0_diag": K0_DIAG, "d_in": D_IN, "repeats": REPEATS, "tanh_deg": TANH_DEG, "quick": quick,
+                       "limit_ufuncs": LIMIT_UFUNCS},
+            "results": results, "tanh_matched_accuracy": matched, "targets": tg}
+
+
+if __name__ == "__main__":
+    quick = "--quick" in sys.argv
+    sys.argv = [a for a in sys.argv if a != "--quick"]
+    C.main(lambda: run(quick))
