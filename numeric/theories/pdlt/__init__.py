@@ -12,9 +12,10 @@ THEORY = Theory(
     citation_tex="Roberts, Yaida \\& Hanin (2022), The Principles of Deep Learning Theory, Appendix B",
     summary="Residual MLPs at criticality: kernel and four-point vertex recursions, nu(gamma), optimal aspect "
             "ratio r*.",
-    derivations={"pdlt": "resprop.derive.theories.pdlt:derive_residual_mlp"},
+    derivations={"pdlt": "resprop.derive.theories.pdlt:derive_residual_mlp",
+                 "pdlt_corrected": "resprop.derive.theories.pdlt_corrected:derive_pdlt_corrected"},
     cli="resprop.numeric.theories.pdlt.cli:add_subcommands",
-    subcommands=("nu",),
+    subcommands=("nu", "residual-mlp"),
     claims="resprop.numeric.theories.pdlt.claims:claims",
     figures="resprop.numeric.theories.pdlt.figures:make_figures",
     generated_shared=("gauss_hermite.py",),

@@ -1,4 +1,4 @@
-"""`resprop` subcommands of the pdlt theory (nu ...): declared in its registry entry."""
+"""`resprop` subcommands of the pdlt theory (nu, residual-mlp): declared in its registry entry."""
 from __future__ import annotations
 
 from resprop.generated.parameters import declared
@@ -16,6 +16,33 @@ def cmd_nu(args) -> int:
     return 0
 
 
+#: Monte Carlo hook of ``residual-mlp``: a function (activation, gamma2, depth, width) -> dict of extra JSON
+#: fields (e.g. {"simulated": Var, "simulated_se": se}), or None.  The finite-width Monte Carlo module sets it;
+#: with a width given, ``cmd_residual_mlp`` adds its fields to the output.
+simulate_residual_mlp = None
+
+
+def cmd_residual_mlp(args) -> int:
+    """R(d) = n Var[||z^d||^2/n]/E[...]^2 of a residual MLP at n -> oo: the corrected theory and PDLT's B.26; with
+    --width N also the leading finite-width predictions Var[||z^d||^2/n] ~ R K_d^2/N (``var_*``) and the
+    normalised Var/E^2 ~ R/N (``rel_var_*``), K_d = E[||z^d||^2/n] at infinite width."""
+    from resprop.numeric.engine import validation as V
+    from resprop.numeric.theories.pdlt import corrected as C
+    corrected = C.corrected_ratio(args.activation, args.gamma2, args.depth)
+    b26 = C.b26_ratio(args.activation, args.gamma2, args.depth)
+    out = {"activation": args.activation, "gamma2": args.gamma2, "depth": args.depth,
+           "C_W": C.critical_C_W(args.activation, args.gamma2), "corrected": corrected, "b26": b26}
+    if args.width is not None:
+        width = V.integer("width", args.width, minimum=1)
+        K_d = C.output_kernel(args.activation, args.gamma2, args.depth)
+        out.update(width=width, K_d=K_d, rel_var_corrected=corrected / width, rel_var_b26=b26 / width,
+                   var_corrected=corrected * K_d**2 / width, var_b26=b26 * K_d**2 / width)
+        if simulate_residual_mlp is not None:
+            out.update(simulate_residual_mlp(args.activation, args.gamma2, args.depth, width))
+    emit(out, args.json)
+    return 0
+
+
 def add_subcommands(sub) -> None:
     """Add this theory's subcommands to the ``resprop`` parser's sub-parsers."""
     p = sub.add_parser("nu", help="PDLT residual-MLP nu(gamma), critical C_W and r*(gamma)")
@@ -24,3 +51,13 @@ def add_subcommands(sub) -> None:
     p.add_argument("--n-out", type=int, default=1, help="output width n_L (B.36)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_nu)
+
+    p = sub.add_parser("residual-mlp", help="PDLT residual MLP: n Var[|z^d|^2/n]/E[.]^2, corrected theory vs B.26")
+    p.add_argument("--activation", required=True, help="relu, linear, leaky_relu:<slope>, tanh, erf or gelu")
+    p.add_argument("--gamma2", required=True, type=float, help="residual weight gamma^2 in [0, 1) (C_W critical)")
+    p.add_argument("--depth", required=True, type=int, help="number d of residual layers after the input (>= 1)")
+    p.add_argument("--width", type=int, default=None,
+                   help="width n: adds the leading finite-width predictions var_* = R K_d^2/n of "
+                        "Var[|z^d|^2/n] and rel_var_* = R/n of Var/E^2, corrected and B.26")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_residual_mlp)

@@ -40,12 +40,15 @@ from types import SimpleNamespace
 import numpy as np
 from scipy.special import erf
 
+import resprop.generated.pdlt as pr
+import resprop.generated.pdlt_corrected as pc
+import resprop.generated.pdlt_corrected_recursions as pcr
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.validation import ParameterError
 from resprop.numeric.theories.pdlt import residual_mlp as rm
 
 __all__ = ["ALLOWED_ACTIVATIONS", "MAX_DEPTH_SCALE_INVARIANT", "MAX_DEPTH_SMOOTH", "corrected_ratio", "b26_ratio",
-           "critical_C_W", "corrected_trajectory", "b26_trajectory", "arccos2_moment", "nu_corrected",
+           "output_kernel", "critical_C_W", "corrected_trajectory", "b26_trajectory", "arccos2_moment", "nu_corrected",
            "CorrectedTrajectory"]
 
 ALLOWED_ACTIVATIONS = ("relu", "linear", "leaky_relu:<slope>", "tanh", "erf", "gelu")
@@ -119,20 +122,24 @@ def critical_C_W(activation: str, gamma2: float) -> float:
     ac, g2 = _activation(activation), _gamma2(gamma2)
     if ac.name == "gelu":
         return (1.0 - g2) / GELU_MEAN_SQ
-    return float(rm.critical_C_W(math.sqrt(g2), activation))
+    if ac.kind == "scale_invariant":
+        float(rm.critical_C_W(math.sqrt(g2), activation))  # its float64-range check of the slopes
+        return (1.0 - g2) / ((ac.a_plus**2 + ac.a_minus**2) / 2)
+    return (1.0 - g2) / rm.activation_class(activation).sigma1 ** 2
 
 
 # --------------------------------------------------------------------------- scale-invariant class
 def arccos2_moment(rho, a_plus: float = 1.0, a_minus: float = 0.0):
     """E[phi(u)^2 phi(v)^2] for unit-variance (u, v) of correlation rho, phi = (a_+ z)_{z>0} + (a_- z)_{z<0}:
-    (a_+^4 + a_-^4) J(rho) + 2 a_+^2 a_-^2 J(-rho), J(rho) = E[u^2 v^2; u > 0, v > 0] the degree-2 arc-cosine
-    kernel (Cho & Saul 2009) / (2 pi): [3 rho sqrt(1 - rho^2) + (pi - arccos rho)(1 + 2 rho^2)]/(2 pi)."""
-    r = np.clip(np.asarray(rho, dtype=float), -1.0, 1.0)
+    (a_+^4 + a_-^4) J(rho) + 2 a_+^2 a_-^2 J(-rho), J(rho) = E[u^2 v^2; u > 0, v > 0], the degree-2 arc-cosine
+    kernel [3 rho sqrt(1 - rho^2) + (pi - arccos rho)(1 + 2 rho^2)]/(2 pi) (Cho & Saul 2009), derived in
+    ``derive/theories/pdlt_corrected.py`` by integrating over the wedge (the generated kernel)."""
+    return pc.phi_sq_cross_moment_scale_invariant(rho, float(a_plus), float(a_minus))
 
-    def J(x):
-        return (3 * x * np.sqrt(1 - x * x) + (np.pi - np.arccos(x)) * (1 + 2 * x * x)) / (2 * np.pi)
 
-    return (a_plus**4 + a_minus**4) * J(r) + 2 * a_plus**2 * a_minus**2 * J(-r)
+def _excess(rho, ap: float, am: float) -> np.ndarray:
+    """D(rho) = Cov(phi_u^2, phi_v^2) minus its rho^2 part (the generated kernel; unit variances)."""
+    return pc.cross_layer_excess_scale_invariant(np.clip(rho, -1.0, 1.0), ap, am)
 
 
 def _unit(ac: _Act) -> tuple[float, float]:
@@ -140,17 +147,24 @@ def _unit(ac: _Act) -> tuple[float, float]:
     return ac.a_plus / m, ac.a_minus / m
 
 
+def _nu_b26(ac: _Act, g2: float) -> float:
+    """B.29 (the generated kernel of ``derive/theories/pdlt.py``)."""
+    return float(pr.nu_scale_invariant(math.sqrt(g2), *_unit(ac)))
+
+
 def _scale_invariant_ratio(ac: _Act, g2: float, depth: int) -> tuple[float, float]:
-    """(corrected R(d), B.26's R(d)) of the scale-invariant class at criticality (K fixed, chi = 1)."""
-    ap, am = _unit(ac)  # R is homogeneous of degree 0 in the slopes
-    A2, A4 = (ap**2 + am**2) / 2, (ap**4 + am**4) / 2
-    C_W = (1 - g2) / A2
-    nu_b = (1 - g2) * ((1 - g2) * (3 * A4 / A2**2 - 1) + 4 * g2)
-    b26 = 2.0 + depth * nu_b
+    """(corrected R(d), B.26's R(d)) of the scale-invariant class at criticality (K fixed, chi = 1):
+    R(d) = 2 + d nu_B29 + 2 C_W^2 sum_(t=1)^(d-1) (d - t) D(gamma^t), C_W = (1 - gamma^2)/A_2 (slopes scaled to
+    max |a| = 1: R is homogeneous of degree 0 in them)."""
+    ap, am = _unit(ac)
+    C_W = (1 - g2) / ((ap**2 + am**2) / 2)
+    b26 = 2.0 + depth * _nu_b26(ac, g2)
     t = np.arange(1, depth)
-    rho = math.sqrt(g2) ** t
-    D = arccos2_moment(rho, ap, am) - A2**2 - 2 * A2**2 * rho**2
-    return b26 + 2 * C_W**2 * float(np.sum((depth - t) * D)), b26
+    if t.size == 0 or g2 == 0.0:
+        return b26, b26
+    with np.errstate(under="ignore"):
+        rho = math.sqrt(g2) ** t
+    return b26 + 2 * C_W**2 * float(np.sum((depth - t) * _excess(rho, ap, am))), b26
 
 
 def nu_corrected(activation: str, gamma2: float, terms: int | None = None) -> float:
@@ -165,16 +179,19 @@ def nu_corrected(activation: str, gamma2: float, terms: int | None = None) -> fl
                                                "gelu belongs to neither")
         return float(rm.nu(math.sqrt(g2), activation))
     ap, am = _unit(ac)
-    A2, A4 = (ap**2 + am**2) / 2, (ap**4 + am**4) / 2
-    C_W = (1 - g2) / A2
-    nu_b = (1 - g2) * ((1 - g2) * (3 * A4 / A2**2 - 1) + 4 * g2)
+    C_W = (1 - g2) / ((ap**2 + am**2) / 2)
+    nu_b = _nu_b26(ac, g2)
     if g2 == 0.0:
         return nu_b
     if terms is None:
         terms = int(math.ceil(math.log(1e-17) / (0.5 * math.log(g2)))) + 1
-    rho = math.sqrt(g2) ** np.arange(1, terms + 1)
-    D = arccos2_moment(rho, ap, am) - A2**2 - 2 * A2**2 * rho**2
-    return nu_b + 2 * C_W**2 * float(np.sum(D))
+    terms = V.integer("terms", terms, minimum=1, maximum=10**9)
+    total = 0.0
+    for t0 in range(1, terms + 1, 10**6):  # chunks: gamma^2 -> 1 needs ~ 78/(1 - gamma^2) terms
+        with np.errstate(under="ignore"):
+            rho = math.sqrt(g2) ** np.arange(t0, min(terms, t0 + 10**6 - 1) + 1)
+        total += float(np.sum(_excess(rho, ap, am)))
+    return nu_b + 2 * C_W**2 * total
 
 
 # --------------------------------------------------------------------------- smooth activations
@@ -228,47 +245,68 @@ class CorrectedTrajectory:
         return 2.0 + self.V_b26 / self.K**2
 
 
-def _smooth_trajectory(ac: _Act, g2: float, depth: int, C_W: float) -> CorrectedTrajectory:
-    gamma = math.sqrt(g2)
-    # kernel trajectory first (it fixes the correlations rho_l and so the number of channels needed)
-    z9, w9 = _panel_rule(1.0, 12.0)
+def _kernel_trajectory(ac: _Act, g2: float, depth: int, C_W: float) -> np.ndarray:
+    """K_l, l = 0..depth, K_0 = 1 (B.12 with C_b = 0)."""
     K = np.empty(depth + 1)
     K[0] = 1.0
     for l in range(depth):
         Kl = K[l]
-        zl, wl = _panel_rule(Kl, 12.0) if Kl != 1.0 else (z9, w9)
+        z, w = _panel_rule(Kl, 12.0)
         # GELU's C_W makes K = 1 a fixed point: kept exactly (the fixed point is unstable, chi_par > 1, and a
         # recomputed K would amplify round-off by chi_par per layer)
-        K[l + 1] = 1.0 if ac.name == "gelu" else g2 * Kl + C_W * float(ac.phi(math.sqrt(Kl) * zl) ** 2 @ wl)
+        K[l + 1] = 1.0 if ac.name == "gelu" else g2 * Kl + C_W * float(ac.phi(math.sqrt(Kl) * z) ** 2 @ w)
         if not (np.isfinite(K[l + 1]) and 1e-150 < K[l + 1] < 1e150):
             raise ParameterError("depth", f"the kernel K^(l) of {ac.name} leaves [1e-150, 1e150] at layer {l + 1}; "
                                           f"use a depth below {l + 1}")
-    rho = gamma * np.sqrt(K[:-1] / K[1:])
-    rmax = float(rho.max()) if depth else 0.0
-    channels = MAX_CHANNELS if rmax > 0.9 else (
-        4 if rmax == 0.0 else int(min(MAX_CHANNELS, math.ceil(math.log(1e-18) / math.log(rmax)) + 4)))
+    return K
+
+
+def _smooth_trajectory(ac: _Act, g2: float, depth: int, C_W: float) -> CorrectedTrajectory:
+    """The Hermite-channel recursion (generated ``hermite_channels``) feeding Delta_l into the generated
+    ``vertex_corrected`` recursion; B.26 is the same recursion with Delta = 0."""
+    gamma = math.sqrt(g2)
+    K = _kernel_trajectory(ac, g2, depth, C_W)
+    rho = np.asarray(pc.channel_correlation(gamma, K[:-1], K[1:]), dtype=float)
+    rmax = float(rho.max())
+    channels = 4 if rmax == 0.0 else int(min(MAX_CHANNELS, math.ceil(math.log(1e-18) / math.log(rmax)) + 4))
     L = 2.0 * math.sqrt(channels) + 10.0
-    Vc = np.zeros(depth + 1)
-    Vb = np.zeros(depth + 1)
-    c = np.zeros(channels + 1)
-    n = np.arange(channels + 1)
-    others = (n != 0) & (n != 2)
-    K_done = -1.0
-    h, var = np.zeros(channels + 1), 0.0
+    H = np.zeros((depth, channels + 1))  # Hermite coefficients of phi^2 - <phi^2> (h_0 = 0)
+    Phi, q, phi4 = np.empty(depth), np.empty(depth), np.empty(depth)
     for l in range(depth):
         Kl = float(K[l])
-        if Kl != K_done:  # a fixed kernel (GELU) needs the coefficients once
-            z, w = _panel_rule(Kl, L)
-            f = ac.phi(math.sqrt(Kl) * z) ** 2
-            h = _hermite_coefficients(f, z, w, channels)
-            var, K_done = float(f * f @ w) - h[0] ** 2, Kl
-        dPhi = h[2] / (math.sqrt(2.0) * Kl)  # <phi^2 He_2> = 2 K Phi'(K): the Gaussian derivative identity
-        chi = g2 + C_W * dPhi
-        delta = float(c[others] @ h[others])
-        b26 = C_W**2 * var + 4 * g2 * (chi - g2) * Kl**2
-        Vb[l + 1] = chi**2 * Vb[l] + b26
-        Vc[l + 1] = chi**2 * Vc[l] + b26 + 2 * chi * C_W * delta
-        c = rho[l] ** n * (chi * c + C_W * h)
+        if l and Kl == K[l - 1]:  # a fixed kernel (GELU) needs the coefficients once
+            H[l], Phi[l], q[l], phi4[l] = H[l - 1], Phi[l - 1], q[l - 1], phi4[l - 1]
+            continue
+        z, w = _panel_rule(Kl, L)
+        f = ac.phi(math.sqrt(Kl) * z) ** 2
+        h = _hermite_coefficients(f, z, w, channels)
+        Phi[l], q[l], phi4[l] = h[0], float(f * Kl * z * z @ w), float(f * f @ w)
+        H[l, 1:] = h[1:]
+    chi = g2 + C_W * (q - K[:-1] * Phi) / (2 * K[:-1] ** 2)  # B.15
+    shape = (depth, channels + 1)
+    delta = np.zeros(depth)
+    keep = np.ones(channels + 1, dtype=bool)
+    keep[[0, 2]] = False  # n = 2 is Phi' Q, inside B.26; n = 0 vanishes
+
+    def record(l, c):
+        if l + 1 < depth:
+            delta[l + 1] = float(c[keep] @ H[l + 1, keep])
+
+    nn = np.arange(channels + 1, dtype=float)
+    pcr.hermite_channels(np.zeros(channels + 1), np.broadcast_to(rho[:, None], shape),
+                         np.broadcast_to(nn, shape), np.broadcast_to(chi[:, None], shape),
+                         np.broadcast_to(np.full((depth, 1), C_W), shape), H, record=record)
+    seqs = (K[:-1], np.full(depth, gamma), np.full(depth, C_W), Phi, q, phi4)
+    Vc, Vb = np.zeros(depth + 1), np.zeros(depth + 1)
+
+    def keep_c(l, v):
+        Vc[l + 1] = v[0]
+
+    def keep_b(l, v):
+        Vb[l + 1] = v[0]
+
+    pcr.vertex_corrected(np.zeros(1), *seqs, delta, record=keep_c)
+    pcr.vertex_corrected(np.zeros(1), *seqs, np.zeros(depth), record=keep_b)
     return CorrectedTrajectory(ac.name, g2, depth, C_W, K, Vc, Vb, channels)
 
 
@@ -285,6 +323,15 @@ def corrected_trajectory(activation: str, gamma2: float, depth: int) -> Correcte
         rb = np.array([2.0] + [_scale_invariant_ratio(ac, g2, k)[1] for k in range(1, d + 1)])
         return CorrectedTrajectory(ac.name, g2, d, C_W, np.ones(d + 1), rc - 2.0, rb - 2.0, 0)
     return _smooth_trajectory(ac, g2, _depth(depth, MAX_DEPTH_SMOOTH), C_W)
+
+
+def output_kernel(activation: str, gamma2: float, depth: int) -> float:
+    """K^(d) = E[||z^d||^2/n] at n -> oo (B.12, K^(0) = 1): 1 for the scale-invariant class and GELU."""
+    ac, g2 = _activation(activation), _gamma2(gamma2)
+    if ac.kind == "scale_invariant":
+        _depth(depth, MAX_DEPTH_SCALE_INVARIANT)
+        return 1.0
+    return float(_kernel_trajectory(ac, g2, _depth(depth, MAX_DEPTH_SMOOTH), critical_C_W(activation, g2))[-1])
 
 
 def corrected_ratio(activation: str, gamma2: float, depth: int) -> float:
