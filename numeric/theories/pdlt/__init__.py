@@ -13,6 +13,7 @@ THEORY = Theory(
     summary="Residual MLPs at criticality: kernel and four-point vertex recursions, nu(gamma), optimal aspect "
             "ratio r*.",
     derivations={"pdlt": "resprop.derive.theories.pdlt:derive_residual_mlp",
+                 "pdlt_vertex": "resprop.derive.theories.pdlt_vertex:derive_multi_input_vertex",
                  "pdlt_corrected": "resprop.derive.theories.pdlt_corrected:derive_pdlt_corrected"},
     cli="resprop.numeric.theories.pdlt.cli:add_subcommands",
     subcommands=("nu", "residual-mlp"),
