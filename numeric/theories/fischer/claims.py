@@ -97,8 +97,11 @@ def _var_c20(ctx) -> Evidence:
     v, se_v = f["var"]
     diag = float(f["fl"]["var_K_diagonal_sum"][L])
     ratio = float(v[-1] / diag)
+    block = float(f["fl"]["var_K"][L] / diag)
     return Evidence(diag, mc(v[-1], se_v[-1], f"{f['samples']} networks, seed 1", ratio_to_C20=ratio),
-                    holds=v[-1] - diag > 4 * se_v[-1], note=f"simulation / C20 = {ratio:.2f}")
+                    holds=v[-1] - diag > 4 * se_v[-1],
+                    note=f"simulation / C20 = {ratio:.2f} +- {se_v[-1] / diag:.2f}, full block sum / C20 = "
+                         f"{block:.2f}; over l and rho see docs/fischer-gaps.md")
 
 
 def _rho_range(ctx) -> Evidence:
@@ -108,6 +111,14 @@ def _rho_range(ctx) -> Evidence:
                     holds=inside.tolist() == [False, True, False, False] and bool(np.all(np.diff(rs["rho_star"]) < 0))
                     and 0.09 < rs["rho_star"][2] < 0.1,
                     details={"depth": DEPTHS, "rho_star": rs["rho_star"], "rho_star_offdiag": rs["rho_star_offdiag"]})
+
+
+def _rho_offdiag_range(ctx) -> Evidence:
+    o = _rho()["rho_star_offdiag"]
+    inside = (o >= 0.1) & (o <= 0.3)
+    return Evidence(o, None, holds=inside.tolist() == [False, False, True, True] and bool(np.all(o[:2] > 0.3)),
+                    note="off-diagonal rho* = " + ", ".join(f"{x:.3f}" for x in o) + " at L = 10, 50, 100, 200",
+                    details={"depth": DEPTHS, "rho_star_offdiag": o})
 
 
 def _rho_offdiag(ctx) -> Evidence:
@@ -125,13 +136,34 @@ def _linearised(ctx) -> Evidence:
     from resprop.numeric.theories.fischer.field_theory import linearised_rho_star
 
     rs = _rho()
-    lin_half = linearised_rho_star(DEPTHS, 0.05, 1.25, 0.05, target_variance=0.5)
     lin_quarter = linearised_rho_star(DEPTHS, 0.05, 1.25, 0.05, target_variance=0.25)
-    between = bool(np.all((lin_quarter[1:] < rs["rho_star"][1:]) & (rs["rho_star"][1:] < lin_half[1:])))
-    return Evidence({"target 1/2": float(lin_half[-1]), "target 1/4": float(lin_quarter[-1])},
-                    ref(float(rs["rho_star"][-1]), "exact argmax of chi_out"), holds=between,
-                    details={"depth": DEPTHS, "target_1/2": lin_half, "target_1/4": lin_quarter,
-                             "argmax": rs["rho_star"]})
+    low = (rs["rho_star"][1:] - lin_quarter[1:]) / rs["rho_star"][1:]
+    return Evidence(float(lin_quarter[-1]), ref(float(rs["rho_star"][-1]), "exact argmax of chi_out"),
+                    holds=bool(np.all(low > 0.05)),
+                    note="(61) at the target 1/4 lies below the exact argmax by "
+                         + ", ".join(f"{100 * x:.1f}%" for x in low) + " at L = 50, 100, 200",
+                    details={"depth": DEPTHS, "linearised_target_1/4": lin_quarter, "argmax": rs["rho_star"]})
+
+
+@cache
+def _maximiser():
+    from resprop.numeric.theories.fischer.gaps import response_maximiser
+
+    return response_maximiser()
+
+
+def _kernel_at_rho_star(ctx) -> Evidence:
+    m = _maximiser()
+    fig4 = m.kernel_at_rho_star[0, 1:]  # Fig. 4 setting, L = 50, 100, 200
+    k = m.kernel_at_rho_star
+    return Evidence(float(fig4[-1]), None,
+                    holds=bool(np.all(np.abs(fig4 - 0.25) < 0.01) and np.all(np.abs(k - 0.25) < np.abs(k - 0.5))),
+                    note="K^(L)(rho*) = " + ", ".join(f"{x:.4f}" for x in fig4) + " at L = 50, 100, 200; "
+                         f"{k.min():.3f}..{k.max():.3f} over the {len(k)} settings x L = 10..200 of "
+                         "docs/fischer-gaps.md",
+                    details={"depth": m.depth, "sigma_w2": m.sigma_w2, "sigma_b2": m.sigma_b2,
+                             "input_kernel": m.input_kernel, "rho_star": m.rho_star,
+                             "kernel_at_rho_star": k})
 
 
 def _max_entropy(ctx) -> Evidence:
@@ -155,16 +187,30 @@ CLAIMS = [
           Criterion("rho* falls with L; inside [0.1, 0.3] at L = 50 only, just below 0.1 at L = 100, outside at "
                     "L = 10 and 200"), _rho_range,
           expected=DOCUMENTED, doc="F7",
-          reason="the paper's range fits L = 50 (and L = 100 to within 0.003); at L = 10 rho* is larger, at L = 200 "
-                 "smaller: rho* ~ L^(-1/2) has no fixed range"),
+          reason="the paper's range holds at L = 50 only; at L = 100 rho* = 0.097 lies just below it, at L = 10 "
+                 "above and at L = 200 below: rho* ~ L^(-1/2) has no fixed range"),
+    Claim("fischer", "rho-star-offdiag-range",
+          "off-diagonal rho* = argmax chi_out_12 at L = 10, 50, 100, 200 (Fig. 4c)",
+          "lies in [0.1, 0.3]",
+          Criterion("inside [0.1, 0.3] at L = 100 and 200 only, above 0.3 at L = 10 and 50"), _rho_offdiag_range,
+          expected=DOCUMENTED, doc="F7",
+          reason="the off-diagonal rho* is in the paper's range at L = 100 and 200 only (0.293, 0.205); at L = 10 "
+                 "and 50 it is above it (1.089, 0.421)"),
     Claim("fischer", "rho-star-offdiag", "off-diagonal rho* > diagonal rho* (L = 10, 50, 100, 200)", "yes (Sec. III C)",
           Criterion("off-diagonal argmax exceeds the diagonal one at every depth"), _rho_offdiag),
     Claim("fischer", "rho-star-slope", "log-log slope of rho*(L), L = 200..1600", -0.5,
           Criterion("|slope + 1/2| < 0.02 (eq. 62: rho* ~ L^(-1/2))"), _rho_slope),
-    Claim("fischer", "rho-star-linearised", "linearised rho* (61) at L = 200: target variance K^(L)",
-          "target 1/4 (from E5)",
-          Criterion("the exact argmax lies between the two linearised values at L = 50, 100, 200"), _linearised,
-          expected=DOCUMENTED, doc="F9", reason="the derived maximum-entropy target is 1/2, not the paper's 1/4"),
+    Claim("fischer", "rho-star-linearised", "linearised rho* (61) at L = 200, target K^(L) = 1/4",
+          "approximates argmax chi_out",
+          Criterion("(61) at the target 1/4 lies more than 5% below the exact argmax at L = 50, 100, 200"),
+          _linearised, expected=DOCUMENTED, doc="F9",
+          reason="(61) linearises erf, so K^(L) grows faster in (60) than in the network and (61) places rho* "
+                 "9% low at L = 200; the target 1/4 itself is where chi_out peaks (K^(L)(rho*) = 0.252)"),
+    Claim("fischer", "kernel-at-rho-star", "K^(L) at rho* = argmax chi_out, Fig. 4 setting, L = 200",
+          "1/4 ((61) with V = 1, E5)",
+          Criterion("|K^(L)(rho*) - 1/4| < 0.01 at L = 50, 100, 200 (Fig. 4), and nearer 1/4 than 1/2 in every "
+                    "setting of the table (sigma_w^2 = 1..2, sigma_b^2 = 0.01..0.1, K^(0) = 0.05, 0.2)"),
+          _kernel_at_rho_star),
     Claim("fischer", "max-entropy", "maximum-entropy variance (E4-E5)", "1/4",
           Criterion("SymPy minimiser of E4 equals 1/2"), _max_entropy, expected=DOCUMENTED, doc="F6",
           reason="E4 is minimised at 1/2 (erf(h) exactly uniform); E5 differentiates (1/2) ln s^2 as 1/s^2"),
