@@ -81,7 +81,7 @@ def cmd_reproduce(args) -> int:
 
     out = Path(args.out)
     try:
-        report = reproduce(out, args.theory, quick=args.quick, quiet=args.quiet)
+        report = reproduce(out, args.theory, quick=args.quick, quiet=args.quiet, training=args.training)
     except KeyboardInterrupt as exc:
         return interrupted(exc, out)
     s = report["summary"]
@@ -309,6 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR", help="report directory (replaced atomically at the end)")
     p.add_argument("--quick", action="store_true", help="smaller Monte Carlo samples and quick figures")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--training", default=None, metavar="DIR",
+                   help="show the trained-network results saved by `resprop train ... --out DIR` (no training here)")
     p.set_defaults(func=cmd_reproduce)
     return parser
 

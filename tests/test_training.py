@@ -207,6 +207,44 @@ def test_cli_runs_a_registered_experiment(tmp_path, capsys, monkeypatch):
         registry.unregister("faketrain")
 
 
+def test_report_shows_saved_training_results(tmp_path, monkeypatch):
+    """reproduce --training DIR: a theory's section gets the saved rows and figures, outside the verdict counts."""
+    from resprop import registry
+    from resprop.numeric.report import reproduce as R
+    from resprop.numeric.report.claims import row
+
+    saved = tmp_path / "train"
+    saved.mkdir()
+    (saved / "fake-y.png").write_bytes(b"png")
+    res = E.ExperimentResult("fake-y", "fakerep", True, (0, 1, 2), {0: {}}, figures=[saved / "fake-y.png"],
+                             claims=[row("trained quantity <b>", "paper says", 1.0, passed=False, check="c")])
+    res.save(saved)
+    mod = type(sys)("fake_training_rep")
+    mod.EXPERIMENTS = {"fake-y": E.Experiment("fake-y", "fakerep", "Fake", lambda q, o, s: res),
+                       "fake-z": E.Experiment("fake-z", "fakerep", "Fake z", lambda q, o, s: res)}
+    monkeypatch.setitem(sys.modules, "fake_training_rep", mod)
+    th = registry.Theory(slug="fakerep", title="t", citation="c", paper="fakerep", citation_tex="c",
+                         derivations={"fakerep_d": "x:y"}, experiments="fake_training_rep:EXPERIMENTS")
+    figdir = tmp_path / "figs"
+    figdir.mkdir()
+    block = R._training_block(th, saved, figdir)
+    assert block is not None and block["missing"] == ["fake-z"]
+    (exp,) = block["experiments"]
+    assert exp["rows"][0]["verdict"] == "FAILS" and (figdir / "fake-y.png").exists()
+    assert R._training_block(th, None, figdir) is None
+    counts = {"rows": 0, "agrees": 0, "documented_disagreements": 0, "fails": 0}
+    report = {"generated": {"checked": False, "fresh": False, "stale_files": [], "error": None},
+              "summary": {**counts, "seconds": 1.0, "quick": True}, "command": "c", "created": "now",
+              "theories": {"fakerep": {"title": "t", "paper": "p", "counts": counts, "seconds": 1.0, "latex": [],
+                                       "rows": [], "figures": [], "training": block}},
+              "cross_theory": {"title": "x", "rows": [], "counts": counts}}
+    html = R.render_html(report)
+    assert "Trained-network experiments" in html and "trained quantity &lt;b&gt;" in html
+    assert "figures/fake-y.png" in html and "Not found there: fake-z" in html
+    with pytest.raises(ParameterError, match="training"):
+        R.reproduce(tmp_path / "rep", "fischer", training=tmp_path / "none")
+
+
 # --------------------------------------------------------------------------- tiny runs of the experiments
 @pytest.fixture
 def tiny(monkeypatch):

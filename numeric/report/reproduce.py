@@ -102,8 +102,37 @@ def resolve_theories(theory) -> list[str]:
     return [t for t in slugs if t in names]
 
 
+def _training_block(info, training: Path | None, figdir: Path) -> dict | None:
+    """The theory's trained-network experiments as saved by ``resprop train`` in ``training`` (docs/training.md):
+    their claim rows (shown in a table of their own, outside the verdict counts: they test the papers' statements
+    about trained networks at reduced size, not resprop's theory) and figures (copied into ``figdir``).  None when
+    no ``training`` directory was given or the theory registers no experiments."""
+    if training is None or not info.experiments:
+        return None
+    import shutil
+
+    from resprop.numeric.training.experiments import RESULT_SUFFIX, load_result
+
+    block: dict[str, Any] = {"source": str(training), "experiments": [], "missing": []}
+    for name in registry.resolve(info.experiments):
+        path = Path(training) / f"{name}{RESULT_SUFFIX}"
+        if not path.is_file():
+            block["missing"].append(name)
+            continue
+        res = load_result(path)
+        figs = []
+        for fig in res.get("figures", []):
+            src = Path(training) / fig
+            if src.is_file() and src.suffix == ".png":
+                shutil.copyfile(src, figdir / src.name)
+                figs.append({"path": f"figures/{src.name}", "name": src.name})
+        block["experiments"].append({"name": name, "quick": res["quick"], "seeds": res["seeds"],
+                                     "seconds": res["seconds"], "rows": res["claims"], "figures": figs})
+    return block
+
+
 def _build(work: Path, theories: list[str], quick: bool, quiet: bool, check_generated: bool,
-           build_pdf: bool) -> dict:
+           build_pdf: bool, training: Path | None = None) -> dict:
     from resprop.numeric.report.latex_pdf import LatexError, compile_pdf, find_engine, pdf_page_count
 
     t_start = time.time()
@@ -178,12 +207,18 @@ def _build(work: Path, theories: list[str], quick: bool, quiet: bool, check_gene
                                 passed=doc["pdf"] is not None and (doc["pages"] or 0) >= 1,
                                 check="the exported document compiles to a PDF with at least one page"))
             docs.append(doc)
+        try:
+            trained = _training_block(info, training, figdir)
+        except Exception as exc:
+            trained = None
+            rows.append(_error_row(f"trained-network results ({th}) in {training}", exc))
         step()
         bar.close()
         report_theories[th] = {
             "title": info.title, "paper": info.citation, "rows": rows,
             "figures": [{"path": f"figures/{p.name}", "name": p.name} for p in figures],
             "latex": docs, "seconds": round(time.time() - t0, 1), "counts": _counts(rows),
+            "training": trained,
         }
     cross = []
     run = set(theories)
@@ -216,18 +251,25 @@ def _build(work: Path, theories: list[str], quick: bool, quiet: bool, check_gene
 
 
 def reproduce(out, theory="all", quick: bool = True, quiet: bool = False, *, check_generated: bool = True,
-              build_pdf: bool = True) -> dict:
+              build_pdf: bool = True, training=None) -> dict:
     """Run the reproduction of ``theory`` ("all", one name or a list) and write ``out``/report.json + index.html.
 
     The whole report is built in a temporary directory next to ``out`` and replaces ``out`` at the end
     (:class:`resprop.numeric.engine.output.Publication`); on an exception, Ctrl-C or SIGTERM the temporary directory is
     removed and ``out`` is left as it was.  ``out`` that holds anything but a previous report (checked against its
-    manifest) raises :class:`resprop.numeric.engine.output.OutputPathError` before any work.
+    manifest) raises :class:`resprop.numeric.engine.output.OutputPathError` before any work.  ``training``: a
+    directory written by ``resprop train``; its saved results are shown in each theory's section (no training
+    happens here; docs/training.md).
     """
     theories = resolve_theories(theory)
+    if training is not None and not Path(training).is_dir():
+        from resprop.numeric.engine.validation import ParameterError
+
+        raise ParameterError("training", f"must be a directory written by `resprop train`, got {str(training)!r}")
     with Publication(out, "dir", GENERATOR) as pub:
         tmp = pub.path
-        report = _build(tmp, theories, bool(quick), bool(quiet), check_generated, build_pdf)
+        report = _build(tmp, theories, bool(quick), bool(quiet), check_generated, build_pdf,
+                        None if training is None else Path(training))
         text = json.dumps(report, indent=1, allow_nan=True)
         (tmp / "report.json").write_text(text)
         (tmp / "index.html").write_text(render_html(json.loads(text)))
