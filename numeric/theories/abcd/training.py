@@ -1,0 +1,332 @@
+"""Predictive coding (PC) against backprop (BP) in trained residual networks on scikit-learn digits, under the abcd
+parameterisations compared by Innocenti, Achour & Bogacz (2025), On the infinite width and depth limits of
+predictive coding networks: Fig. 1 / A.5 (cos(PC, BP) of the weight gradients over training on a width x depth
+grid, mean-field with alpha = 1/2), Fig. A.18 (SP: PC does not compute BP's gradient), Fig. A.17 right (PC and BP
+training curves), Fig. 4 (nonlinear networks, GD inference with step beta).
+
+Networks are those of :mod:`resprop.numeric.theories.abcd.predictive_coding` (eqs 7-12, 95-98), drawn by its
+``init_network`` (so the weights, layer multipliers N^{-a_l} L^{-alpha} and gamma = gamma_0 N^d are the theory
+module's) and then run as pure JAX functions of the weight list: z_1 = c_1 W^(1) x, z_l = z_{l-1} +
+c W^(l) phi(z_{l-1}) (l = 2..L-1), f = c_L W^(L) z_{L-1} (gamma folded into c_L), columns are samples.
+
+* BP: gradient of the MSE L = 1/(2P) sum ||y - f||^2 (eq. 1).
+* PC: the energy F = 1/(2P) sum_l ||z_l - mu_l(z_{l-1})||^2 (eq. 2) with z_0 = x and z_L = y clamped; inference to
+  equilibrium (eq. 3), then the weight update is dF/dW at the equilibrium (eq. 4).  For linear networks the
+  equilibrium is exact (``inference="exact"``: e_k* = B_k^T S^-1 r, S = I + sum_{k<L} B_k B_k^T, B_k = A_L ... A_{k+1},
+  the Lagrange solution derived in `derive/theories/predictive_coding.py`); ``inference="gd"`` runs T steps of
+  z <- z - beta dF_mu/dz from the feed-forward pass (the paper's numerical inference, §5), for any activation.
+* Training: plain gradient descent on mini-batches with eta = eta_0 gamma^2 N^-c (eq. 14), PC-trained networks
+  updated with the PC gradient and BP-trained ones with the BP gradient from the same initialisation and batches;
+  along the PC trajectory cos(g_PC, g_BP) of the concatenated weight gradients is recorded at every step.
+
+Targets are one-hot (10 classes), inputs the digits standardised onto the unit sphere times sqrt(64).  The paper
+trains with Adam on CIFAR-10 / Fashion-MNIST at widths up to 2048; here GD (the setting of its theory, §2.3)
+on digits at widths 16-256.  ``pcx`` (the other maintained JAX PC library) requires jax < 0.5 and cannot be
+installed next to this project's JAX; ``fabricpc`` (jax >= 0.7) can, and the tests use it, when installed, as an
+independent check of the equilibrium and of the PC weight gradient.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from resprop.numeric.engine import validation as V
+from resprop.numeric.engine.validation import ParameterError
+
+__all__ = ["PARAMS", "PCConfig", "pc_config", "make_network", "forward", "mse_loss", "energy", "equilibrium",
+           "bp_gradients", "pc_gradients", "gradient_cosine", "train_pairs", "width_depth_grid", "digits_columns"]
+
+#: the parameterisations compared (Table 2): standard, muP and mean-field (the paper's Figs 1 and 4 use mean-field
+#: with alpha = 1/2; muP is the same limit with eta = Theta(1))
+PARAMS = ("sp", "mean_field", "mup")
+N_CLASSES = 10
+
+
+# --------------------------------------------------------------------------- data
+def digits_columns(seed: int, n_train: int, n_test: int) -> tuple[np.ndarray, ...]:
+    """Random split of scikit-learn digits as columns: x (64, P) standardised to norm sqrt(64), y one-hot (10, P),
+    and the test set (x, labels)."""
+    from resprop.numeric.theories.stable.experiments import load_digits_sphere
+
+    X, lab = load_digits_sphere()
+    n_train = V.integer("n_train", n_train, 1)
+    n_test = V.integer("n_test", n_test, 1)
+    if n_train + n_test > len(X):
+        raise ParameterError("n_train, n_test", f"n_train + n_test must be <= {len(X)}")
+    perm = np.random.default_rng(seed).permutation(len(X))
+    tr, te = perm[:n_train], perm[n_train:n_train + n_test]
+    X = X * math.sqrt(X.shape[1])
+    return X[tr].T.copy(), np.eye(N_CLASSES)[lab[tr]].T.copy(), X[te].T.copy(), lab[te]
+
+
+# --------------------------------------------------------------------------- network
+@dataclass(frozen=True)
+class Network:
+    """Weights (float64 NumPy arrays, run in float32), layer multipliers, kinds and activation of a network."""
+
+    weights: tuple[np.ndarray, ...]
+    multipliers: tuple[float, ...]
+    kinds: tuple[str, ...]
+    activation: str
+    eta_scale: float  # gamma^2 N^-c of eq. 14
+    param: str
+    width: int
+
+
+def make_network(width: int, depth: int, param: str, activation: str = "linear", seed: int = 0,
+                 d_in: int = 64, d_out: int = N_CLASSES, gamma0: float = 1.0) -> Network:
+    """A residual PC network from ``predictive_coding.init_network`` (arch resnet, alpha the parameterisation's)."""
+    from resprop.numeric.theories.abcd import predictive_coding as pc
+
+    net = pc.init_network(width, depth, d_in=d_in, d_out=d_out, arch="resnet", param=param, activation=activation,
+                          gamma0=gamma0, rng=np.random.default_rng([seed, width, depth]))
+    p = pc.PARAMETERISATIONS[net.param]
+    eta_scale = (gamma0 * width**p.d) ** 2 * float(width) ** (-p.c)
+    return Network(tuple(np.asarray(w, float) for w in net.weights), tuple(float(c) for c in net.multipliers),
+                   tuple(net.kinds()), activation, float(eta_scale), net.param, width)
+
+
+def _phi(activation, z):
+    import jax.numpy as jnp
+
+    return jnp.tanh(z) if activation == "tanh" else z
+
+
+def _predict(net: Network, weights, l: int, z_prev):
+    """mu_l(z_{l-1}) for layer l = 1..L."""
+    W, c, kind = weights[l - 1], net.multipliers[l - 1], net.kinds[l - 1]
+    if kind == "residual":
+        return z_prev + c * (W @ _phi(net.activation, z_prev))
+    return c * (W @ z_prev)
+
+
+def forward(net: Network, weights, x) -> list:
+    """Feed-forward activities [x, z_1, ..., z_{L-1}, f]."""
+    zs = [x]
+    for l in range(1, len(weights) + 1):
+        zs.append(_predict(net, weights, l, zs[-1]))
+    return zs
+
+
+def mse_loss(net: Network, weights, x, y):
+    """Eq. 1: 1/(2P) sum_mu ||y_mu - f(x_mu)||^2."""
+    import jax.numpy as jnp
+
+    return 0.5 * jnp.sum((y - forward(net, weights, x)[-1]) ** 2) / x.shape[-1]
+
+
+def energy(net: Network, weights, hidden, x, y):
+    """Eq. 2: F = 1/(2P) sum_mu sum_l ||z_l - mu_l(z_{l-1})||^2 with z_0 = x, z_L = y."""
+    import jax.numpy as jnp
+
+    zs = [x, *hidden, y]
+    return 0.5 * sum(jnp.sum((zs[l] - _predict(net, weights, l, zs[l - 1])) ** 2)
+                     for l in range(1, len(weights) + 1)) / x.shape[-1]
+
+
+def _equilibrium_exact(net: Network, weights, x, y):
+    """Linear networks: z*_l = A_l z*_{l-1} + B_l^T S^-1 r (the Lagrange solution of the clamped energy)."""
+    import jax.numpy as jnp
+
+    if net.activation != "linear":
+        raise ParameterError("inference", "the exact equilibrium needs a linear network; use inference='gd'")
+    L = len(weights)
+    rows = [jnp.eye(weights[-1].shape[0])]  # B_L = I, then B_{k-1} = B_k A_k
+    for l in range(L, 1, -1):
+        W, c, kind = weights[l - 1], net.multipliers[l - 1], net.kinds[l - 1]
+        B = rows[-1]
+        rows.append(B + c * (B @ W) if kind == "residual" else c * (B @ W))
+    rows = rows[::-1]  # rows[k - 1] = B_k
+    S = sum(B @ B.T for B in rows)
+    r = y - forward(net, weights, x)[-1]
+    lam = jnp.linalg.solve(S, r)
+    z, hidden = x, []
+    for l in range(1, L):
+        z = _predict(net, weights, l, z) + rows[l - 1].T @ lam
+        hidden.append(z)
+    return hidden
+
+
+def _equilibrium_gd(net: Network, weights, x, y, beta: float, steps: int):
+    """``steps`` GD steps z <- z - beta dF_mu/dz (per sample: beta P dF/dz) from the feed-forward pass."""
+    import jax
+
+    hidden = forward(net, weights, x)[1:-1]
+    grad = jax.grad(lambda h: energy(net, weights, h, x, y))
+    P = x.shape[-1]
+
+    def body(_, h):
+        g = grad(h)
+        return [hi - beta * P * gi for hi, gi in zip(h, g)]
+
+    return jax.lax.fori_loop(0, steps, body, hidden)
+
+
+def equilibrium(net: Network, weights, x, y, inference: str = "exact", beta: float = 0.1, steps: int = 100):
+    """Hidden activities at (or after ``steps`` GD steps toward) the PC equilibrium (eq. 3)."""
+    if inference == "exact":
+        return _equilibrium_exact(net, weights, x, y)
+    if inference == "gd":
+        return _equilibrium_gd(net, weights, x, y, beta, steps)
+    raise ParameterError("inference", f"must be 'exact' or 'gd', got {inference!r}")
+
+
+def bp_gradients(net: Network, weights, x, y):
+    import jax
+
+    return jax.grad(lambda w: mse_loss(net, w, x, y))(weights)
+
+
+def pc_gradients(net: Network, weights, x, y, inference: str = "exact", beta: float = 0.1, steps: int = 100):
+    """dF/dW at the equilibrium activities (held fixed): the PC weight update direction (eq. 4)."""
+    import jax
+
+    hidden = [jax.lax.stop_gradient(h) for h in equilibrium(net, weights, x, y, inference, beta, steps)]
+    return jax.grad(lambda w: energy(net, w, hidden, x, y))(weights)
+
+
+def gradient_cosine(g1, g2):
+    """cos of the angle between two gradients (lists of arrays), concatenated over all weights."""
+    import jax.numpy as jnp
+
+    dot = sum(jnp.sum(a * b) for a, b in zip(g1, g2))
+    n1 = jnp.sqrt(sum(jnp.sum(a * a) for a in g1))
+    n2 = jnp.sqrt(sum(jnp.sum(b * b) for b in g2))
+    return dot / (n1 * n2)
+
+
+# --------------------------------------------------------------------------- training
+@dataclass(frozen=True)
+class PCConfig:
+    widths: tuple[int, ...]
+    depths: tuple[int, ...]
+    steps: int
+    batch: int
+    n_train: int
+    n_test: int
+    eta0: float = 0.025
+    params: tuple[str, ...] = ("sp", "mean_field")
+
+
+def pc_config(quick: bool) -> PCConfig:
+    if quick:
+        return PCConfig(widths=(8, 32, 128), depths=(4, 16), steps=40, batch=64, n_train=1024, n_test=500)
+    return PCConfig(widths=(16, 32, 64, 128, 256, 512), depths=(4, 8, 16, 32), steps=300, batch=64, n_train=1280,
+                    n_test=517, params=PARAMS)
+
+
+@lru_cache(maxsize=64)
+def _pair_runner(kinds: tuple[str, ...], activation: str, inference: str, beta: float, inf_steps: int):
+    """A jitted function training PC and BP copies of a stack of networks (vmapped over the leading axis of the
+    weights, multipliers, learning rates and data): same initialisation and batches for the two copies."""
+    import jax
+    import jax.numpy as jnp
+
+    def run(weights, multipliers, eta, x_tr, y_tr, x_te, lab_te, batches):
+        net = Network((), multipliers, kinds, activation, 1.0, "", 0)
+
+        def step(carry, idx):
+            w_pc, w_bp = carry
+            x, y = x_tr[:, idx], y_tr[:, idx]
+            g_pc = pc_gradients(net, w_pc, x, y, inference, beta, inf_steps)
+            g_bp_at_pc = bp_gradients(net, w_pc, x, y)
+            g_bp = bp_gradients(net, w_bp, x, y)
+            cos = gradient_cosine(g_pc, g_bp_at_pc)
+            loss_pc = mse_loss(net, w_pc, x, y)
+            loss_bp = mse_loss(net, w_bp, x, y)
+            w_pc = [w - eta * g for w, g in zip(w_pc, g_pc)]
+            w_bp = [w - eta * g for w, g in zip(w_bp, g_bp)]
+            return (w_pc, w_bp), (cos, loss_pc, loss_bp)
+
+        (w_pc, w_bp), (cos, loss_pc, loss_bp) = jax.lax.scan(step, (list(weights), list(weights)), batches)
+
+        def acc(w):
+            f = forward(net, w, x_te)[-1]
+            return jnp.mean(jnp.argmax(f, axis=0) == lab_te)
+
+        return (cos, loss_pc, loss_bp, acc(w_pc), acc(w_bp), mse_loss(net, w_pc, x_tr, y_tr),
+                mse_loss(net, w_bp, x_tr, y_tr))
+
+    return jax.jit(jax.vmap(run))
+
+
+def _batches(seed: int, cfg: PCConfig) -> np.ndarray:
+    rng = np.random.default_rng([seed, 7])
+    per_epoch = cfg.n_train // cfg.batch
+    order = np.concatenate([rng.permutation(cfg.n_train)[:per_epoch * cfg.batch]
+                            for _ in range(-(-cfg.steps // per_epoch))])
+    return order[:cfg.steps * cfg.batch].reshape(cfg.steps, cfg.batch).astype(np.int32)
+
+
+def train_pairs(width: int, depth: int, params, seeds, cfg: PCConfig, activation: str = "linear",
+                inference: str = "exact", beta: float = 0.1, inf_steps: int = 100) -> dict[str, list[dict[str, Any]]]:
+    """Train a PC and a BP copy of each (parameterisation, seed) initialisation at one (width, depth), all in one
+    vmapped call (see module docstring); returns per parameterisation a list over seeds of: per step
+    cos(g_PC, g_BP) along the PC trajectory and both mini-batch losses, final test accuracies and full
+    training-set MSE."""
+    import jax.numpy as jnp
+
+    params, seeds = tuple(params), tuple(seeds)
+    combos = [(p, s) for p in params for s in seeds]
+    nets = [make_network(width, depth, p, activation, s) for p, s in combos]
+    data = {s: digits_columns(s, cfg.n_train, cfg.n_test) for s in seeds}
+    f32 = jnp.float32
+    weights = [jnp.asarray(np.stack([n.weights[l] for n in nets]), f32) for l in range(depth)]
+    mults = jnp.asarray(np.array([n.multipliers for n in nets]), f32)
+    etas = np.array([cfg.eta0 * n.eta_scale for n in nets])
+    stack = lambda i, dt: jnp.asarray(np.stack([data[s][i] for _, s in combos]), dt)  # noqa: E731
+    batches = jnp.asarray(np.stack([_batches(s, cfg) for _, s in combos]))
+    fn = _pair_runner(nets[0].kinds, activation, inference, float(beta), int(inf_steps))
+    out = fn(weights, mults, jnp.asarray(etas, f32), stack(0, f32), stack(1, f32), stack(2, f32),
+             stack(3, jnp.int32), batches)
+    cos, loss_pc, loss_bp, acc_pc, acc_bp, full_pc, full_bp = (np.asarray(o, float) for o in out)
+    res: dict[str, list[dict[str, Any]]] = {p: [] for p in params}
+    for i, (p, _seed) in enumerate(combos):
+        res[p].append({"cosine": cos[i], "loss_pc": loss_pc[i], "loss_bp": loss_bp[i],
+                       "accuracy_pc": float(acc_pc[i]), "accuracy_bp": float(acc_bp[i]),
+                       "train_mse_pc": float(full_pc[i]), "train_mse_bp": float(full_bp[i]), "eta": float(etas[i])})
+    return res
+
+
+@dataclass(frozen=True)
+class GridResult:
+    config: PCConfig
+    seeds: tuple[int, ...]
+    #: runs[param][(depth, width)] -> list over seeds of train_pair's dicts
+    runs: dict[str, dict[tuple[int, int], list[dict[str, Any]]]]
+    seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def cosine(self, param: str, which: str = "mean_over_training") -> np.ndarray:
+        """(n_depths, n_widths, n_seeds): cos(PC, BP) averaged over training steps (or at the first / last step)."""
+        cfg = self.config
+        out = np.empty((len(cfg.depths), len(cfg.widths), len(self.seeds)))
+        for i, L in enumerate(cfg.depths):
+            for j, N in enumerate(cfg.widths):
+                for k, r in enumerate(self.runs[param][(L, N)]):
+                    c = r["cosine"]
+                    out[i, j, k] = {"mean_over_training": np.mean(c), "first": c[0], "last": c[-1]}[which]
+        return out
+
+    def final(self, param: str, key: str) -> np.ndarray:
+        cfg = self.config
+        return np.array([[[r[key] for r in self.runs[param][(L, N)]] for N in cfg.widths] for L in cfg.depths])
+
+
+def width_depth_grid(quick: bool = True, seeds=(0, 1, 2), cfg: PCConfig | None = None) -> GridResult:
+    """Fig. 1 / A.5 / A.18 on digits: PC and BP trained linear residual networks on the width x depth grid, per
+    parameterisation and seed."""
+    cfg = pc_config(quick) if cfg is None else cfg
+    seeds = tuple(V.integer("seeds", s, 0) for s in seeds)
+    t0 = time.perf_counter()
+    runs: dict[str, dict[tuple[int, int], list[dict[str, Any]]]] = {p: {} for p in cfg.params}
+    for L in cfg.depths:
+        for N in cfg.widths:
+            for p, r in train_pairs(N, L, cfg.params, seeds, cfg).items():
+                runs[p][(L, N)] = r
+    return GridResult(cfg, seeds, runs, time.perf_counter() - t0)
