@@ -23,4 +23,5 @@ THEORY = Theory(
     figures="resprop.numeric.theories.abcd.figures:make_figures",
     steps=6,
     docs="docs/quickstart/abcd.md",
+    experiments="resprop.numeric.theories.abcd.training:EXPERIMENTS",
 )

@@ -31,6 +31,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -330,3 +331,167 @@ def width_depth_grid(quick: bool = True, seeds=(0, 1, 2), cfg: PCConfig | None =
             for p, r in train_pairs(N, L, cfg.params, seeds, cfg).items():
                 runs[p][(L, N)] = r
     return GridResult(cfg, seeds, runs, time.perf_counter() - t0)
+
+
+# --------------------------------------------------------------------------- the registered experiment
+NAME = "abcd-pc-bp"
+_PRETTY = {"sp": "SP", "mean_field": "mean-field (alpha = 1/2)", "mup": "muP (alpha = 1/2)"}
+
+
+def _claims(g: GridResult) -> tuple[dict[str, Any], list[dict]]:
+    from resprop.numeric.report.claims import row
+    from resprop.numeric.training.experiments import beyond_spread, seed_stats
+
+    cfg, n = g.config, len(g.seeds)
+    Nmin, Nmax, Lmin, Lmax = cfg.widths[0], cfg.widths[-1], cfg.depths[0], cfg.depths[-1]
+    summary: dict[str, Any] = {}
+    cos = {p: g.cosine(p) for p in cfg.params}
+    for p in cfg.params:
+        for i, L in enumerate(cfg.depths):
+            for j, N in enumerate(cfg.widths):
+                summary[f"{p}_L{L}_N{N}_cosine_mean_over_training"] = seed_stats(cos[p][i, j])
+                for key in ("train_mse_pc", "train_mse_bp", "accuracy_pc", "accuracy_bp"):
+                    summary[f"{p}_L{L}_N{N}_{key}"] = seed_stats(g.final(p, key)[i, j])
+    rows = []
+    mf = cos["mean_field"]
+
+    def grid_values(c):
+        return {f"L={L}, N={N}": seed_stats(c[i, j]) for i, L in enumerate(cfg.depths) for j, N in
+                enumerate(cfg.widths)}
+
+    for i, L in enumerate(cfg.depths):
+        ok, st = beyond_spread(mf[i, -1], mf[i, 0])
+        rows.append(row(
+            f"Fig. 1 on digits: cos(g_PC, g_BP) (mean over {cfg.steps} training steps), mean-field linear ResNet "
+            f"L = {L}: width {Nmax} minus width {Nmin}",
+            "PC gradients converge to BP's as the width grows (N >> L, Corollary 4.2)",
+            {f"N={N}": seed_stats(mf[i, j]) for j, N in enumerate(cfg.widths)},
+            {"mean": st["mean"], "se": st["sd"] / math.sqrt(n), "method": f"{n} seeds, paired"},
+            passed=ok, check="mean(cos(N_max) - cos(N_min)) > 1 sd over seeds"))
+    ok, st = beyond_spread(mf[0, 0], mf[-1, 0])
+    rows.append(row(
+        f"Fig. 1 on digits: cos(g_PC, g_BP), mean-field, width {Nmin}: depth {Lmin} minus depth {Lmax}",
+        "the PC-BP agreement degrades as depth approaches width (s - 1 = Theta(L/N), eq. 19)",
+        grid_values(mf), {"mean": st["mean"], "se": st["sd"] / math.sqrt(n), "method": f"{n} seeds, paired"},
+        passed=ok, check="mean(cos(L_min) - cos(L_max)) > 1 sd over seeds"))
+    st = seed_stats(mf[0, -1])
+    rows.append(row(
+        f"Fig. 1 on digits: cos(g_PC, g_BP), mean-field, N = {Nmax} >> L = {Lmin}",
+        "PC computes (nearly) the BP gradient when N >> L",
+        st, {"mean": st["mean"], "se": st["sd"] / math.sqrt(n), "method": f"{n} seeds"},
+        passed=st["mean"] - st["sd"] > 0.99, check="mean - sd > 0.99"))
+    if "sp" in cos:
+        for i, L in enumerate(cfg.depths):
+            ok, st = beyond_spread(mf[i, -1], cos["sp"][i, -1])
+            rows.append(row(
+                f"Fig. A.18 on digits: cos(g_PC, g_BP) at N = {Nmax}, L = {L}: mean-field minus SP",
+                "under SP the PC gradients differ from BP's (no convergence with width)",
+                {"mean-field": seed_stats(mf[i, -1]), "SP": seed_stats(cos["sp"][i, -1])},
+                {"mean": st["mean"], "se": st["sd"] / math.sqrt(n), "method": f"{n} seeds, paired"},
+                passed=ok, check="mean(cos_MF - cos_SP) > 1 sd over seeds",
+                note=f"SP BP-trained runs with a non-finite final MSE at L = {L}: "
+                     f"{int(np.sum(~np.isfinite(g.final('sp', 'train_mse_bp')[i])))} of "
+                     f"{g.final('sp', 'train_mse_bp')[i].size}"))
+    rel = np.abs(g.final("mean_field", "train_mse_pc") - g.final("mean_field", "train_mse_bp")) / \
+        g.final("mean_field", "train_mse_bp")
+    for i, L in enumerate(cfg.depths):
+        ok, st = beyond_spread(rel[i, 0], rel[i, -1])
+        rows.append(row(
+            f"Fig. A.17 (right) on digits: |MSE_PC - MSE_BP| / MSE_BP after {cfg.steps} steps, mean-field, L = {L}: "
+            f"width {Nmin} minus width {Nmax}",
+            "PC- and BP-trained networks follow the same training curve at large width",
+            {f"N={N}": seed_stats(rel[i, j]) for j, N in enumerate(cfg.widths)},
+            {"mean": st["mean"], "se": st["sd"] / math.sqrt(n), "method": f"{n} seeds, paired"},
+            passed=ok, check="mean(rel(N_min) - rel(N_max)) > 1 sd over seeds"))
+    return summary, rows
+
+
+def _figures(g: GridResult, out) -> list:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cfg = g.config
+    params = [p for p in ("sp", "mean_field", "mup") if p in cfg.params]
+    fig, axes = plt.subplots(1, len(params), figsize=(4.4 * len(params), 3.6), squeeze=False)
+    for ax, p in zip(axes[0], params):
+        c = g.cosine(p).mean(-1)
+        im = ax.imshow(c, vmin=0, vmax=1, cmap="viridis", origin="lower", aspect="auto")
+        for i in range(c.shape[0]):
+            for j in range(c.shape[1]):
+                ax.text(j, i, f"{c[i, j]:.3f}", ha="center", va="center", fontsize=7,
+                        color="w" if c[i, j] < 0.6 else "k")
+        ax.set_xticks(range(len(cfg.widths)), [str(N) for N in cfg.widths])
+        ax.set_yticks(range(len(cfg.depths)), [str(L) for L in cfg.depths])
+        ax.set_xlabel("width N")
+        ax.set_ylabel("depth L")
+        ax.set_title(_PRETTY[p], fontsize=9)
+    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="cos(g_PC, g_BP), mean over training")
+    fig.suptitle(f"Innocenti et al. Fig. 1 on digits: linear ResNets, PC (exact equilibrium) vs BP, {cfg.steps} GD "
+                 f"steps, {len(g.seeds)} seeds", fontsize=9)
+    p1 = Path(out) / f"{NAME}.png"
+    fig.savefig(p1, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+    fig, axes = plt.subplots(2, len(cfg.depths), figsize=(4.6 * len(cfg.depths), 6.6), squeeze=False)
+    steps = np.arange(cfg.steps)
+    for i, L in enumerate(cfg.depths):
+        for j, N in enumerate(cfg.widths):
+            col = plt.cm.viridis(j / max(1, len(cfg.widths) - 1))
+            for p, ls in (("mean_field", "-"), ("sp", ":")):
+                if p not in cfg.params:
+                    continue
+                c = np.stack([r["cosine"] for r in g.runs[p][(L, N)]])
+                axes[0, i].plot(steps, c.mean(0), ls, color=col, label=f"{_PRETTY[p].split(' ')[0]} N={N}")
+            runs = g.runs["mean_field"][(L, N)]
+            axes[1, i].plot(steps, np.mean([r["loss_pc"] for r in runs], 0), "-", color=col, label=f"PC N={N}")
+            axes[1, i].plot(steps, np.mean([r["loss_bp"] for r in runs], 0), "--", color=col, label=f"BP N={N}")
+        axes[0, i].set_title(f"L = {L}", fontsize=9)
+        axes[0, i].set_ylabel("cos(g_PC, g_BP)")
+        axes[0, i].set_ylim(-0.05, 1.02)
+        axes[1, i].set_ylabel("mini-batch MSE (mean-field)")
+        axes[1, i].set_xlabel("training step t")
+        axes[0, i].legend(fontsize=6, ncol=2)
+        axes[1, i].legend(fontsize=6, ncol=2)
+    fig.suptitle("Cosine along the PC trajectory (solid mean-field, dotted SP) and PC vs BP training curves",
+                 fontsize=9)
+    fig.tight_layout()
+    p2 = Path(out) / f"{NAME}_curves.png"
+    fig.savefig(p2, dpi=110)
+    plt.close(fig)
+    return [p1, p2]
+
+
+def run(quick: bool, out, seeds: tuple[int, ...]):
+    """The registered experiment (module docstring): the width x depth grid, claims and figures."""
+    from resprop.numeric.training.experiments import ExperimentResult
+
+    g = width_depth_grid(quick, seeds)
+    summary, rows = _claims(g)
+    figures = _figures(g, out)
+    cfg = g.config
+    per_seed: dict[int, dict[str, Any]] = {}
+    for k, s in enumerate(g.seeds):
+        per_seed[int(s)] = {f"{p}_L{L}_N{N}": {key: (v.tolist() if isinstance(v, np.ndarray) else v)
+                                               for key, v in g.runs[p][(L, N)][k].items()}
+                            for p in cfg.params for L in cfg.depths for N in cfg.widths}
+    settings = {k: getattr(cfg, k) for k in cfg.__dataclass_fields__}
+    settings["inference"] = "exact equilibrium (linear networks)"
+    return ExperimentResult(name=NAME, theory="abcd", quick=quick, seeds=tuple(seeds), per_seed=per_seed,
+                            summary=summary, figures=figures, claims=rows, settings=settings)
+
+
+def _experiments() -> dict[str, Any]:
+    from resprop.numeric.training.experiments import Experiment
+
+    return {NAME: Experiment(
+        name=NAME, theory="abcd",
+        title="Figs 1, A.17, A.18: PC (equilibrated energy) vs BP in trained linear ResNets, SP vs mean-field, "
+              "width x depth",
+        run=run, seeds=(0, 1, 2),
+        description="Linear residual networks (eqs 95-98) on the ten digit classes with MSE, trained by GD with "
+                    "eta = eta_0 gamma^2 N^-c; cos(g_PC, g_BP) at every step and PC/BP training curves.")}
+
+
+EXPERIMENTS = _experiments()

@@ -22,4 +22,5 @@ THEORY = Theory(
     figures_before_claims=True,
     steps=7,
     docs="docs/quickstart/stable.md",
+    experiments="resprop.numeric.theories.stable.training:EXPERIMENTS",
 )

@@ -40,6 +40,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -363,3 +364,223 @@ def nngp_table1(depths=(10, 100, 200, 1100), seeds=(0, 1, 2), n_train: int = 300
             out["rows"].append(row)
     out["seconds"] = time.perf_counter() - t0
     return out
+
+
+# --------------------------------------------------------------------------- the registered experiment
+NAME = "stable-table3"
+
+
+def table1_config(quick: bool) -> dict[str, Any]:
+    if quick:
+        return {"depths": (10, 100, 200, 1100), "n_train": 300, "n_val": 100, "n_test": 200}
+    return {"depths": (10, 50, 100, 132, 133, 200, 500, 1028, 1029, 1100), "n_train": 800, "n_val": 200,
+            "n_test": 797}
+
+
+def _fmt(st: dict[str, float]) -> str:
+    return f"{st['mean']:.4f} +- {st['sd']:.2g}"
+
+
+def _table3_claims(res: Table3Result) -> tuple[dict[str, Any], list[dict]]:
+    from resprop.numeric.report.claims import row
+    from resprop.numeric.training.experiments import beyond_spread, seed_stats
+
+    cfg, n = res.config, len(res.seeds)
+    deep, shallow = cfg.depths[-1], cfg.depths[0]
+    summary: dict[str, Any] = {}
+    for norm in cfg.norms:
+        for sc in SCALINGS:
+            for i, L in enumerate(cfg.depths):
+                summary[f"{norm}_{sc}_L{L}_test_accuracy"] = seed_stats(res.accuracy[norm][sc][i])
+            summary[f"{norm}_{sc}_diverged_runs"] = int(res.diverged[norm][sc].sum())
+    rows = []
+    what = {"batch": "with BatchNorm in the branch (the paper's Table 3 setting)",
+            "none": "without normalisation (the network of eq. 2, Prop. 1)"}
+    for norm in cfg.norms:
+        for sc in ("decreasing", "uniform"):
+            gap = res.gap(norm, sc)
+            growth = gap[-1] - gap[0]
+            ok, st = beyond_spread(growth)
+            rows.append(row(
+                f"Table 3 shape, {what[norm]}: growth of the {sc}-minus-unscaled test accuracy gap from L = {shallow} "
+                f"to L = {deep} (FC ResNets, digits, width {cfg.width})",
+                "the stable scaling's advantage is larger for larger depths (C-100: +1.05 at depth 32, +2.36 at 104)",
+                {f"gap L={L}": seed_stats(gap[i]) for i, L in enumerate(cfg.depths)},
+                {"mean": st["mean"], "se": st["sd"] / math.sqrt(n), "method": f"{n} seeds, paired gap(L={deep}) - "
+                                                                             f"gap(L={shallow})"},
+                passed=ok, check="mean(growth) > 1 sd over seeds",
+                note=f"unscaled runs diverged (non-finite loss): {int(res.diverged[norm]['unscaled'].sum())} of "
+                     f"{res.diverged[norm]['unscaled'].size}; accuracy at L = {deep}: unscaled "
+                     f"{_fmt(seed_stats(res.accuracy[norm]['unscaled'][-1]))}, {sc} "
+                     f"{_fmt(seed_stats(res.accuracy[norm][sc][-1]))}"))
+        ok, st = beyond_spread(res.accuracy[norm]["decreasing"][-1], res.accuracy[norm]["uniform"][-1])
+        rows.append(row(
+            f"Table 3, {what[norm]}: decreasing minus uniform test accuracy at L = {deep}",
+            "decreasing scaling consistently outperforms uniform scaling",
+            {"decreasing": seed_stats(res.accuracy[norm]["decreasing"][-1]),
+             "uniform": seed_stats(res.accuracy[norm]["uniform"][-1])},
+            {"mean": st["mean"], "se": st["sd"] / math.sqrt(n), "method": f"{n} seeds, paired"},
+            passed=ok, check="mean(decreasing - uniform) > 1 sd over seeds"))
+    return summary, rows
+
+
+def _table1_claims(t1: dict[str, Any]) -> tuple[dict[str, Any], list[dict]]:
+    from resprop.numeric.report.claims import row
+    from resprop.numeric.training.experiments import seed_stats
+
+    rows_by = {(r["scaling"], r["depth"]): r for r in t1["rows"]}
+    depths = t1["depths"]
+    L32 = t1["predicted_overflow_depth"]["float32"]
+    L64 = t1["predicted_overflow_depth"]["float64"]
+    summary: dict[str, Any] = {}
+    for (sc, L), r in rows_by.items():
+        for dt in ("float32", "float64"):
+            a = np.asarray(r[f"accuracy_{dt}"], float)
+            summary[f"{sc}_L{L}_{dt}_accuracy"] = seed_stats(a) if np.all(np.isfinite(a)) else "numerical error"
+        summary[f"{sc}_L{L}_log10_max"] = r["log10_max"]
+    out = []
+    for dt, Lc in (("float32", L32), ("float64", L64)):
+        fails = [L for L in depths if not np.all(np.isfinite(rows_by[("unscaled", L)][f"accuracy_{dt}"]))]
+        ok = all((L >= Lc) == (L in fails) for L in depths)
+        out.append(row(
+            f"Table 1 on digits: depths at which the unscaled NNGP posterior mean is a numerical error in {dt} "
+            f"(depths tried {list(depths)})",
+            "the unscaled NNGP explodes with depth and gives numerical errors (WRN depth 202, Table 1)",
+            {"numerical error at": fails},
+            {"value": f"L >= {Lc}", "method": "Lemma 1: Q_L(x, x) = 2^L Q_0 first exceeds the largest "
+                                              f"{dt} at L = {Lc} (Q_0 = 2/64)"},
+            passed=ok, check="numerical error exactly at the tried depths >= Lemma 1's overflow depth"))
+    deep, shallow = max(depths), min(depths)
+    for sc in ("uniform", "decreasing"):
+        a_deep = np.asarray(rows_by[(sc, deep)]["accuracy_float32"], float)
+        a_sh = np.asarray(rows_by[(sc, shallow)]["accuracy_float32"], float)
+        finite = all(np.all(np.isfinite(rows_by[(sc, L)]["accuracy_float32"])) for L in depths)
+        logmax = max(rows_by[(sc, L)]["log10_max"] for L in depths)
+        d = a_deep - a_sh
+        st = seed_stats(d)
+        ok = finite and logmax < 1 and abs(st["mean"]) <= max(2 * st["sd"], 0.01)
+        out.append(row(
+            f"Table 1 on digits: {sc} NNGP in float32, test accuracy at L = {deep} minus L = {shallow}",
+            "Stable ResNet NNGPs stay finite and keep their accuracy at depth (Scaled (D), (U) at depth 202 = 112)",
+            {f"L={shallow}": seed_stats(a_sh) if np.all(np.isfinite(a_sh)) else "numerical error",
+             f"L={deep}": seed_stats(a_deep) if np.all(np.isfinite(a_deep)) else "numerical error",
+             "log10 max Q over depths": logmax},
+            {"mean": st["mean"], "se": st["sd"] / math.sqrt(max(d.size, 1)), "method": f"{d.size} splits, paired"},
+            passed=ok, check="finite at every depth, max Q < 10, |mean difference| <= max(2 sd, 0.01)"))
+    return summary, out
+
+
+def _figures(res: Table3Result, t1: dict[str, Any], out) -> list:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colours = {"unscaled": "C3", "uniform": "C0", "decreasing": "C2"}
+    cfg = res.config
+    fig, axes = plt.subplots(2, len(cfg.norms), figsize=(5.2 * len(cfg.norms), 7.6), squeeze=False)
+    for j, norm in enumerate(cfg.norms):
+        ax = axes[0, j]
+        for sc in SCALINGS:
+            a = res.accuracy[norm][sc]
+            ax.errorbar(cfg.depths, a.mean(1), a.std(1, ddof=1) if a.shape[1] > 1 else None, marker="o",
+                        color=colours[sc], capsize=3, label=sc)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("depth L")
+        ax.set_ylabel("final test accuracy")
+        ax.set_title("BatchNorm branch" if norm == "batch" else "no normalisation (eq. 2)")
+        ax.legend()
+        ax = axes[1, j]
+        L = cfg.depths[-1]
+        for sc in SCALINGS:
+            c = res.curves[norm][sc][L]
+            ep = np.arange(1, c.shape[1] + 1)
+            ax.plot(ep, c.mean(0), color=colours[sc], label=sc)
+            ax.fill_between(ep, c.min(0), c.max(0), color=colours[sc], alpha=0.2)
+        ax.axvline(cfg.epochs * 0.5, color="grey", lw=0.6, ls=":")
+        ax.axvline(cfg.epochs * 0.75, color="grey", lw=0.6, ls=":")
+        ax.set_xlabel("epoch (lr x0.1 at the dotted lines)")
+        ax.set_ylabel(f"test accuracy, L = {L}")
+    fig.suptitle(f"Hayou et al. Table 3 shape: FC ResNets (width {cfg.width}) on digits, SGD, "
+                 f"{len(res.seeds)} seeds (bars: sd; bands: min-max)", fontsize=10)
+    fig.tight_layout()
+    p1 = Path(out) / f"{NAME}.png"
+    fig.savefig(p1, dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 2, figsize=(10.4, 3.9))
+    depths = t1["depths"]
+    rows_by = {(r["scaling"], r["depth"]): r for r in t1["rows"]}
+    for sc in SCALINGS:
+        lm = [rows_by[(sc, L)]["log10_max"] for L in depths]
+        pred = [math.log10(2.0 / 64) + L * math.log10(2.0) for L in depths] if sc == "unscaled" else None
+        axes[0].plot(depths, lm, "o-", color=colours[sc], label=sc)
+        if pred is not None:
+            axes[0].plot(depths, pred, ":", color=colours[sc], label="Lemma 1: 2^L Q_0")
+        for dt, mk in (("float32", "o"), ("float64", "s")):
+            acc = [np.mean(rows_by[(sc, L)][f"accuracy_{dt}"]) for L in depths]
+            axes[1].plot(depths, acc, mk + ("-" if dt == "float32" else "--"), color=colours[sc], mfc="none"
+                         if dt == "float64" else None, label=f"{sc} {dt}")
+            bad = [L for L, a in zip(depths, acc) if not np.isfinite(a)]
+            axes[1].plot(bad, [0.0] * len(bad), "x", color=colours[sc], ms=9)
+    for dt, ls in (("float32", "--"), ("float64", "-.")):
+        axes[0].axhline(math.log10(float(np.finfo(dt).max)), color="k", lw=0.7, ls=ls, label=f"{dt} max")
+    axes[0].set_xscale("log")
+    axes[0].set_xlabel("depth L")
+    axes[0].set_ylabel("log10 max Q_L (NNGP, resprop.kernel)")
+    axes[0].legend(fontsize=7)
+    axes[1].set_xscale("log")
+    axes[1].set_xlabel("depth L")
+    axes[1].set_ylabel("posterior-mean test accuracy (x at 0: numerical error)")
+    axes[1].legend(fontsize=6, ncol=2)
+    fig.suptitle(f"Hayou et al. Table 1 on digits: covariance NNGP, N = {t1['n_train']}", fontsize=10)
+    fig.tight_layout()
+    p2 = Path(out) / f"{NAME}_nngp_table1.png"
+    fig.savefig(p2, dpi=110)
+    plt.close(fig)
+    return [p1, p2]
+
+
+def run(quick: bool, out, seeds: tuple[int, ...]):
+    """The registered experiment: Table 3's shape (trained networks) and Table 1 (covariance NNGP)."""
+    from resprop.numeric.training.experiments import ExperimentResult
+
+    res = table3(quick, seeds)
+    t1 = nngp_table1(seeds=seeds, **table1_config(quick))
+    s3, rows3 = _table3_claims(res)
+    s1, rows1 = _table1_claims(t1)
+    figures = _figures(res, t1, out)
+    cfg = res.config
+    per_seed: dict[int, dict[str, Any]] = {}
+    for k, s in enumerate(seeds):
+        d: dict[str, Any] = {}
+        for norm in cfg.norms:
+            for sc in SCALINGS:
+                d[f"{norm}_{sc}_final_accuracy"] = res.accuracy[norm][sc][:, k].tolist()
+                d[f"{norm}_{sc}_accuracy_per_epoch"] = {str(L): res.curves[norm][sc][L][k].tolist()
+                                                        for L in cfg.depths}
+                d[f"{norm}_{sc}_loss_every_10_steps"] = {str(L): res.losses[norm][sc][L][k][::10].tolist()
+                                                        for L in cfg.depths}
+        d["table1"] = [{key: (r[key][k] if isinstance(r[key], list) and len(r[key]) == len(seeds) else r[key])
+                        for key in r} for r in t1["rows"]]
+        per_seed[int(s)] = d
+    settings = {"table3": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
+                "table1": {k: v for k, v in t1.items() if k not in ("rows",)}, "seconds_table3": res.seconds}
+    return ExperimentResult(name=NAME, theory="stable", quick=quick, seeds=tuple(seeds), per_seed=per_seed,
+                            summary={**s3, **s1}, figures=figures, claims=rows3 + rows1, settings=settings)
+
+
+def _experiments() -> dict[str, Any]:
+    from resprop.numeric.training.experiments import Experiment
+
+    return {NAME: Experiment(
+        name=NAME, theory="stable",
+        title="Table 3 shape (trained unscaled / uniform / decreasing ResNets vs depth) and Table 1 (covariance "
+              "NNGP blow-up)",
+        run=run, seeds=(0, 1, 2),
+        description="Fully connected ReLU ResNets of eq. (2) on the ten digit classes, SGD with the paper's step "
+                    "schedule, with and without BatchNorm, depths 4-64 (quick); NNGP posterior mean with "
+                    "resprop.kernel in float32 and float64 at depths up to 1100.")}
+
+
+EXPERIMENTS = _experiments()
