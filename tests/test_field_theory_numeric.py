@@ -129,7 +129,9 @@ def test_digits_rho_star_homogeneous():
 
 
 def test_linearised_rho_star_brackets_exact():
-    """Eq. 61 with the derived max-entropy target 1/2 and the paper's 1/4 bracket argmax chi_out at large L."""
+    """Eq. 61 with the targets 1/4 and 1/2 brackets argmax chi_out at large L.  This is (61)'s linearisation error
+    (it places rho* 9% low at target 1/4), not support for 1/2: K^(L) at the exact argmax is 0.252 at L = 200
+    (F9; tests/test_fischer_gaps.py)."""
     L = [100, 200, 400]
     exact = F.rho_star(L, 0.05, 1.25, 0.05)["rho_star"]
     hi = F.linearised_rho_star(L, 0.05, 1.25, 0.05, target_variance=0.5)
