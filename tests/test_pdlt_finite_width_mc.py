@@ -121,3 +121,16 @@ def test_campaign(tmp_path):
             assert r["R_inf"] - r["b26"] > 10 * r["se"], r
         if r["corrected"] is not None:
             assert abs(r["R_inf"] - r["corrected"]) < 4 * r["se"] + _allowance(r["corrected"], r["depth"]), r
+
+
+@pytest.mark.parametrize("width, depth, gamma2", [(48, 48, 0.5), (20, 10, 0.3), (100, 7, 0.8), (10, 3, 0.1)])
+def test_corrected_ratio_is_li_nica_roy_vanilla_variance(width, depth, gamma2):
+    """docs/disagreements.md P5: for ReLU with alpha = gamma, lam^2 = 1 - gamma^2, the corrected recursion's
+    leading-order R(d)/n equals Li-Nica-Roy's Theorem 1 Var[G] = beta + c^2 I_total (an independent derivation),
+    whereas B.26's R(d)/n is PDLT's nu r + 2/n = LNR's beta (the balanced network)."""
+    C = _corrected()
+    from resprop.numeric.theories.lognormal import log_gaussian as LG
+
+    lnr = LG.theory(width, depth, math.sqrt(gamma2), math.sqrt(1 - gamma2))
+    assert C.corrected_ratio("relu", gamma2, depth) / width == pytest.approx(lnr["var_G"], rel=1e-12)
+    assert C.b26_ratio("relu", gamma2, depth) / width < lnr["var_G"]

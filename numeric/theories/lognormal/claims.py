@@ -348,9 +348,15 @@ def _residual_mlp(quick: bool) -> tuple[float, float, int]:
 def _vanilla_vs_pdlt(ctx) -> Evidence:
     pdlt, lnr = _pdlt_lnr()
     var, se, ns = _residual_mlp(ctx.quick)
-    return Evidence(pdlt, mc(var, se, f"{ns} networks, seed 12", lnr_beta_plus_c2I=lnr["var_G"]),
+    from resprop.numeric.theories.pdlt import corrected as C
+
+    # the corrected fixed-depth recursion (PDLT B.26 plus the cross-layer source), leading order R(d)/n
+    corr = C.corrected_ratio("relu", GAMMA**2, DX) / NX
+    return Evidence(pdlt, mc(var, se, f"{ns} networks, seed 12", lnr_beta_plus_c2I=lnr["var_G"],
+                             corrected_R_over_n=corr),
                     holds=var - pdlt > 20 * se and abs(var - lnr["var_G"]) < var - pdlt,
-                    note=f"LNR's beta + c^2 I_total = {lnr['var_G']:.3f}")
+                    note=f"LNR's beta + c^2 I_total = {lnr['var_G']:.3f}; the corrected recursion's R(d)/n = "
+                         f"{corr:.3f}")
 
 
 def _two_engines(ctx) -> Evidence:
@@ -374,7 +380,8 @@ CROSS_CLAIMS = [
           "nu r + 2/n (B.26, single input)",
           Criterion("MC exceeds PDLT by > 20 SE and is closer to LNR's beta + c^2 I_total"), _vanilla_vs_pdlt,
           expected=DOCUMENTED, doc="P5",
-          reason="B.26 misses the interlayer correlations of the ReLU activation pattern that skip connections create"),
+          reason="B.26 drops the same-neuron cross-layer covariance of phi^2 beyond its rho^2 part, wrong already at "
+                 "fixed depth (P1)"),
     Claim("lognormal", "cross-two-engines",
           "the two engines simulate the same vanilla network: Var G (LNR) vs Var ln S2 (PDLT)", "(same network)",
           Tolerance(lhs="|difference|", se="combined SE"), _two_engines),

@@ -10,10 +10,20 @@ from functools import cache
 
 import numpy as np
 
-from resprop.numeric.report.claims import Claim, Criterion, Evidence, Tolerance, evaluate_claims, mc, ref, size
+from resprop.numeric.report.claims import (
+    DOCUMENTED,
+    Claim,
+    Criterion,
+    Evidence,
+    Tolerance,
+    evaluate_claims,
+    mc,
+    ref,
+    size,
+)
 
 #: Monte Carlo sizes (quick, full)
-SIZES = {"pdlt_tanh": (20000, 60000), "pdlt_block": (20000, 60000)}
+SIZES = {"pdlt_tanh": (20000, 60000), "pdlt_block": (20000, 60000), "pdlt_ratio": (20000, 100000)}
 
 
 def _size(name: str, quick: bool) -> int:
@@ -90,6 +100,55 @@ def _gap_closes(ctx) -> Evidence:
                          f"nu L = {nu_t * DEPTH:.2f}")
 
 
+#: fixed-depth, growing-width check of R(d) = n Var[||z^d||^2/n]/E^2 (finite_width_mc): ReLU, gamma^2 = 1/2
+RATIO_GAMMA2, RATIO_DEPTHS, RATIO_SEED = 0.5, (1, 2, 4), 31
+
+
+@cache
+def _ratio(quick: bool) -> dict:
+    """Extrapolated R_inf(d) +- se (WLS over n = 128..4096) for RATIO_DEPTHS, with B.26's and the corrected
+    theory's R(d)."""
+    from resprop.numeric.theories.pdlt import corrected as C
+    from resprop.numeric.theories.pdlt import finite_width_mc as F
+
+    ns = _size("pdlt_ratio", quick)
+    ex = F.extrapolate_ratios("relu", RATIO_GAMMA2, RATIO_DEPTHS, samples=ns, seed=RATIO_SEED)
+    d = np.array(RATIO_DEPTHS)
+    return {"depth": d, "R": np.array([ex[k].R_inf for k in RATIO_DEPTHS]),
+            "se": np.array([ex[k].se for k in RATIO_DEPTHS]),
+            "fit": [f"{ex[k].model}, chi2/dof = {ex[k].chi2:.1f}/{ex[k].dof}" for k in RATIO_DEPTHS],
+            "b26": np.array([C.b26_ratio("relu", RATIO_GAMMA2, k) for k in RATIO_DEPTHS]),
+            "corrected": np.array([C.corrected_ratio("relu", RATIO_GAMMA2, k) for k in RATIO_DEPTHS]),
+            "samples": ns, "allowance": (d / F.WIDTHS[0]) ** 2}
+
+
+def _method(r: dict) -> str:
+    return (f"extrapolated from n = 128..4096 ({r['samples']} networks at n = 128, x sqrt(128/n) above; WLS "
+            f"R_inf + a/n), seed {RATIO_SEED}")
+
+
+def _ratio_vs_b26(ctx) -> Evidence:
+    r = _ratio(ctx.quick)
+    dev = (r["R"] - r["b26"]) / r["se"]
+    return Evidence({f"d = {k}": v for k, v in zip(RATIO_DEPTHS, r["b26"])},
+                    mc(r["R"][1], r["se"][1], _method(r), all_depths=r["R"].tolist(), all_se=r["se"].tolist()),
+                    holds=bool(abs(dev[0]) < 4 and dev[1] > 10 and dev[2] > 10),
+                    note="R_inf = " + ", ".join(f"{x:.3f} +- {e:.3f} (B.26 {b:.2f}, {z:+.0f} SE)" for x, e, b, z
+                                                in zip(r["R"], r["se"], r["b26"], dev)) + " at d = 1, 2, 4",
+                    details={"depth": r["depth"], "R_inf": r["R"], "se": r["se"], "b26": r["b26"]})
+
+
+def _ratio_vs_corrected(ctx) -> Evidence:
+    r = _ratio(ctx.quick)
+    allow = r["allowance"] * r["corrected"]
+    return Evidence({f"d = {k}": v for k, v in zip(RATIO_DEPTHS, r["corrected"])},
+                    mc(r["R"][-1], r["se"][-1], _method(r), all_depths=r["R"].tolist(), all_se=r["se"].tolist()),
+                    compare=(r["R"], r["se"], r["corrected"], allow),
+                    note="R_inf = " + ", ".join(f"{x:.3f} +- {e:.3f} (corrected {c:.3f}; {f})" for x, e, c, f
+                                                in zip(r["R"], r["se"], r["corrected"], r["fit"])) + " at d = 1, 2, 4",
+                    details={"depth": r["depth"], "R_inf": r["R"], "se": r["se"], "corrected": r["corrected"]})
+
+
 def _footnote8(ctx) -> Evidence:
     from resprop.numeric.theories.pdlt import residual_mlp as R
 
@@ -124,9 +183,23 @@ def _xi(ctx) -> Evidence:
 
 
 CLAIMS = [
-    Claim("pdlt", "b26-derived", "four-point vertex recursion B.26 derived from the forward equation B.3",
+    Claim("pdlt", "b26-derived",
+          "B.26 follows from the forward equation B.3 and the vertex definition B.23 (under B.26's own closure: "
+          "the layer's fluctuations enter only through the kernel's V/n)",
           "B.26 as printed",
           Criterion("SymPy: derived recursion minus the book's is identically 0 (also the kernel B.12)"), _b26),
+    Claim("pdlt", "ratio-vs-b26",
+          "R(d) = lim n Var[||z^d||^2/n]/E^2, ReLU residual MLP, gamma^2 = 1/2, fixed depth d = 1, 2, 4, width -> oo",
+          "2 + V/K^2 by B.26 (4.25, 6.50, 11.0)",
+          Criterion("R_inf(1) within 4 SE of B.26; R_inf(2), R_inf(4) above B.26 by > 10 SE"), _ratio_vs_b26,
+          expected=DOCUMENTED, doc="P1",
+          reason="B.26 drops the same-neuron cross-layer covariance of phi^2 beyond its rho^2 part: wrong from "
+                 "d = 2 on at fixed depth as n -> oo"),
+    Claim("pdlt", "ratio-vs-corrected",
+          "R(d) = lim n Var[||z^d||^2/n]/E^2, ReLU residual MLP, gamma^2 = 1/2, fixed depth d = 1, 2, 4, width -> oo",
+          "corrected recursion (B.26 + cross-layer source, pdlt.corrected)",
+          Tolerance(allowance="(d/128)^2 x theory", scope="d = 1, 2, 4",
+                    why="the a/n fit's intercept carries the O(1/n^2) terms at n = 128"), _ratio_vs_corrected),
     Claim("pdlt", "nu-relu", "nu(gamma = 1/2), ReLU (B.29)", "(1 - g^2)(5(1 - g^2) + 4 g^2) = 3.5625",
           Criterion("|mpmath - closed form| < 1e-25"), _nu_relu),
     Claim("pdlt", "nu-tanh", "nu(gamma = 1/2), tanh (B.35)", "2/3 (1 - g^4) = 0.625",

@@ -345,7 +345,7 @@ def run_campaign(*, samples: dict | None = None, seed: int = 2026, campaign=None
     campaign = dict(CAMPAIGN if campaign is None else campaign)
     samples = dict(CAMPAIGN_SAMPLES if samples is None else samples)
     rows = []
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for ai, act in enumerate(campaign["activations"]):
         for gi, g2 in enumerate(campaign["gamma2"]):
             ext = extrapolate_ratios(act, g2, campaign["depths"], samples=samples[act], seed=seed + 100 * ai + gi)
@@ -357,12 +357,13 @@ def run_campaign(*, samples: dict | None = None, seed: int = 2026, campaign=None
                     row[f"dev_{key}_sigma"] = None if th[key] is None else (e.R_inf - th[key]) / e.se
                 rows.append(row)
             if progress:
-                progress(f"{act} gamma^2={g2}: {time.perf_counter() - t0:.0f} s")
+                progress(f"{act} gamma^2={g2}: {time.perf_counter() - t0:.0f} s wall, "
+                         f"{time.process_time() - c0:.0f} s CPU")
     return {"setting": "single input, z^0 ~ N(0, I_n), C_b = 0, critical C_W (default_C_W), R = n Var S/E[S]^2, "
                        "S = ||z^d||^2/n; WLS R_n = R_inf + a/n (+ b/n^2 if chi^2 p < 0.01)",
             "samples_at_smallest_width": samples, "allocation": "samples x sqrt(128/n) at width n", "seed": seed,
             "campaign": {k: list(v) for k, v in campaign.items()},
-            "seconds": time.perf_counter() - t0, "rows": rows}
+            "seconds_wall": time.perf_counter() - t0, "seconds_cpu": time.process_time() - c0, "rows": rows}
 
 
 def markdown_table(result: dict) -> str:
