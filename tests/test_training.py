@@ -328,5 +328,3 @@ def test_experiment_campaign(name, quick, tmp_path):
     res = E.run_experiment(E.experiment(name), tmp_path, quick=quick)
     assert res.claims and all(r["verdict"] in ("agrees", "FAILS") for r in res.claims)
     assert all(p.exists() for p in res.figures)
-    if quick:
-        assert res.seconds < 120

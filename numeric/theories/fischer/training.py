@@ -41,7 +41,7 @@ SIGMA_W2 = 1.25
 DEPTH = 10
 RHOS = (1.0, 1 / math.sqrt(DEPTH))
 #: sizes (quick, full).  The paper: N = 500, P = 100, 10^4 epochs on MNIST (d_in = 784).
-SIZES = {"width": (64, 256), "n_train": (60, 100), "n_test": (100, 200), "epochs": (1500, 10000),
+SIZES = {"width": (64, 128), "n_train": (60, 100), "n_test": (100, 200), "epochs": (1500, 5000),
          "pairs": (12, 30), "eval_every": (100, 250)}
 #: Langevin: temperature (of the summed loss), learning rate and finite-difference step of the response
 TEMPERATURE = 1e-3

@@ -28,8 +28,8 @@ ALPHA = LAM = 2**-0.5
 #: Adam as in App. C.1
 LR, BATCH = 0.01, 128
 #: (quick, full): width n, depths d (d/n from "much wider than deep" to "as deep as wide"), epochs
-SIZES: dict[str, tuple[Any, Any]] = {"width": (32, 128), "depths": ((2, 8, 32), (4, 16, 64, 128)),
-                                     "epochs": (12, 20), "n_train": (1280, 1280), "n_test": (450, 450)}
+SIZES: dict[str, tuple[Any, Any]] = {"width": (32, 64), "depths": ((2, 8, 32), (2, 8, 32, 64)),
+                                     "epochs": (12, 30), "n_train": (1280, 1280), "n_test": (450, 450)}
 ARCHS = ("vanilla", "balanced")
 
 
