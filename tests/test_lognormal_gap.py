@@ -84,11 +84,26 @@ def test_lag_covariances_decay_slower_than_conjecture():
     assert lc.decay_excess > 4 * lc.decay_excess_se
 
 
+def test_lag1_overlap_has_the_derived_o_1_over_n_correction():
+    """E<zhat^l, zhat^(l+1)> = alpha (1 + 0.782/n) at alpha = lam (hypoactivation with C = -0.876 of App. C.3,
+    Jensen on 1/sqrt(X), the g1 cross term; gap.overlap_lag1), not Prop. 2's cos(theta_1) = alpha: simulation at
+    n = d = 64 (l = 32), 20000 networks, within 4 SE + a relative 8/n for the O(1/n^2) rest."""
+    n = 64
+    o = gap.mean_overlaps(n, n, A, A, 20000, seed=9, max_lag=1)
+    derived = gap.overlap_lag1(n, A, A, -0.876)
+    assert o.mean[0] - A > 4 * o.se[0]
+    assert abs(o.mean[0] - derived) < 4 * o.se[0] + 8 / n * (derived - A)
+    I_ov = gap.interlayer_total_at_overlaps(n, n, A, A, [derived])
+    assert I_ov > LG.interlayer_total(n, n, A, A)
+
+
 def test_bad_input():
     with pytest.raises(ParameterError, match="width"):
         gap.simulate_increments(1, 4, A, A, 10, 0)
     with pytest.raises(ParameterError, match="alpha, lam"):
         gap.simulate_increments(8, 4, 0.0, 0.0, 10, 0)
+    with pytest.raises(ParameterError, match="alpha, lam"):
+        gap.overlap_lag1(8, 0.9, 0.9, -0.876)
     with pytest.raises(ParameterError, match="lags"):
         gap.lag_covariances(gap.simulate_increments(8, 4, A, A, 10, 0), lags=[1, 4])
 

@@ -29,7 +29,8 @@ from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.results import ResultRecord
 
 __all__ = ["Increments", "simulate_increments", "GapDecomposition", "decompose", "diagonal_expansion",
-           "predicted_diagonal", "LagCovariances", "lag_covariances"]
+           "predicted_diagonal", "LagCovariances", "lag_covariances", "Overlaps", "mean_overlaps", "overlap_lag1",
+           "interlayer_total_at_overlaps"]
 
 
 @dataclass(frozen=True)
@@ -288,3 +289,72 @@ def predicted_diagonal(width: int, depth: int, alpha: float, lam: float) -> floa
     d = V.integer("depth", depth, minimum=1)
     v1, v2 = diagonal_expansion(alpha, lam)
     return float(polygamma(1, n / 2)) + d * (v1 / n + v2 / n**2)
+
+
+@dataclass(frozen=True)
+class Overlaps(ResultRecord):
+    """:func:`mean_overlaps`: E<zhat^l0, zhat^(l0+k)> (``mean``, ``se``) for k = ``lags``, l0 = depth // 2."""
+
+    width: int
+    lags: np.ndarray
+    mean: np.ndarray
+    se: np.ndarray
+
+
+def mean_overlaps(width: int, depth: int, alpha: float, lam: float, samples: int, seed: int,
+                  max_lag: int = 12) -> Overlaps:
+    """Mean overlap of the directions zhat^l0 and zhat^(l0+k), l0 = depth // 2, in the vanilla chain (eq. 1, reduced
+    as in :func:`simulate_increments`).  Prop. 2 takes it to be cos(theta_k) = alpha^k/(alpha^2 + lam^2)^(k/2)."""
+    n = V.integer("width", width, minimum=2)
+    d = V.integer("depth", depth, minimum=2, maximum=100_000)
+    a, lm = float(V.scalar("alpha", alpha)), float(V.scalar("lam", lam, V.nonnegative))
+    m = V.integer("samples", samples, minimum=2)
+    l0 = d // 2
+    K = V.integer("max_lag", max_lag, minimum=1, maximum=d - l0)
+    rng = np.random.default_rng(V.integer("seed", seed, minimum=0))
+    zhat = rng.standard_normal((m, n))
+    zhat /= np.linalg.norm(zhat, axis=1, keepdims=True)
+    ref = zhat
+    ov = np.empty((K, m))
+    for step in range(l0 + K):
+        if step == l0:
+            ref = zhat
+        phi2 = np.sum(np.maximum(zhat, 0.0) ** 2, axis=1)
+        z = a * zhat + lm * math.sqrt(2.0 / n) * np.sqrt(phi2)[:, None] * rng.standard_normal((m, n))
+        zhat = z / np.linalg.norm(z, axis=1, keepdims=True)
+        if step >= l0:
+            ov[step - l0] = np.einsum("ij,ij->i", ref, zhat)
+    return Overlaps(width=n, lags=np.arange(1, K + 1), mean=ov.mean(axis=1), se=ov.std(axis=1, ddof=1) / math.sqrt(m))
+
+
+def overlap_lag1(width: int, alpha: float, lam: float, hypo_constant: float) -> float:
+    """E<zhat^l, zhat^(l+1)> to O(1/n) for alpha^2 + lam^2 = 1, derived from eq. (17):
+
+    overlap = (alpha + lam s g1)/sqrt(X), X = 1 + u, u = 2 alpha lam s g1 + lam^2 (s^2 ||g||^2 - 1), s^2 = A/n,
+    E A = 1 + 2 h_l with h_l = C_{alpha,lambda}/n (Prop. 2).  Expanding 1/sqrt(X) = 1 - u/2 + 3u^2/8:
+    E[overlap]/alpha = 1 + (-lam^2 C + (3/8)(5 lam^4 + 4 alpha^2 lam^2) - lam^2)/n + O(n^-2)
+    (hypoactivation, Jensen on 1/sqrt(X) with Var X of Lemmas 9-10, and the g1 cross term)."""
+    n = V.integer("width", width, minimum=2)
+    a, lm = float(V.scalar("alpha", alpha)), float(V.scalar("lam", lam, V.nonnegative))
+    if not math.isclose(a * a + lm * lm, 1.0, rel_tol=1e-9):
+        raise V.ParameterError("alpha, lam", f"need alpha^2 + lam^2 = 1, got {a * a + lm * lm}")
+    C = float(V.scalar("hypo_constant", hypo_constant))
+    l2 = lm * lm
+    return a * (1 + (-l2 * C + 3 / 8 * (5 * l2 * l2 + 4 * a * a * l2) - l2) / n)
+
+
+def interlayer_total_at_overlaps(width: int, depth: int, alpha: float, lam: float, overlaps: np.ndarray) -> float:
+    """Eq. (8) with cos(theta_k) replaced by given overlaps for k = 1..len(overlaps); beyond, the last measured
+    ratio overlap/cos(theta_k) is continued geometrically (per-step factor from the last lag)."""
+    from resprop.numeric.theories.lognormal import log_gaussian as LG
+
+    n, d = V.integer("width", width, minimum=2), V.integer("depth", depth, minimum=2)
+    ov = np.asarray(V.real("overlaps", overlaps), dtype=float)
+    k = np.arange(1, d, dtype=float)
+    cos = np.asarray(LG.cos_theta_k(alpha, lam, k), dtype=float)
+    K = min(ov.size, d - 1)
+    per_step = (ov[K - 1] / cos[K - 1]) ** (1.0 / K)
+    cos_eff = cos * per_step ** k
+    cos_eff[:K] = ov[:K]
+    theta = np.arccos(np.clip(cos_eff, -1.0, 1.0))
+    return float(np.sum(2 * (d - k) * LG.j2bar_odd_part(theta)) / n)
