@@ -189,16 +189,28 @@ def test_table1_small():
 
 
 # --------------------------------------------------------------------------- full experiments
-@pytest.mark.slow
-def test_table3_full():
-    res = ST.table3(quick=False, seeds=(0, 1, 2))
-    gap = res.gap("batch", "decreasing")
-    growth = gap[-1] - gap[0]
-    assert growth.mean() > 2 * growth.std(ddof=1) / np.sqrt(growth.size)
+def _full(name, tmp_path):
+    from resprop.numeric.training.experiments import experiment, run_experiment
+
+    res = run_experiment(experiment(name), tmp_path, quick=False)
+    assert all(p.exists() for p in res.figures) and (tmp_path / f"{name}.json").exists()
+    return res
 
 
 @pytest.mark.slow
-def test_pc_grid_full():
-    g = PT.width_depth_grid(quick=False, seeds=(0, 1, 2))
-    c = g.cosine("mean_field")
-    assert np.all(np.diff(c.mean(-1), axis=1) > 0)  # cos grows with width at every depth
+def test_stable_table3_full(tmp_path):
+    """Full size: the stable scalings' advantage grows with depth (with and without BatchNorm) and Table 1's
+    overflow depths and depth-stable scaled kernels; 'decreasing > uniform' is reported, not asserted."""
+    res = _full("stable-table3", tmp_path)
+    for r in res.claims:
+        if "growth" in r["quantity"] or r["quantity"].startswith("Table 1"):
+            assert r["passed"], r
+
+
+@pytest.mark.slow
+def test_abcd_pc_bp_full(tmp_path):
+    """Full size: under mean-field cos(g_PC, g_BP) grows with width at every depth, and PC != BP under SP."""
+    res = _full("abcd-pc-bp", tmp_path)
+    for r in res.claims:
+        if "width" in r["quantity"] and "mean-field linear ResNet" in r["quantity"] or "minus SP" in r["quantity"]:
+            assert r["passed"], r

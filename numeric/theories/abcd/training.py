@@ -217,18 +217,18 @@ class PCConfig:
 def pc_config(quick: bool) -> PCConfig:
     if quick:
         return PCConfig(widths=(8, 32, 128), depths=(4, 16), steps=40, batch=64, n_train=1024, n_test=500)
-    return PCConfig(widths=(16, 32, 64, 128, 256, 512), depths=(4, 8, 16, 32), steps=300, batch=64, n_train=1280,
-                    n_test=517, params=PARAMS)
+    return PCConfig(widths=(16, 32, 64, 128, 256), depths=(4, 8, 16, 32), steps=200, batch=64, n_train=1280,
+                    n_test=517)
 
 
 @lru_cache(maxsize=64)
-def _pair_runner(kinds: tuple[str, ...], activation: str, inference: str, beta: float, inf_steps: int):
+def _pair_runner(kinds: tuple[str, ...], activation: str, inference: str, inf_steps: int):
     """A jitted function training PC and BP copies of a stack of networks (vmapped over the leading axis of the
     weights, multipliers, learning rates and data): same initialisation and batches for the two copies."""
     import jax
     import jax.numpy as jnp
 
-    def run(weights, multipliers, eta, x_tr, y_tr, x_te, lab_te, batches):
+    def run(weights, multipliers, eta, beta, x_tr, y_tr, x_te, lab_te, batches):
         net = Network((), multipliers, kinds, activation, 1.0, "", 0)
 
         def step(carry, idx):
@@ -265,32 +265,35 @@ def _batches(seed: int, cfg: PCConfig) -> np.ndarray:
 
 
 def train_pairs(width: int, depth: int, params, seeds, cfg: PCConfig, activation: str = "linear",
-                inference: str = "exact", beta: float = 0.1, inf_steps: int = 100) -> dict[str, list[dict[str, Any]]]:
+                inference: str = "exact", betas=(0.1,), inf_steps: int = 100) -> dict[str, list[dict[str, Any]]]:
     """Train a PC and a BP copy of each (parameterisation, seed) initialisation at one (width, depth), all in one
     vmapped call (see module docstring); returns per parameterisation a list over seeds of: per step
     cos(g_PC, g_BP) along the PC trajectory and both mini-batch losses, final test accuracies and full
-    training-set MSE."""
+    training-set MSE.  With several ``betas`` (GD inference step sizes, per sample) the keys are
+    ``"<param>@beta=<beta>"``."""
     import jax.numpy as jnp
 
-    params, seeds = tuple(params), tuple(seeds)
-    combos = [(p, s) for p in params for s in seeds]
-    nets = [make_network(width, depth, p, activation, s) for p, s in combos]
+    params, seeds, betas = tuple(params), tuple(seeds), tuple(float(b) for b in betas)
+    combos = [(p, b, s) for p in params for b in betas for s in seeds]
+    nets = {(p, s): make_network(width, depth, p, activation, s) for p in params for s in seeds}
     data = {s: digits_columns(s, cfg.n_train, cfg.n_test) for s in seeds}
     f32 = jnp.float32
-    weights = [jnp.asarray(np.stack([n.weights[l] for n in nets]), f32) for l in range(depth)]
-    mults = jnp.asarray(np.array([n.multipliers for n in nets]), f32)
-    etas = np.array([cfg.eta0 * n.eta_scale for n in nets])
-    stack = lambda i, dt: jnp.asarray(np.stack([data[s][i] for _, s in combos]), dt)  # noqa: E731
-    batches = jnp.asarray(np.stack([_batches(s, cfg) for _, s in combos]))
-    fn = _pair_runner(nets[0].kinds, activation, inference, float(beta), int(inf_steps))
-    out = fn(weights, mults, jnp.asarray(etas, f32), stack(0, f32), stack(1, f32), stack(2, f32),
-             stack(3, jnp.int32), batches)
+    weights = [jnp.asarray(np.stack([nets[(p, s)].weights[l] for p, _, s in combos]), f32) for l in range(depth)]
+    mults = jnp.asarray(np.array([nets[(p, s)].multipliers for p, _, s in combos]), f32)
+    etas = np.array([cfg.eta0 * nets[(p, s)].eta_scale for p, _, s in combos])
+    stack = lambda i, dt: jnp.asarray(np.stack([data[s][i] for _, _, s in combos]), dt)  # noqa: E731
+    batches = jnp.asarray(np.stack([_batches(s, cfg) for _, _, s in combos]))
+    fn = _pair_runner(nets[combos[0][0], combos[0][2]].kinds, activation, inference, int(inf_steps))
+    out = fn(weights, mults, jnp.asarray(etas, f32), jnp.asarray([b for _, b, _ in combos], f32), stack(0, f32),
+             stack(1, f32), stack(2, f32), stack(3, jnp.int32), batches)
     cos, loss_pc, loss_bp, acc_pc, acc_bp, full_pc, full_bp = (np.asarray(o, float) for o in out)
-    res: dict[str, list[dict[str, Any]]] = {p: [] for p in params}
-    for i, (p, _seed) in enumerate(combos):
-        res[p].append({"cosine": cos[i], "loss_pc": loss_pc[i], "loss_bp": loss_bp[i],
-                       "accuracy_pc": float(acc_pc[i]), "accuracy_bp": float(acc_bp[i]),
-                       "train_mse_pc": float(full_pc[i]), "train_mse_bp": float(full_bp[i]), "eta": float(etas[i])})
+    res: dict[str, list[dict[str, Any]]] = {}
+    for i, (p, b, _seed) in enumerate(combos):
+        key = p if len(betas) == 1 else f"{p}@beta={b:g}"
+        res.setdefault(key, []).append({
+            "cosine": cos[i], "loss_pc": loss_pc[i], "loss_bp": loss_bp[i], "accuracy_pc": float(acc_pc[i]),
+            "accuracy_bp": float(acc_bp[i]), "train_mse_pc": float(full_pc[i]), "train_mse_bp": float(full_bp[i]),
+            "eta": float(etas[i])})
     return res
 
 
@@ -331,6 +334,29 @@ def width_depth_grid(quick: bool = True, seeds=(0, 1, 2), cfg: PCConfig | None =
             for p, r in train_pairs(N, L, cfg.params, seeds, cfg).items():
                 runs[p][(L, N)] = r
     return GridResult(cfg, seeds, runs, time.perf_counter() - t0)
+
+
+def fig4_config(quick: bool) -> dict[str, Any]:
+    """Fig. 4 sizes: the paper's N = 2048, L in {2, 16}, 20 inference steps; here L = 3 (a depth-2 ResNet has no
+    tanh block) and 16; run in the full experiment only (GD inference costs 20 forward-backward passes a step)."""
+    if quick:
+        return {"width": 32, "depths": (3, 16), "betas": (0.05, 0.4), "steps": 4, "inf_steps": 20}
+    return {"width": 256, "depths": (3, 16), "betas": (0.05, 0.1, 0.2, 0.4), "steps": 30, "inf_steps": 20}
+
+
+def inference_step_sweep(seeds, settings: dict[str, Any]) -> dict[str, Any]:
+    """Fig. 4 on digits: tanh mean-field ResNets (alpha = 1/2) trained by PC with ``inf_steps`` GD inference steps of
+    per-sample size beta; cos(g_PC, g_BP) along training, per depth and beta: ``cosine[depth][beta]`` is
+    (n_seeds, steps)."""
+    cfg = PCConfig(widths=(settings["width"],), depths=settings["depths"], steps=settings["steps"], batch=64,
+                   n_train=1024, n_test=500)
+    out: dict[str, Any] = {"settings": settings, "cosine": {}}
+    for L in settings["depths"]:
+        r = train_pairs(settings["width"], L, ("mean_field",), seeds, cfg, activation="tanh", inference="gd",
+                        betas=settings["betas"], inf_steps=settings["inf_steps"])
+        out["cosine"][L] = {float(b): np.stack([x["cosine"] for x in r[f"mean_field@beta={float(b):g}"]])
+                            for b in settings["betas"]}
+    return out
 
 
 # --------------------------------------------------------------------------- the registered experiment
@@ -463,6 +489,58 @@ def _figures(g: GridResult, out) -> list:
     return [p1, p2]
 
 
+def _fig4_claims(f4: dict[str, Any]) -> list[dict]:
+    from resprop.numeric.report.claims import row
+    from resprop.numeric.training.experiments import beyond_spread, seed_stats
+
+    st_ = f4["settings"]
+    L_sh, L_dp = st_["depths"][0], st_["depths"][-1]
+    b_lo, b_hi = float(st_["betas"][0]), float(st_["betas"][-1])
+    c = {L: {b: v.mean(axis=1) for b, v in d.items()} for L, d in f4["cosine"].items()}  # mean over training
+    n = len(next(iter(c[L_sh].values())))
+    ok1, d1 = beyond_spread(c[L_sh][b_lo], c[L_dp][b_lo])
+    ok2, d2 = beyond_spread(c[L_dp][b_hi], c[L_dp][b_lo])
+    common = f"tanh mean-field ResNets, N = {st_['width']}, {st_['inf_steps']} GD inference steps"
+    return [
+        row(f"Fig. 4 on digits: cos(g_PC, g_BP) at beta = {b_lo:g}, depth {L_sh} minus depth {L_dp} ({common})",
+            "deeper PCNs need larger activity step sizes beta for PC and BP gradients to align",
+            {f"L={L}, beta={b:g}": seed_stats(v) for L, d in c.items() for b, v in d.items()},
+            {"mean": d1["mean"], "se": d1["sd"] / math.sqrt(n), "method": f"{n} seeds, paired"},
+            passed=ok1, check="mean difference > 1 sd over seeds"),
+        row(f"Fig. 4 on digits: cos(g_PC, g_BP) at depth {L_dp}, beta = {b_hi:g} minus beta = {b_lo:g} ({common})",
+            "with a large enough beta the gradients align again at depth",
+            {f"beta={b:g}": seed_stats(v) for b, v in c[L_dp].items()},
+            {"mean": d2["mean"], "se": d2["sd"] / math.sqrt(n), "method": f"{n} seeds, paired"},
+            passed=ok2, check="mean difference > 1 sd over seeds"),
+    ]
+
+
+def _fig4_figure(f4: dict[str, Any], out) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    st_ = f4["settings"]
+    fig, axes = plt.subplots(1, len(st_["depths"]), figsize=(4.6 * len(st_["depths"]), 3.5), squeeze=False)
+    for ax, L in zip(axes[0], st_["depths"]):
+        for k, (b, v) in enumerate(f4["cosine"][L].items()):
+            t = np.arange(v.shape[1])
+            ax.plot(t, v.mean(0), color=plt.cm.plasma(k / max(1, len(st_["betas"]) - 1)), label=f"beta = {b:g}")
+        ax.set_ylim(-0.05, 1.02)
+        ax.set_xlabel("training step t")
+        ax.set_ylabel("cos(g_PC, g_BP)")
+        ax.set_title(f"L = {L}", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"Innocenti et al. Fig. 4 on digits: tanh mean-field ResNets, N = {st_['width']}, "
+                 f"{st_['inf_steps']} GD inference steps", fontsize=9)
+    fig.tight_layout()
+    path = Path(out) / f"{NAME}_fig4.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def run(quick: bool, out, seeds: tuple[int, ...]):
     """The registered experiment (module docstring): the width x depth grid, claims and figures."""
     from resprop.numeric.training.experiments import ExperimentResult
@@ -476,8 +554,16 @@ def run(quick: bool, out, seeds: tuple[int, ...]):
         per_seed[int(s)] = {f"{p}_L{L}_N{N}": {key: (v.tolist() if isinstance(v, np.ndarray) else v)
                                                for key, v in g.runs[p][(L, N)][k].items()}
                             for p in cfg.params for L in cfg.depths for N in cfg.widths}
-    settings = {k: getattr(cfg, k) for k in cfg.__dataclass_fields__}
+    settings: dict[str, Any] = {k: getattr(cfg, k) for k in cfg.__dataclass_fields__}
     settings["inference"] = "exact equilibrium (linear networks)"
+    if not quick:  # Fig. 4 (GD inference on tanh networks): full size only, see fig4_config
+        f4 = inference_step_sweep(g.seeds, fig4_config(False))
+        rows += _fig4_claims(f4)
+        figures.append(_fig4_figure(f4, out))
+        settings["fig4"] = f4["settings"]
+        for k, s in enumerate(g.seeds):
+            per_seed[int(s)]["fig4_cosine"] = {f"L={L}, beta={b:g}": v[k].tolist()
+                                               for L, d in f4["cosine"].items() for b, v in d.items()}
     return ExperimentResult(name=NAME, theory="abcd", quick=quick, seeds=tuple(seeds), per_seed=per_seed,
                             summary=summary, figures=figures, claims=rows, settings=settings)
 

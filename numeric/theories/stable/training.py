@@ -531,12 +531,13 @@ def _figures(res: Table3Result, t1: dict[str, Any], out) -> list:
     axes[0].legend(fontsize=7)
     axes[1].set_xscale("log")
     axes[1].set_xlabel("depth L")
-    axes[1].set_ylabel("posterior-mean test accuracy (x at 0: numerical error)")
+    axes[1].set_ylabel("test accuracy (x: numerical error)")
     axes[1].legend(fontsize=6, ncol=2)
-    fig.suptitle(f"Hayou et al. Table 1 on digits: covariance NNGP, N = {t1['n_train']}", fontsize=10)
+    fig.suptitle(f"Hayou et al. Table 1 on digits: covariance NNGP posterior mean, N = {t1['n_train']}",
+                 fontsize=10, y=1.02)
     fig.tight_layout()
     p2 = Path(out) / f"{NAME}_nngp_table1.png"
-    fig.savefig(p2, dpi=110)
+    fig.savefig(p2, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return [p1, p2]
 
