@@ -146,26 +146,21 @@ def test_overflow_depth_is_where_the_kernel_engine_overflows():
 
 
 def test_forward_matches_the_nngp_at_initialisation():
-    """Mean over networks of ||y_L||^2/N of the JAX forward pass (unscaled, no norm) against the NNGP diagonal of
-    the generated engine: 4 SE + the O(L/N) finite-width allowance 2 sum(lambda^2) (1 + ...)/N used in the stable
-    claims (finite-q)."""
+    """Mean over networks and outputs of logit^2 from the JAX forward pass (unscaled, no norm; the readout is one
+    more layer of eq. 1's form, so Var logit = sigma_w^2 E relu(y_L)^2 = Q_L(x, x)) against the NNGP diagonal of
+    the generated engine: 4 SE + the O(L/N) finite-width allowance 2 sum(lambda^2)/N Q used in the stable claims
+    (finite-q)."""
     from resprop.numeric.engine.kernel import kernel
 
     L, N, n_nets = 3, 256, 64
     x = np.zeros((1, 64), np.float32)
     x[0, 0] = 8.0  # x.x/d = 1
-    vals = []
-    for s in range(n_nets):
-        p = ST.init_params(np.random.default_rng(s), 64, N, L)
-        p = {k: jnp.asarray(v) for k, v in p.items()}
-        import jax as _jax
-
-        y = p["w_in"].T @ x[0] + p["b_in"]
-        for l in range(L):
-            y = y + (p["w"][l].T @ _jax.nn.relu(y) + p["b"][l])
-        vals.append(float(jnp.mean(y**2)))
-    q = kernel(x.astype(float) / 8.0 * 8.0, "relu", L, 2.0, 0.0)[0, 0]
-    m, se = np.mean(vals), np.std(vals, ddof=1) / np.sqrt(n_nets)
+    nets = [ST.init_params(np.random.default_rng(s), 64, N, L) for s in range(n_nets)]
+    stacked = {k: jnp.asarray(np.stack([p[k] for p in nets])) for k in nets[0]}
+    logits = jax.vmap(lambda p: ST.forward(p, jnp.ones(L, jnp.float32), jnp.asarray(x)))(stacked)
+    per_net = np.asarray(jnp.mean(logits[:, 0, :] ** 2, axis=-1), float)
+    q = kernel(x.astype(float), "relu", L, 2.0, 0.0)[0, 0]
+    m, se = per_net.mean(), per_net.std(ddof=1) / np.sqrt(n_nets)
     assert abs(m - q) <= 4 * se + 2 * L / N * q
 
 
