@@ -39,6 +39,7 @@ computed correlation 1 - eps), or by more than 1e-5 for tanh (NT's quadrature).
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import os
@@ -139,7 +140,7 @@ def deviations(mine: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> dict[
 
 def elementwise_limit(P: int, L: int, act: str, mode: str) -> float | None:
     """L x the time of the activation's bare elementwise maths on the P(P+1)/2 upper-triangle elements, in strips
-    of STRIP elements on two threads (median of 5)."""
+    of STRIP elements on two threads (the fastest of 7 passes: a bound, so contention must not inflate it)."""
     if act not in LIMIT_UFUNCS:
         return None
     nngp, extra = LIMIT_UFUNCS[act]
@@ -163,11 +164,11 @@ def elementwise_limit(P: int, L: int, act: str, mode: str) -> float | None:
 
     times = []
     with ThreadPoolExecutor(2) as pool:
-        for _ in range(6):
+        for _ in range(8):
             t0 = time.perf_counter()
             list(pool.map(work, (0, 1)))
             times.append(time.perf_counter() - t0)
-    return L * statistics.median(times[1:])
+    return L * min(times[1:])
 
 
 def tanh_matched_accuracy(tmp: Path) -> dict:
@@ -288,12 +289,16 @@ def targets(results: dict) -> dict:
     return t
 
 
-def run(quick: bool = False) -> dict:
+def run(quick: bool = False, only: tuple[str, ...] = (), merge: Path | None = None) -> dict:
+    """``only``: run just the configurations whose key (``act_P<P>_L<L>``) contains one of these words; ``merge``:
+    an earlier JSON record of this script whose other configurations (and matched-accuracy runs) are kept, so a
+    configuration measured under load can be re-measured alone.  The targets are evaluated on the union."""
     info, skipped = C.start_peer_benchmark("kernel_engine")
     if skipped:
         return skipped
     print(f"\nresprop.kernel vs neural-tangents, interleaved, median of {REPEATS}: rho={RHO}, sigma_w2={SW2}, "
           f"sigma_b2={SB2}, K0_aa={K0_DIAG}, d_in={D_IN}; tanh peer ElementwiseNumerical(deg={TANH_DEG})\n")
+    earlier = json.loads(merge.read_text()) if merge else {}
     results: dict = {}
     rows = []
     with tempfile.TemporaryDirectory() as tmp_s:
@@ -303,6 +308,10 @@ def run(quick: bool = False) -> dict:
                 if quick and act == "tanh" and P >= 1000 and L > 50:
                     continue
                 key = f"{act}_P{P}_L{L}"
+                if only and not any(w in key for w in only):
+                    if key in earlier.get("results", {}):
+                        results[key] = earlier["results"][key] | {"measured": earlier.get("timestamp", "earlier")}
+                    continue
                 t0 = time.perf_counter()
                 cfg = run_config(P, L, act, tmp, quick)
                 results[key] = cfg
@@ -318,7 +327,8 @@ def run(quick: bool = False) -> dict:
                                  f"{max(d['diag'] for d in dev.values()):.1e}",
                                  "-" if rec["resprop_over_limit"] is None else f"{rec['resprop_over_limit']:.1f}x"])
                 print(f"  {key}: {time.perf_counter() - t0:.0f} s", flush=True)
-        matched = tanh_matched_accuracy(tmp)
+        matched = earlier["tanh_matched_accuracy"] if (only and "tanh_matched_accuracy" in earlier) \
+            else tanh_matched_accuracy(tmp)
     C.print_table(["config", "resprop s", "NT f32 s", "NT f64 s", "NT32/resprop", "NT64/resprop",
                    "resprop MiB", "NT32 MiB", "dev off", "dev diag", "resprop/limit"], rows)
     print("(medians of interleaved calls; dev: max |resprop - NT| / max |NT|, NT float64 where run, else float32;"
@@ -328,20 +338,35 @@ def run(quick: bool = False) -> dict:
     for deg, r in matched["degrees"].items():
         print(f"  deg {deg}: NT {r['nt_f64_s']:.3g} s ({r['ratio_nt_over_resprop']:.1f}x resprop), "
               f"max dev off-diag {r['max_dev_offdiag']:.1e}, diag {r['max_dev_diag']:.1e}")
-    tg = {} if quick else targets(results)
+    try:
+        tg = targets(results)
+    except KeyError:  # a configuration of the targets was not run (--quick or --only without --merge)
+        tg = {}
     for name, v in tg.items():
         print(f"target {name}: {v['value']:.3g} ({v['goal']}: {'met' if v['met'] else 'NOT met'})")
     bad = check_agreement(results)
     if bad:
         raise SystemExit("resprop and neural-tangents disagree: " + "; ".join(bad))
     return {"benchmark": "kernel_engine", "machine": info,
+            "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="minutes"),
             "params": {"sizes": SIZES, "activations": ACTIVATIONS, "rho": RHO, "sigma_w2": SW2, "sigma_b2": SB2,
                        "k0_diag": K0_DIAG, "d_in": D_IN, "repeats": REPEATS, "tanh_deg": TANH_DEG, "quick": quick,
                        "limit_ufuncs": LIMIT_UFUNCS},
             "results": results, "tanh_matched_accuracy": matched, "targets": tg}
 
 
+def _pop_option(name: str) -> str | None:
+    if name not in sys.argv:
+        return None
+    i = sys.argv.index(name)
+    value = sys.argv[i + 1]
+    del sys.argv[i:i + 2]
+    return value
+
+
 if __name__ == "__main__":
     quick = "--quick" in sys.argv
     sys.argv = [a for a in sys.argv if a != "--quick"]
-    C.main(lambda: run(quick))
+    only = tuple((_pop_option("--only") or "").split(",")) if "--only" in sys.argv else ()
+    merge_from = _pop_option("--merge")
+    C.main(lambda: run(quick, tuple(w for w in only if w), Path(merge_from) if merge_from else None))
