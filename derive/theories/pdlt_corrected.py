@@ -345,6 +345,20 @@ def quadrant_moment() -> sp.Expr:
     return paper_form
 
 
+def mixed_moment() -> sp.Expr:
+    """E[v^2 phi(u)^2] for unit-variance (u, v) of correlation rho, any activation: v = rho u + sqrt(1 - rho^2) w
+    with w independent, so the w-average leaves rho^2 <phi^2 u^2> + (1 - rho^2) <phi^2> (K = 1); minus
+    <phi^2> it is rho^2 (<phi^2 u^2> - <phi^2>) = 2 rho^2 Phi'(1): pure second Hermite (B.26 keeps it)."""
+    w = sp.Symbol("w", real=True)
+    v = rho * _z + sp.sqrt(1 - rho**2) * w
+    poly = sp.Poly(sp.expand(v**2), w, _z)  # times phi(u)^2: <phi^2 u^a> for a = 0, 2 (odd a pairs with odd w)
+    out = sp.Integer(0)
+    for (k_w, a), coef in poly.terms():
+        if k_w % 2 == 0:
+            out += coef * sp.factorial2(k_w - 1) * {0: mean_sigma_sq, 2: mean_sigma_sq_z_sq}[a]
+    return sp.expand(out)
+
+
 def _same(a: sp.Expr, b: sp.Expr) -> bool:
     """a == b as functions of rho (and the slopes) at rational probe points, to 1e-25."""
     for r0 in (sp.Rational(-9, 10), sp.Rational(-1, 3), 0, sp.Rational(1, 2), sp.Rational(97, 100)):

@@ -209,10 +209,14 @@ def _panel_rule(K: float, L: float, order: int = 10) -> tuple[np.ndarray, np.nda
 
 
 def _hermite_coefficients(f: np.ndarray, z: np.ndarray, w: np.ndarray, channels: int) -> np.ndarray:
-    """h_n = E[f(x) He_n(x)]/sqrt(n!), n = 0..channels (orthonormal probabilists' Hermite recurrence)."""
+    """h_n = E[f(x) He_n(x)]/sqrt(n!), n = 0..channels, for quadrature weights w (density included).
+
+    The orthonormal recurrence runs on the Hermite functions He_n(x) sqrt(pdf(x)/n!), which stay below ~1 at
+    every node (He_n/sqrt(n!) alone overflows for n ~ 500 at |x| ~ 60); the other sqrt(pdf) goes to the weights."""
+    root = np.exp(-z * z / 4) / (2 * math.pi) ** 0.25
     out = np.empty(channels + 1)
-    fw = f * w
-    prev, cur = np.zeros_like(z), np.ones_like(z)
+    fw = f * np.divide(w, root, out=np.zeros_like(w), where=root > 0)
+    prev, cur = np.zeros_like(z), root
     for n in range(channels + 1):
         out[n] = fw @ cur
         prev, cur = cur, (z * cur - math.sqrt(n) * prev) / math.sqrt(n + 1)
@@ -348,7 +352,8 @@ def b26_trajectory(activation: str, gamma2: float, depth: int):
     """PDLT's own trajectory (``vertex_trajectory``, B.12 with B.26) for ``depth`` residual layers: its layer
     index 1 is the input, so the returned arrays have depth + 1 entries (l = 0..depth here)."""
     ac, g2 = _activation(activation), _gamma2(gamma2)
-    d = _depth(depth, rm.MAX_TRAJECTORY_DEPTH - 1)
+    d = _depth(depth, min(rm.MAX_TRAJECTORY_DEPTH - 1,
+                          MAX_DEPTH_SCALE_INVARIANT if ac.kind == "scale_invariant" else MAX_DEPTH_SMOOTH))
     if ac.name == "gelu":
         return _gelu_vertex_trajectory(g2, d)
     return rm.vertex_trajectory(activation, gamma=math.sqrt(g2), depth=d + 1)
