@@ -515,10 +515,14 @@ def _fig4_claims(f4: dict[str, Any]) -> list[dict]:
             {"mean": d1["mean"], "se": d1["sd"] / math.sqrt(n), "method": f"{n} seeds, paired"},
             passed=ok1, check="mean difference > 1 sd over seeds"),
         row(f"Fig. 4 on digits: cos(g_PC, g_BP) at depth {L_dp}, beta = {b_hi:g} minus beta = {b_lo:g} ({common})",
-            "with a large enough beta the gradients align again at depth",
+            "with a large enough beta the gradients align again at depth (as long as an equilibrium is reached)",
             {f"beta={b:g}": seed_stats(v) for b, v in c[L_dp].items()},
             {"mean": d2["mean"], "se": d2["sd"] / math.sqrt(n), "method": f"{n} seeds, paired"},
-            passed=ok2, check="mean difference > 1 sd over seeds"),
+            passed=ok2 and float(np.mean(c[L_dp][b_hi])) > 0.9,
+            check="mean difference > 1 sd over seeds and cos at the largest beta > 0.9",
+            note=f"cos at L = {L_dp}, beta = {b_hi:g}: {float(np.mean(c[L_dp][b_hi])):.3f}; per-sample GD on the "
+                 f"activities is unstable above beta ~ 2/lambda_max ~ 0.5, and {st_['inf_steps']} steps carry the "
+                 f"output error only part of the way down {L_dp} layers"),
     ]
 
 
