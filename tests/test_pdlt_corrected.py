@@ -325,3 +325,17 @@ def test_cli_json(capsys):
 def test_cli_bad_input_exits_2_naming_the_parameter(argv, name, capsys):
     assert main(["residual-mlp", *argv]) == 2
     assert name in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- r*, gamma*, deep asymptotics
+def test_nu_corrected_unit_slope_relu_closed_form():
+    # hand: I_D = int_0^1 D(rho)/rho = [3 pi/4 + (pi/2) ln 2 + pi/4]/(2 pi) = 1/2 + ln(2)/4, slope 4 + 16 I_D
+    assert C.nu_corrected_unit_slope("relu") == pytest.approx(12 + 4 * math.log(2), rel=1e-12)
+    assert C.nu_corrected_unit_slope("linear") == pytest.approx(4.0, abs=1e-12)  # B.29's slope: no correction
+    assert C.nu_corrected("relu", 1 - 1e-4) / 1e-4 == pytest.approx(12 + 4 * math.log(2), rel=1e-3)
+
+
+def test_gamma_star_corrected_inverts_r_star_corrected():
+    g = C.gamma_star_corrected(0.1, "relu")
+    assert C.r_star_corrected("relu", g * g) == pytest.approx(0.1, rel=1e-9)
+    assert C.gamma_star_corrected(0.02, "relu") == 0.0  # r below min r*_corr: criterion unsatisfiable

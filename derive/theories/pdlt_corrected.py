@@ -269,7 +269,7 @@ def quadratic_form(d: int, b26: bool = False) -> sp.Expr:
           for j in range(d) for k in range(j + 1, d)}
     Xs = sp.symbols(f"X0:{d}")
     Y = sp.Symbol("Y")  # z_d^2 - K_d
-    psi = []
+    psi: list[sp.Expr] = []
     for k in range(d):
         psi.append(sp.expand(C_W * (Xs[k] + sum(gamma ** (2 * (k - 1 - j)) * dP[k] * psi[j] for j in range(k)))))
     psi_Y = sp.expand(Y + sum(gamma ** (2 * (d - 1 - j)) * psi[j] for j in range(d)))

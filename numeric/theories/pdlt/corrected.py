@@ -49,7 +49,8 @@ from resprop.numeric.theories.pdlt import residual_mlp as rm
 
 __all__ = ["ALLOWED_ACTIVATIONS", "MAX_DEPTH_SCALE_INVARIANT", "MAX_DEPTH_SMOOTH", "corrected_ratio", "b26_ratio",
            "output_kernel", "critical_C_W", "corrected_trajectory", "b26_trajectory", "arccos2_moment", "nu_corrected",
-           "CorrectedTrajectory"]
+           "CorrectedTrajectory", "r_star_corrected", "gamma_star_corrected", "nu_corrected_unit_slope",
+           "li_nica_roy_ratio"]
 
 ALLOWED_ACTIVATIONS = ("relu", "linear", "leaky_relu:<slope>", "tanh", "erf", "gelu")
 #: the scale-invariant closed form is O(depth) vectorised work
@@ -383,3 +384,70 @@ def b26_ratio(activation: str, gamma2: float, depth: int) -> float:
     """R(d) = 2 + V/K^2 of B.26 for ``depth`` residual layers after the input (``vertex_trajectory``'s layer
     depth + 1; its layer 1 is the input, K^(1) = 1, V^(1) = 0)."""
     return 2.0 + float(b26_trajectory(activation, gamma2, depth).V_over_K2[-1])
+
+
+# --------------------------------------------------------------------------- r*, gamma*, deep asymptotics, LNR
+#: gamma*(r) evaluates nu_corrected down to 1 - gamma^2 = this (the series needs ~ 78/(1 - gamma^2) terms)
+MIN_ONE_MINUS_GAMMA2 = 1e-5
+
+
+def r_star_corrected(activation: str, gamma2: float, n_out: int = 1) -> float:
+    """Optimal aspect ratio with the corrected nu: r* = 4/((20 + 3 n_L) nu_corr) (B.36 with nu_corr)."""
+    n_out = V.integer("n_out", n_out, minimum=1)
+    return float(pr.r_star(nu_corrected(activation, gamma2), n_out))
+
+
+def gamma_star_corrected(r: float, activation: str, n_out: int = 1) -> float:
+    """gamma*(r) with the corrected nu (the scale-invariant class): the largest gamma with
+    nu_corr(gamma) = 4/((20 + 3 n_L) r), the branch with gamma* -> 1 as r -> oo (mirrors ``gamma_star``).
+
+    Unlike B.29, nu_corr is not monotone in gamma (ReLU: 5 at gamma = 0, 6.50 at gamma^2 = 1/4), so r*_corr(gamma)
+    has a minimum; where the target exceeds max nu_corr the criterion cannot be met and gamma* = 0.  Roots are
+    bracketed on a grid of gamma^2 (linear to 0.9, then logarithmic in 1 - gamma^2 down to
+    ``MIN_ONE_MINUS_GAMMA2``) and refined by Brent's method to 1e-13."""
+    from scipy.optimize import brentq
+    r = float(V.scalar("r", r, V.positive))
+    n_out = V.integer("n_out", n_out, minimum=1)
+    ac = _activation(activation)
+    if ac.kind != "scale_invariant":
+        raise ParameterError("activation", f"gamma_star_corrected is for relu, linear, leaky_relu:<slope>; got "
+                                           f"{activation!r} (the K* = 0 class keeps nu of B.35: use gamma_star)")
+    target = 4.0 / ((20 + 3 * n_out) * r)
+    grid = np.concatenate([np.linspace(0.0, 0.9, 91)[:-1], 1 - np.logspace(-1, math.log10(MIN_ONE_MINUS_GAMMA2), 41)])
+    nus = np.array([nu_corrected(activation, g2) for g2 in grid])
+    above = np.nonzero(nus >= target)[0]
+    if above.size == 0:
+        return 0.0
+    i = int(above[-1])
+    if i == grid.size - 1:
+        raise ParameterError("r", f"gamma* has 1 - gamma*^2 < {MIN_ONE_MINUS_GAMMA2:g} at r = {r:g}; use a smaller r")
+    g2 = brentq(lambda x: nu_corrected(activation, x) - target, grid[i], grid[i + 1], xtol=1e-15, rtol=1e-13)
+    return math.sqrt(g2)
+
+
+def nu_corrected_unit_slope(activation: str) -> float:
+    """lim_(gamma -> 1) nu_corr/(1 - gamma^2) = 4 + 4 I_D/A_2^2, I_D = int_0^1 D(rho)/rho d rho (slopes scaled to
+    max |a| = 1): sum_t D(gamma^t) ~ 2 I_D/(1 - gamma^2).  ReLU: 12 + 4 ln 2 = 14.77 (B.29: 4); so the
+    footnote-8 asymptotics become 1 - gamma*^2 ~ 4/((20 + 3 n_L) r (4 + 4 I_D/A_2^2))."""
+    from scipy.integrate import quad
+    ac = _activation(activation)
+    if ac.kind != "scale_invariant":
+        raise ParameterError("activation", f"defined for relu, linear, leaky_relu:<slope>; got {activation!r}")
+    ap, am = _unit(ac)
+    A2 = (ap**2 + am**2) / 2
+
+    def integrand(x):
+        return float(_excess(x, ap, am)) / x if x > 0 else 0.0
+
+    I_D, _ = quad(integrand, 0.0, 1.0, epsabs=1e-14, epsrel=1e-13, limit=200)
+    return 4.0 + 4.0 * I_D / A2**2
+
+
+def li_nica_roy_ratio(gamma2: float, depth: int, width: int = 10**9) -> float:
+    """width x (beta + c^2 I_total) of Li, Nica & Roy (2021) Thm 1 at alpha = gamma, lambda^2 = 1 - gamma^2
+    (ReLU): n Var[ln ||z^d||^2] -> R(d) at leading order; equal to the corrected ReLU R(d)."""
+    from resprop.numeric.theories.lognormal import log_gaussian as LG
+    g2 = _gamma2(gamma2)
+    d = _depth(depth, 10**6)
+    n = V.integer("width", width, minimum=2)
+    return float(LG.theory(n, d, math.sqrt(g2), math.sqrt(1 - g2)).var_G * n)
