@@ -46,7 +46,7 @@ def test_generated_files_of_each_theory_exist_and_are_named_by_derivation():
         for rel in th.generated_files:
             assert (gen / rel).is_file(), (th.slug, rel)
     assert set(registry.derivations()) == {"gaussian", "residual", "fischer", "lognormal", "pdlt", "pdlt_corrected",
-                                           "stable", "abcd", "predictive_coding"}
+                                           "pdlt_vertex", "stable", "abcd", "predictive_coding"}
 
 
 def test_each_theory_has_claims_figures_and_a_quickstart_page():
