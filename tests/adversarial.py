@@ -110,6 +110,8 @@ CLI_NUMERIC = {
                      {"--width": "10", "--depth": "5", "--alpha": "0.7", "--lam": "0.7"}),
     "nu": (["nu", "--json"], {"--gamma": "unit_open", "--n-out": ("int", 1)},
            {"--gamma": "0.5", "--activation": "relu"}),
+    "residual-mlp": (["residual-mlp", "--json"], {"--gamma2": "unit_open", "--depth": ("int", 1), "--width": ("int", 1)},
+                     {"--activation": "relu", "--gamma2": "0.5", "--depth": "2"}),
     "stable-kernel": (["stable-kernel", "--json"],
                       {"--depth": ("int", 1), "--angle": "angle", "--sigma-w2": "pos", "--sigma-b2": "nonneg",
                        "--d-in": ("int", 1)},
@@ -118,7 +120,8 @@ CLI_NUMERIC = {
 }
 
 #: options that accept real numbers but where 'huge' cannot be answered (documented upper limits)
-HUGE_MUST_REFUSE = {("rho-star", "--depth"), ("response", "--depth"), ("stable-kernel", "--depth")}
+HUGE_MUST_REFUSE = {("rho-star", "--depth"), ("response", "--depth"), ("stable-kernel", "--depth"),
+                    ("residual-mlp", "--depth")}
 
 
 def _argv(base: list[str], values: dict[str, str]) -> tuple[str, ...]:
@@ -183,6 +186,11 @@ def cli_numeric_cases() -> list[Case]:
              argv=("nu", "--gamma", "0.5", "--activation", "softmax", "--json")),
         Case("cli:nu:activation=leaky-nan", "error", ("activation", "slope"),
              argv=("nu", "--gamma", "0.5", "--activation", "leaky_relu:nan", "--json")),
+        Case("cli:residual-mlp:activation=unknown", "error", ("activation",),
+             argv=("residual-mlp", "--activation", "softmax", "--gamma2", "0.5", "--depth", "2", "--json")),
+        Case("cli:residual-mlp:relu-d1", "ok", (),
+             argv=("residual-mlp", "--activation", "relu", "--gamma2", "0.5", "--depth", "1", "--json"),
+             check=lambda out: abs(out["corrected"] - 4.25) < 1e-12 and abs(out["b26"] - 4.25) < 1e-12),
         Case("cli:stable-kernel:scaling=unknown", "error", ("scaling",),
              argv=("stable-kernel", "--depth", "10", "--scaling", "nosuch(", "--json")),
         Case("cli:stable-kernel:scaling=1/sqrt(l)", "either", ("scaling",),

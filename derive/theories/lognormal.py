@@ -184,8 +184,16 @@ def beta_paper() -> sp.Expr:
 
 
 def layer_beta_term() -> sp.Expr:
-    """Per-layer contribution to n beta for layer-dependent coefficients (Prop. 6)."""
-    return (5 * lam**4 + 4 * alpha**2 * lam**2) / (alpha**2 + lam**2) ** 2
+    """Per-layer contribution to n beta for layer-dependent coefficients (Prop. 6).
+
+    Printed (5 lam^4 + 4 alpha^2 lam^2)/(alpha^2 + lam^2)^2 = 4 s^2 + s^4 with s = lam/sqrt(alpha^2 + lam^2)
+    (lam/hypot): alpha^4 and lam^4 underflow long before the value does (0/0 at alpha = 1e-106, lam = 0)."""
+    printed = (5 * lam**4 + 4 * alpha**2 * lam**2) / (alpha**2 + lam**2) ** 2
+    s = sp.UnevaluatedExpr(lam / sp.sqrt(alpha**2 + lam**2))
+    form = (4 + s**2) * s**2
+    if sp.simplify(form.doit() - printed) != 0:
+        raise ArithmeticError("layer_beta_term rewritten wrongly")
+    return form
 
 
 def c_coefficient() -> sp.Expr:
