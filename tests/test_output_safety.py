@@ -89,7 +89,7 @@ def fast_builders(monkeypatch):
         (out / "lognormal_x.png").write_bytes(b"\x89PNG fake " + str(len(calls)).encode())
         return [out / "lognormal_x.png"]
 
-    def build(work, theories, quick, quiet, check_generated, build_pdf):
+    def build(work, theories, quick, quiet, check_generated, build_pdf, training=None):
         calls.append("reproduce")
         (work / "figures").mkdir()
         (work / "figures" / "f.png").write_bytes(b"png")
