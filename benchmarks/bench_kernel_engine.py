@@ -273,18 +273,18 @@ def targets(results: dict) -> dict:
     for act in ("erf", "relu", "gelu"):
         for mode, goal in (("nngp", 10.0), ("nngp+ntk", 5.0)):
             r = med(act, 1000, 200, mode)["ratio_nt_f32_over_resprop"]
-            t[f"{act} {mode} P=1000 L=200 vs NT f32"] = {"value": r, "goal": f">= {goal:g}x", "met": r >= goal}
+            t[f"{act} {mode} P=1000 L=200 vs NT f32"] = {"measured": r, "goal": f">= {goal:g}x", "met": r >= goal}
     for mode in MODES:
         for P, L in ((1000, 200), (1000, 50)):
             r = med("gelu", P, L, mode)["resprop"]["median_s"] / med("erf", P, L, mode)["resprop"]["median_s"]
-            t[f"gelu / erf time {mode} P={P} L={L}"] = {"value": r, "goal": "<= 1 (as fast as erf)", "met": r <= 1.0}
+            t[f"gelu / erf time {mode} P={P} L={L}"] = {"measured": r, "goal": "<= 1 (as fast as erf)", "met": r <= 1.0}
         r = med("tanh", 1000, 50, mode)["resprop"]["median_s"] / med("erf", 1000, 50, mode)["resprop"]["median_s"]
-        t[f"tanh / erf time {mode} P=1000 L=50"] = {"value": r, "goal": "<= 3", "met": r <= 3.0}
+        t[f"tanh / erf time {mode} P=1000 L=50"] = {"measured": r, "goal": "<= 3", "met": r <= 3.0}
         m = med("tanh", 1000, 50, mode)["resprop"]["peak_MiB"]
-        t[f"tanh peak memory {mode} P=1000 L=50 (MiB)"] = {"value": m, "goal": "< 1024", "met": m < 1024}
+        t[f"tanh peak memory {mode} P=1000 L=50 (MiB)"] = {"measured": m, "goal": "< 1024", "met": m < 1024}
         for P, L in ((1000, 50), (200, 50)):
             r = med("tanh", P, L, mode)["ratio_nt_f32_over_resprop"]
-            t[f"tanh {mode} P={P} L={L} vs NT ElementwiseNumerical f32"] = {"value": r, "goal": ">= 3x",
+            t[f"tanh {mode} P={P} L={L} vs NT ElementwiseNumerical f32"] = {"measured": r, "goal": ">= 3x",
                                                                             "met": r >= 3.0}
     return t
 
@@ -310,7 +310,7 @@ def run(quick: bool = False, only: tuple[str, ...] = (), merge: Path | None = No
                 key = f"{act}_P{P}_L{L}"
                 if only and not any(w in key for w in only):
                     if key in earlier.get("results", {}):
-                        results[key] = earlier["results"][key] | {"measured": earlier.get("timestamp", "earlier")}
+                        results[key] = earlier["results"][key] | {"measured_at": earlier.get("timestamp", "earlier")}
                     continue
                 t0 = time.perf_counter()
                 cfg = run_config(P, L, act, tmp, quick)
@@ -343,7 +343,7 @@ def run(quick: bool = False, only: tuple[str, ...] = (), merge: Path | None = No
     except KeyError:  # a configuration of the targets was not run (--quick or --only without --merge)
         tg = {}
     for name, v in tg.items():
-        print(f"target {name}: {v['value']:.3g} ({v['goal']}: {'met' if v['met'] else 'NOT met'})")
+        print(f"target {name}: {v['measured']:.3g} ({v['goal']}: {'met' if v['met'] else 'NOT met'})")
     bad = check_agreement(results)
     if bad:
         raise SystemExit("resprop and neural-tangents disagree: " + "; ".join(bad))

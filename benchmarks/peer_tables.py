@@ -96,7 +96,7 @@ def kernel_engine_table(rec: dict, machine: dict) -> str:
     m = rec["tanh_matched_accuracy"]
     acc = "; ".join(f"deg {deg}: {_s(r['nt_f64_s'])} ({r['ratio_nt_over_resprop']:.0f}× resprop), max dev. "
                     f"{max(r['max_dev_offdiag'], r['max_dev_diag']):.1e}" for deg, r in m["degrees"].items())
-    targets = "; ".join(f"{k}: {t['value']:.3g} ({t['goal']}: {'met' if t['met'] else 'NOT met'})"
+    targets = "; ".join(f"{k}: {t['measured']:.3g} ({t['goal']}: {'met' if t['met'] else 'NOT met'})"
                         for k, t in rec.get("targets", {}).items())
     return "\n".join([_provenance(rec, machine), "", head, *rows, "",
                       f"tanh at matched accuracy (NT `ElementwiseNumerical` float64, P = {m['P']}, L = {m['depth']}, "
