@@ -463,7 +463,7 @@ def derive_pdlt_corrected() -> Derivation:
                     PAPER)
     dv.declare(PARAMETERS)
     add = dv.adder()
-    slopes = [Constraint(sp.Gt(a_plus**2 + a_minus**2, 0), "a_plus^2 + a_minus^2 > 0 (a nonzero activation)")]
+    slopes = [Constraint(sp.Gt(sp.Abs(a_plus) + sp.Abs(a_minus), 0), "|a_plus| + |a_minus| > 0 (a nonzero activation)")]
     nxt = r"\ell+1"
     rec = second_moment_recursions()
     for check, what in ((gamma_zero_is_vanilla, "gamma = 0 is not the vanilla MLP"),
