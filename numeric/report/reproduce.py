@@ -133,7 +133,15 @@ def _training_block(info, training: Path | None, figdir: Path) -> dict | None:
 
 def _build(work: Path, theories: list[str], quick: bool, quiet: bool, check_generated: bool,
            build_pdf: bool, training: Path | None = None) -> dict:
+    # Import the plotting stack before any output exists: a Ctrl-C that lands while a C extension initialises
+    # surfaces as "ImportError: initialization failed" instead of KeyboardInterrupt, and the run would report
+    # the figures as failed rather than stop (seen in tests/test_reproduce.py's interrupt test).
+    import matplotlib
+
     from resprop.numeric.report.latex_pdf import LatexError, compile_pdf, find_engine, pdf_page_count
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot  # noqa: F401
 
     t_start = time.time()
     figdir, texdir = work / "figures", work / "latex"
