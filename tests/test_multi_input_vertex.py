@@ -221,3 +221,120 @@ def test_relu_residual_discrepancy_is_reported():
     mc = M.empirical_kernel_covariance(G, 512)
     z = (mc.covariance[2, 0, 0, 0, 0] - theory.covariance[2, 0, 0, 0, 0]) / mc.se[2, 0, 0, 0, 0]
     assert z > 8
+
+
+# =========================================================================== Fischer et al.: P-input fluctuations
+FIG2 = dict(rho=1.0, sigma_w2=1.2, sigma_b2=0.2)
+
+
+def _fischer_inputs(P: int, theta: float):
+    """Unit-norm inputs at pairwise angle theta (d_in = P) and the input kernel K^(0) = 1.2 x.x' / d_in + 0.2 (16)."""
+    X = np.linalg.cholesky(_equiangular(P, theta)) * np.sqrt(P)
+    return X, 1.2 / P * X @ X.T + 0.2
+
+
+@pytest.mark.parametrize("activation", ["erf", "relu", "tanh"])
+def test_fischer_one_input_equals_existing_fluctuations(activation):
+    from resprop.numeric.theories.fischer import fluctuations as FL
+    from resprop.numeric.theories.fischer import multi_input as F
+
+    r = F.multi_input_fluctuations([[1.4]], 4, 500, activation=activation, **FIG2)
+    o = FL.kernel_fluctuations(1.4, 4, 500, activation=activation, **FIG2)
+    # the existing tanh cumulants are a 2-D Gauss-Hermite rule (~1e-6 per cumulant, ~1e-4 after propagation)
+    tol = {"erf": 1e-9, "relu": 1e-8, "tanh": 3e-4}[activation]  # relu: 2-D cones of nearly equal layers
+    np.testing.assert_allclose(r.cov_K[1:, 0, 0, 0, 0], o["var_K"][1:], rtol=tol)
+    np.testing.assert_allclose([r.cov_C[l, l, 0, 0, 0, 0] for l in range(1, 5)], o["var_C"][1:5], rtol=tol)
+
+
+@pytest.mark.slow
+def test_fischer_two_input_covariance_equals_symbolic_propagator():
+    """G_CC = G_{CC~} S_{C~C~} G_{C~C} of the SymPy action (derive/theories/fischer.py, build_action(L = 2, P = 2))
+    with the Price derivatives and cumulants evaluated numerically, against the driver's forward recursion."""
+    import sympy as sp
+
+    from resprop.derive.theories import fischer as FT
+    from resprop.numeric.theories.fischer import multi_input as F
+
+    _, K0 = _fischer_inputs(2, 1.0)
+    width = 300
+    num = F.multi_input_fluctuations(K0, 2, width, activation="erf", **FIG2)
+    ac = R.activation_class("erf")
+    Ks = num.K
+    D = {l: M.gaussian_moments(Ks[l], "erf")["D"] for l in (0, 1)}
+    kap = {(a, b): F._cumulants(Ks[a], Ks[b], Ks[a], ac) for a in (0, 1) for b in (0, 1) if a <= b}
+    kap[(1, 0)] = kap[(0, 1)].transpose(2, 3, 0, 1)
+    idx = {"aa": (0, 0), "bb": (1, 1), "ab": (0, 1)}
+    args = {"aa": ("aa",), "bb": ("bb",), "ab": ("aa", "bb", "ab")}
+
+    action = FT.build_action(2, inputs=2)
+    G = FT.kernel_fluctuations(action)
+
+    def subs_derivative(expr):
+        (fn,) = expr.expr.atoms(sp.core.function.AppliedUndef)
+        elem = fn.func.__name__.split("_")[1]
+        (var,) = expr.expr.variables
+        wrt = args[elem][list(fn.args).index(var)]
+        layer = len(sp.Add.make_args(expr.point[list(expr.variables).index(var)])) - 1
+        c, d = idx[elem]
+        e, f = idx[wrt]
+        return sp.Float(D[layer][c, d, e, f] * (1 if e == f else 2))
+
+    def subs_kappa(expr):
+        (e1, l1), (e2, l2) = [(str(s)[:2], int(str(s)[2:])) for s in expr.args]
+        return sp.Float(kap[(l1, l2)][(*idx[e1], *idx[e2])])
+
+    vals = {FT.rho: FIG2["rho"], FT.sigma_w2: FIG2["sigma_w2"], FT.N: width}
+    elements = action.elements
+    for l in (1, 2):
+        for m in (1, 2):
+            for i, e in enumerate(elements):
+                for j, f in enumerate(elements):
+                    expr = G[l * len(elements) + i, m * len(elements) + j]
+                    expr = expr.replace(lambda x: isinstance(x, sp.Subs), subs_derivative)
+                    expr = expr.replace(lambda x: x.func.__name__ == "kappa", subs_kappa)
+                    sym = float(expr.subs(vals))
+                    assert sym == pytest.approx(num.cov_C[l, m][(*idx[e], *idx[f])], rel=1e-10, abs=1e-15)
+
+
+def _fischer_compare(P, theta, activation, width, samples, seed, depth=2, response="full"):
+    from resprop.numeric.engine.simulate import simulate_kernels
+    from resprop.numeric.theories.fischer import multi_input as F
+
+    X, K0 = _fischer_inputs(P, theta)
+    sim = simulate_kernels(X, depth=depth, width=width, samples=samples, seed=seed, activation=activation, **FIG2)
+    th = F.multi_input_fluctuations(K0, depth, width, activation=activation, response=response, **FIG2)
+    worst, zs = 0.0, []
+    for name, theory in (("C", lambda l: th.cov_C[l, l]), ("K", lambda l: th.cov_K[l])):
+        for l in range(1, depth + 1):
+            x = sim[name][:, l].reshape(samples, -1)
+            xc = x - x.mean(axis=0)
+            cov = xc.T @ xc / (samples - 1)
+            se = (xc[:, :, None] * xc[:, None, :]).std(axis=0, ddof=1) / np.sqrt(samples)
+            t = theory(l).reshape(P * P, P * P)
+            allowance = 10 / width * np.abs(t)  # relative O(1/N) correction to an O(1/N) covariance (fischer tests)
+            worst = max(worst, float(np.max(np.abs(cov - t) - 4 * se - allowance)))
+            zs.append(np.abs(cov - t) / se)
+    return worst, max(float(np.max(z)) for z in zs)
+
+
+def test_fischer_two_input_fluctuations_match_simulation():
+    """P = 2 at 60 degrees, erf, Fig. 2 hyperparameters, N = 200, layers 1-2: Cov(C^(l)), Cov(K^(l)) within 4 SE."""
+    worst, _ = _fischer_compare(2, np.pi / 3, "erf", 200, 8000, seed=41)
+    assert worst <= 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("P,theta", [(2, np.pi / 4), (2, np.pi / 2), (3, np.pi / 4), (3, np.pi / 2)])
+@pytest.mark.parametrize("activation", ["erf", "relu"])
+def test_fischer_fluctuations_campaign(P, theta, activation):
+    worst, _ = _fischer_compare(P, theta, activation, 200, 30000, seed=43 + P, depth=3)
+    assert worst <= 0
+
+
+@pytest.mark.slow
+def test_fischer_printed_c13_response_misses_cross_element_terms():
+    """The delta_{(ab),(cd)} of C13 as printed drops d<phi_a phi_b>/dK_aa: the two-input covariances it gives
+    are rejected by the simulation (the full Jacobian, above, is not)."""
+    _, z_full = _fischer_compare(2, np.pi / 4, "relu", 200, 30000, seed=51, depth=3)
+    _, z_c13 = _fischer_compare(2, np.pi / 4, "relu", 200, 30000, seed=51, depth=3, response="c13")
+    assert z_full < 4.5 and z_c13 > 8

@@ -60,9 +60,10 @@ RADIAL_NODES = 4
 TRAPEZOID_EXPONENT = 20.0
 MAX_STEP = 0.35
 TRUNCATION = 8.6  # exp(-TRUNCATION^2 / 2) ~ 1e-16
+TRUNCATION_4D = 7.0  # the ball |x| <= 7 in four dimensions misses ~1e-9 of the Gaussian mass
 #: cap of nodes per whitened coordinate (one side) by P: beyond K_aa ~ 4 (P = 3) the step is capped and the accuracy
 #: falls below 1e-12 gradually
-MAX_TRAPEZOID_HALF_NODES = {1: 2000, 2: 400, 3: 60, 4: 24}
+MAX_TRAPEZOID_HALF_NODES = {1: 2000, 2: 400, 3: 60, 4: 20}
 
 
 # --------------------------------------------------------------------------- input kernel
@@ -158,11 +159,13 @@ def _trapezoid_rule(K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     P = K.shape[0]
     d = np.pi / (2 * np.sqrt(np.max(np.diag(K))))
     h = min(MAX_STEP, np.pi * d / TRAPEZOID_EXPONENT)
-    m = min(int(np.ceil(TRUNCATION / h)), MAX_TRAPEZOID_HALF_NODES[P])
+    radius = TRUNCATION if P < 4 else TRUNCATION_4D
+    m = min(int(np.ceil(radius / h)), MAX_TRAPEZOID_HALF_NODES[P])
+    h = max(h, radius / m)
     x = h * np.arange(-m, m + 1)
     X = np.array(np.meshgrid(*([x] * P), indexing="ij")).reshape(P, -1).T
     r2 = np.einsum("ka,ka->k", X, X)
-    keep = r2 <= TRUNCATION**2
+    keep = r2 <= radius**2
     X, r2 = X[keep], r2[keep]
     W = np.exp(-r2 / 2) * (h / math.sqrt(2 * math.pi)) ** P
     return X @ np.linalg.cholesky(K).T, W

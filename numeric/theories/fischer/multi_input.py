@@ -1,0 +1,160 @@
+"""O(1/N) kernel fluctuations of Fischer, Dahmen & Helias on P inputs: Cov(C^(l)_ab, C^(m)_cd), Cov(K^(l)_ab, K^(l)_cd)
+
+The single-input route (C18-C20, `fluctuations.py`) carried over to P x P kernels (A21, C4, C6, C12-C13):
+
+* the Hessian block S_{C~C~} (C4) holds, for layers k, n = 1..L, N w_k w_n kappa^(k-1, n-1)_{(ab),(cd)} with the
+  cross-layer fourth cumulant kappa^(a, b)_{(ab),(cd)} = <phi(h^a_a) phi(h^a_b), phi(h^b_c) phi(h^b_d)>^c, where
+  (h^a, h^b) is jointly Gaussian with Cov(h^a_a, h^b_c) = K^(min(a, b))_ac (independent residuals, B8), w_l = rho^2
+  sigma_w^2;
+* the response block S_{C~C} (C6) couples C^(k) to every C^(l), l < k, through the full Jacobian
+  d<phi_c phi_d>/dK_ab of the NNGP map at K^(k-1) (Price's theorem C7, here computed as
+  (1/2) sum K^{a5} K^{b6} <phi_c phi_d (z_5 z_6 - K_56)>).  The printed C13 keeps only its diagonal
+  delta_{(ab),(cd)}; the off-diagonal entries (e.g. d<phi_a phi_b>/dK_aa != 0) are kept here -- the single-input
+  theory is unaffected (one element), and dropping them changes the two-input covariances (tests);
+* G_{CC~} = -S_{C~C}^{-1} by forward substitution: C^(l) responds to the sources xi_k (k <= l) with
+  T[l, k] = delta_lk + w_l J^(l-1) sum_{j<l} T[j, k];  G_CC = T Xi T^T with Xi = S_{C~C~}/N^2 (C9, C18);
+* K^(l) = sum_{k<=l} C^(k) (C20, summing the whole covariance block as `fluctuations.py` does; C^(0) is data).
+
+At P = 1 this is `fluctuations.kernel_fluctuations` (tested).  ``derive/theories/fischer.py``'s symbolic action
+(``build_action(L, inputs=P)``, ``propagator``) is the SymPy route of the same G_CC; tests compare the two at
+P = 2.  The fluctuation recursion runs over matrices in pair space, which the elementwise recursion codegen does not
+express, so this driver is plain NumPy.
+
+Gaussian expectations: the quadratures of `resprop.numeric.theories.pdlt.multi_input` (orthant cones for relu /
+linear, whitened trapezoid for tanh / erf) on the 2P-dimensional joint (h^a, h^b) for P <= 2, and on the at most four
+distinct variables of each cumulant for P = 3, 4 (slower).  Accuracy: ~1e-5 relative for the cross-layer cumulants of
+strongly correlated layers (cone / grid resolution of a near-degenerate covariance), far below the Monte Carlo error.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from resprop.numeric.engine import validation as V
+from resprop.numeric.engine.results import ResultRecord
+from resprop.numeric.engine.validation import ParameterError
+from resprop.numeric.theories.pdlt import multi_input as Q
+from resprop.numeric.theories.pdlt.residual_mlp import activation_class
+
+__all__ = ["multi_input_fluctuations", "MultiInputFluctuations", "ACTIVATIONS", "MAX_DEPTH"]
+
+ACTIVATIONS = ("erf", "tanh", "relu", "linear")
+#: the covariance blocks are (L+1)^2 P^4 numbers and each layer pair needs one 2P-dimensional quadrature (P <= 2)
+#: or up to P^4 four-dimensional ones (P = 3, 4)
+MAX_DEPTH = 64
+
+
+def _rule(Sigma: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """Quadrature nodes/weights for N(0, Sigma), Sigma m x m (m <= 4), with tiny jitter against exact degeneracy."""
+    S = (Sigma + Sigma.T) / 2
+    S = S + 1e-13 * np.max(np.diag(S)) * np.eye(S.shape[0])
+    return Q._cone_rule(S) if kind == "scale_invariant" else Q._trapezoid_rule(S)
+
+
+def _cumulants(Ka: np.ndarray, Kb: np.ndarray, Km: np.ndarray, ac) -> np.ndarray:
+    """kappa[(a, b), (c, d)] = <phi(h_a) phi(h_b) phi(g_c) phi(g_d)> - <phi_a phi_b><phi_c phi_d>, (h, g) jointly
+    Gaussian with Cov(h) = Ka, Cov(g) = Kb, Cov(h, g) = Km; shape (P, P, P, P)."""
+    P = Ka.shape[0]
+    if np.array_equal(Ka, Kb) and np.array_equal(Km, Ka):  # one layer: h = g, the P-dimensional moments
+        g, f, _ = Q._moments(Ka, ac)
+        return f - np.einsum("ab,cd->abcd", g, g)
+    if 2 * P <= 4:
+        z, w = _rule(np.block([[Ka, Km], [Km.T, Kb]]), ac.kind)
+        s = ac.sigma(z)
+        sh = (s[:, :P, None] * s[:, None, :P]).reshape(-1, P * P)
+        sg = (s[:, P:, None] * s[:, None, P:]).reshape(-1, P * P)
+        joint = ((sh * w[:, None]).T @ sg).reshape(P, P, P, P)
+        return joint - np.einsum("ab,cd->abcd", (w @ sh).reshape(P, P), (w @ sg).reshape(P, P))
+    big = np.block([[Ka, Km], [Km.T, Kb]])
+    out = np.empty((P, P, P, P))
+    ga = Q._moments(Ka, ac)[0]
+    gb = Q._moments(Kb, ac)[0]
+    for a, b, c, d in itertools.product(range(P), repeat=4):
+        if (a, b, c, d) > (b, a, c, d) or (a, b, c, d) > (a, b, d, c):
+            continue
+        idx = [a, b, P + c, P + d]
+        uniq = sorted(set(idx))
+        z, w = _rule(big[np.ix_(uniq, uniq)], ac.kind)
+        s = ac.sigma(z)
+        col = {u: s[:, i] for i, u in enumerate(uniq)}
+        val = w @ (col[idx[0]] * col[idx[1]] * col[idx[2]] * col[idx[3]]) - ga[a, b] * gb[c, d]
+        for aa, bb in ((a, b), (b, a)):
+            for cc, dd in ((c, d), (d, c)):
+                out[aa, bb, cc, dd] = val
+    return out
+
+
+@dataclass(frozen=True)
+class MultiInputFluctuations(ResultRecord):
+    """:func:`multi_input_fluctuations`: for layers l = 0..L the NNGP kernels K (L+1, P, P) and residual kernels C,
+    cov_C (L+1, L+1, P, P, P, P) = Cov(C^(l)_ab, C^(m)_cd) and cov_K (L+1, P, P, P, P) = Cov(K^(l)_ab, K^(l)_cd),
+    both O(1/N) (divided by the width)."""
+
+    depth: int
+    width: int
+    K: np.ndarray
+    C: np.ndarray
+    cov_C: np.ndarray
+    cov_K: np.ndarray
+
+
+def multi_input_fluctuations(input_kernel, depth: int, width: int, rho, sigma_w2, sigma_b2,
+                             activation: str = "erf", response: str = "full") -> MultiInputFluctuations:
+    """Cov of the P x P residual kernels C^(l) and kernels K^(l) = sum_{k<=l} C^(k), l = 0..depth, at width N (O(1/N))
+    for the input kernel K^(0) = input_kernel (P x P, positive definite); see the module docstring.
+
+    ``response="full"`` propagates with the whole Jacobian d<phi_c phi_d>/dK_ab (what the action gives);
+    ``"c13"`` keeps only its diagonal, the delta_{(ab),(cd)} of C13 as printed (for comparison)."""
+    if response not in ("full", "c13"):
+        raise ParameterError("response", f"must be 'full' or 'c13', got {response!r}")
+    if activation not in ACTIVATIONS:
+        raise ParameterError("activation", f"must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
+    ac = activation_class(activation)
+    L = V.integer("depth", depth, 1, MAX_DEPTH)
+    N = V.integer("width", width, 1, 10**15)
+    rho_ = float(V.nonnegative("rho", rho))
+    sw = float(V.positive("sigma_w2", sigma_w2))
+    sb = float(V.nonnegative("sigma_b2", sigma_b2))
+    K0 = Q._kernel_matrix(input_kernel, None, 1.0, 0.0)
+    P = K0.shape[0]
+    w = rho_**2 * sw
+    # NNGP (B9-B10) and the Jacobians J^(l) = d<phi phi>/dK at K^(l)
+    Ks, Cs, Js = [K0], [K0.copy()], []
+    for _ in range(L):
+        g, _f, q = Q._moments(Ks[-1], ac)
+        Js.append(Q._derivative(Ks[-1], g, q))
+        C = w * g + rho_**2 * sb
+        Cs.append(C)
+        Ks.append(Ks[-1] + C)
+    Ks_a, Cs_a = np.array(Ks), np.array(Cs)
+    if not np.all(np.isfinite(Ks_a)):
+        raise ParameterError("rho, sigma_w2, sigma_b2, input_kernel, depth", "the kernel leaves the float64 range")
+    M2 = P * P
+    # Xi[k, n] = Cov(xi_k, xi_n) * N = w^2 kappa^(k-1, n-1), k, n = 1..L
+    Xi = np.zeros((L + 1, L + 1, M2, M2))
+    for a in range(L):
+        for b in range(a, L):
+            kap = _cumulants(Ks[a], Ks[b], Ks[a], ac).reshape(M2, M2)
+            Xi[a + 1, b + 1] = w * w * kap
+            Xi[b + 1, a + 1] = w * w * kap.T
+    # T[l, k]: response of C^(l) to the source xi_k (C13 with the full Jacobian); C^(0) is data (no source)
+    T = np.zeros((L + 1, L + 1, M2, M2))
+    for l in range(1, L + 1):
+        T[l, l] = np.eye(M2)
+        J = w * Js[l - 1].reshape(M2, M2)  # row (c, d), column (a, b)
+        if response == "c13":  # the printed delta_{(ab),(cd)}: d<phi_a phi_b>/dK_ab alone (both orders of (a, b))
+            J = np.diag(np.diag(J)) + np.diag(np.diag(J.reshape(P, P, P, P).transpose(0, 1, 3, 2)
+                                                      .reshape(M2, M2))) * (1 - np.eye(P).ravel())
+        prefix = T[:l, :l].sum(axis=0)  # coefficient of xi_k in K^(l-1) = sum_{j<l} C^(j)
+        for k in range(1, l):
+            T[l, k] = J @ prefix[k]
+    Tf = T.transpose(0, 2, 1, 3).reshape((L + 1) * M2, (L + 1) * M2)
+    Xf = Xi.transpose(0, 2, 1, 3).reshape((L + 1) * M2, (L + 1) * M2)
+    cov = (Tf @ Xf @ Tf.T / N).reshape(L + 1, M2, L + 1, M2).transpose(0, 2, 1, 3)
+    cum = np.cumsum(np.cumsum(cov, axis=0), axis=1)
+    cov_K = np.array([cum[l, l] for l in range(L + 1)])
+    shape = (P, P, P, P)
+    return MultiInputFluctuations(depth=L, width=N, K=Ks_a, C=Cs_a,
+                                  cov_C=cov.reshape(L + 1, L + 1, *shape), cov_K=cov_K.reshape(L + 1, *shape))
