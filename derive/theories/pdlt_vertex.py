@@ -80,16 +80,28 @@ P_vl = Parameter("vertex_linear", "real",
                  r"\sum_{\delta_5 \delta_6} \left[ V_{(\delta_5 \delta_6)(\delta_3 \delta_4)} \frac{\partial \langle"
                  r" \sigma_{\delta_1} \sigma_{\delta_2}\rangle}{\partial K_{\delta_5 \delta_6}} + (12 \leftrightarrow"
                  r" 34) \right]", "sum_ef [V_(ef)(cd) D_ef g_ab + V_(ab)(ef) D_ef g_cd]", layer=r"\ell")
+P_cls = Parameter("cross_layer_sum", "real",
+                  r"\left[\Delta_{(\delta_1 \delta_2)(\delta_3 \delta_4)} + \Delta_{(\delta_3 \delta_4)(\delta_1 "
+                  r"\delta_2)}\right]^{(\ell)}",
+                  "Delta_(ab)(cd) + Delta_(cd)(ab), Delta = E[Pi_ab X_cd] beyond its second-chaos part", layer=r"\ell")
+P_cll = Parameter("cross_layer_linear", "real",
+                  r"\sum_{\delta_5 \delta_6} \left[ \frac{\partial \langle \sigma_{\delta_1} \sigma_{\delta_2}"
+                  r"\rangle}{\partial K_{\delta_5 \delta_6}} \Delta_{(\delta_5 \delta_6)(\delta_3 \delta_4)} + "
+                  r"(12 \leftrightarrow 34) \right]^{(\ell)}",
+                  "sum_ef [D_ef g_ab Delta_(ef)(cd) + D_ef g_cd Delta_(ef)(ab)]", layer=r"\ell")
 P_K13 = Parameter("K_ac", "real", r"K_{\delta_1 \delta_3}", "K_(ac)", layer=r"\ell")
 P_K24 = Parameter("K_bd", "real", r"K_{\delta_2 \delta_4}", "K_(bd)", layer=r"\ell")
 P_K14 = Parameter("K_ad", "real", r"K_{\delta_1 \delta_4}", "K_(ad)", layer=r"\ell")
 P_K23 = Parameter("K_bc", "real", r"K_{\delta_2 \delta_3}", "K_(bc)", layer=r"\ell")
-PARAMETERS = (P_K, P_V, P_C_W, P_C_b, P_gamma, P_g, P_cum, P_intra, P_vq, P_vl, P_K13, P_K24, P_K14, P_K23)
+PARAMETERS = (P_K, P_V, P_C_W, P_C_b, P_gamma, P_g, P_cum, P_intra, P_vq, P_vl, P_cls, P_cll, P_K13, P_K24, P_K14,
+              P_K23)
 (K, V, C_W, C_b, gamma, pair_mean, four_point_cumulant, intralayer_sum, vertex_quadratic, vertex_linear,
- K_ac, K_bd, K_ad, K_bc) = (p.symbol for p in PARAMETERS)
+ cross_layer_sum, cross_layer_linear, K_ac, K_bd, K_ad, K_bc) = (p.symbol for p in PARAMETERS)
 
 #: the callbacks of the generated recursion, in the order of the numeric driver
 CALLBACKS = ("pair_mean", "four_point_cumulant", "intralayer_sum", "vertex_quadratic", "vertex_linear")
+#: the corrected recursion's extra callbacks (the same-neuron cross-layer source, precomputed per layer)
+CORRECTION_CALLBACKS = ("cross_layer_sum", "cross_layer_linear")
 
 
 # --------------------------------------------------------------------------- index bookkeeping
@@ -222,6 +234,106 @@ def check_contracted(P: int) -> None:
             raise ArithmeticError(f"B.25 (contracted) differs from the forward derivation at {key}")
 
 
+# --------------------------------------------------------------------------- corrected: the delta method on P inputs
+@cache
+def multi_input_influence_recursion(P: int) -> dict:
+    """Pi'_ab of one neuron (its influence on the conditional kernel of the next layer), per pair (a, b).
+
+    The kernel of layer l seen by the other neurons is K + eps Pi (eps = n^(-1/2)); the block covariance
+    C_b + C_W (1/n) sum_k sigma_k,a sigma_k,b is C_b + C_W g_ab(K + eps Pi) + eps C_W X_ab, X_ab = sigma_a sigma_b -
+    g_ab of the neuron itself.  First order in eps, the kernel derivative split as in :meth:`_Model.D`:
+    Pi'_ab = gamma^2 Pi_ab + C_W (sum_ef D_ef g_ab Pi_ef + X_ab) -- the P-input form of
+    ``pdlt_corrected.influence_recursion``.  Checked here, returned with Pi and X as symbols Pi_ab, X_ab."""
+    m = _Model(P)
+    Pi = {p: sp.Symbol(f"Pi_{p[0]}{p[1]}", real=True) for p in m.pairs}
+    X = {p: sp.Symbol(f"X_{p[0]}{p[1]}", real=True) for p in m.pairs}
+    eps = sp.Symbol("eps_half", positive=True)
+    shift = {m.Kv[p]: m.Kv[p] + eps * Pi[p] for p in m.pairs}
+    out = {}
+    for a, b in m.pairs:
+        k_next = C_b + C_W * m.g(a, b) + gamma**2 * m.K(a, b)
+        perturbed = k_next.subs(shift, simultaneous=True) + eps * C_W * X[(a, b)]
+        first = sp.diff(perturbed, eps).subs(eps, 0).doit()
+        target = gamma**2 * Pi[(a, b)] + C_W * (X[(a, b)] + sum(m.D(a, b, e, f) * Pi[_key(e, f)]
+                                                                 for e, f in itertools.product(range(P), repeat=2)))
+        if sp.expand(first - target) != 0:
+            raise ArithmeticError(f"the P = {P} influence recursion differs from gamma^2 Pi + C_W (D Pi + X)")
+        out[(a, b)] = target
+    return out
+
+
+@cache
+def corrected_update_from_influence(P: int) -> dict:
+    """V' of the delta method on P inputs minus the contracted B.25, per canonical index tuple: it must equal
+    C_W gamma^2 [Delta_(ab)(cd) + Delta_(cd)(ab)] + C_W^2 sum_ef [D_ef g_ab Delta_(ef)(cd) + D_ef g_cd Delta_(ef)(ab)].
+
+    The delta method: n Cov(G_ab, G_cd) = E[psi_ab psi_cd], psi = (z z^T - K) + Pi over one neuron's trajectory,
+    so V = Q + Q^T + E[Pi Pi], Q_(ab)(cd) = E[Pi_ab (z_c z_d - K_cd)].  Layer l + 1: z' = gamma z + xi, xi ~ N(0, A)
+    independent of the neuron's past (odd moments of xi vanish and E[Pi'] = 0, so E[Pi' (z'z'^T - K')] =
+    gamma^2 E[Pi' (z z^T - K)]); Pi' from :func:`multi_input_influence_recursion`.  The one correlator that is not
+    a Gaussian moment of layer l, E[Pi_ab X_cd], is split into its second-chaos part sum_ef D_ef g_cd Q_(ab)(ef)
+    (the projection of X_cd on span{z_e z_f - K_ef}; E[Pi h] for h in that span is Q) and the remainder
+    Delta_(ab)(cd).  Every Q and E[Pi Pi] cancels into V: the recursion is closed up to Delta, and B.25 is Delta = 0.
+    """
+    m = _Model(P)
+    pairs = m.pairs
+    rng = range(P)
+    sym = {(p1, p2): sp.Symbol(f"Q_{p1[0]}{p1[1]}_{p2[0]}{p2[1]}", real=True) for p1 in pairs for p2 in pairs}
+    Dl = {(p1, p2): sp.Symbol(f"Delta_{p1[0]}{p1[1]}_{p2[0]}{p2[1]}", real=True) for p1 in pairs for p2 in pairs}
+
+    def Q(a, b, c, d):
+        return sym[(_key(a, b), _key(c, d))]
+
+    def Delta(a, b, c, d):
+        return Dl[(_key(a, b), _key(c, d))]
+
+    def E_PiPi(a, b, c, d):  # eliminated through V = Q + Q^T + E[Pi Pi]
+        return m.V(a, b, c, d) - Q(a, b, c, d) - Q(c, d, a, b)
+
+    def E_PiX(a, b, c, d):
+        return sum(m.D(c, d, e, f) * Q(a, b, e, f) for e, f in itertools.product(rng, repeat=2)) + Delta(a, b, c, d)
+
+    def E_XY(a, b, c, d):  # <sigma_a sigma_b (z_c z_d - K_cd)>
+        return m.q(a, b, c, d) - m.K(c, d) * m.g(a, b)
+
+    def E_XX(a, b, c, d):
+        return m.f(a, b, c, d) - m.g(a, b) * m.g(c, d)
+
+    Pi = {p: sp.Symbol(f"Pi_{p[0]}{p[1]}", real=True) for p in pairs}
+    X = {p: sp.Symbol(f"X_{p[0]}{p[1]}", real=True) for p in pairs}
+    Y = {p: sp.Symbol(f"Y_{p[0]}{p[1]}", real=True) for p in pairs}
+    table = {}
+    for p1, p2 in itertools.product(pairs, repeat=2):
+        table[Pi[p1] * Pi[p2]] = E_PiPi(*p1, *p2)
+        table[Pi[p1] * X[p2]] = E_PiX(*p1, *p2)
+        table[Pi[p1] * Y[p2]] = Q(*p1, *p2)
+        table[X[p1] * X[p2]] = E_XX(*p1, *p2)
+        table[X[p1] * Y[p2]] = E_XY(*p1, *p2)
+
+    def expect(expr):
+        out = sp.Integer(0)
+        for term in sp.Add.make_args(sp.expand(expr)):
+            coef, rest = term.as_independent(*Pi.values(), *X.values(), *Y.values())
+            out += coef * table[rest]
+        return out
+
+    Pi_next = multi_input_influence_recursion(P)
+    contracted = contracted_update(P)
+    out = {}
+    for (a, b, c, d), b25 in contracted.items():
+        Q_abcd = expect(Pi_next[_key(a, b)] * gamma**2 * Y[_key(c, d)])
+        Q_cdab = expect(Pi_next[_key(c, d)] * gamma**2 * Y[_key(a, b)])
+        v_next = Q_abcd + Q_cdab + expect(Pi_next[_key(a, b)] * Pi_next[_key(c, d)])
+        correction = sp.expand(v_next - b25)
+        target = (C_W * gamma**2 * (Delta(a, b, c, d) + Delta(c, d, a, b))
+                  + C_W**2 * sum(m.D(a, b, e, f) * Delta(e, f, c, d) + m.D(c, d, e, f) * Delta(e, f, a, b)
+                                 for e, f in itertools.product(rng, repeat=2)))
+        if sp.expand(correction - target) != 0:
+            raise ArithmeticError(f"the delta-method vertex differs from B.25 + the Delta source at {(a, b, c, d)}")
+        out[(a, b, c, d)] = correction
+    return out
+
+
 # --------------------------------------------------------------------------- (4.64): derivative identity
 def _gaussian_moment(m: _Model, powers: tuple[int, ...]) -> sp.Expr:
     """E prod z_a^{p_a} for z ~ N(0, K) from the moment-generating function exp(t K t / 2)."""
@@ -302,6 +414,25 @@ def vertex_update() -> sp.Expr:
     return expr
 
 
+def vertex_update_corrected() -> sp.Expr:
+    """B.25 plus the same-neuron cross-layer source of the delta method (:func:`corrected_update_from_influence`,
+    checked for P = 1, 2): C_W gamma^2 [Delta + Delta^T] + C_W^2 [D Delta + (D Delta)^T]; at P = 1 it is
+    2 chi_par C_W Delta, the corrected single-input recursion of ``pdlt_corrected``."""
+    correction = C_W * gamma**2 * cross_layer_sum + C_W**2 * cross_layer_linear
+    for P in (1, 2):
+        m = _Model(P)
+        rng = range(P)
+        for (a, b, c, d), target in corrected_update_from_influence(P).items():
+            def Delta(*idx):
+                return sp.Symbol("Delta_{}{}_{}{}".format(*_key(*idx[:2]), *_key(*idx[2:])), real=True)
+            pieces = {cross_layer_sum: Delta(a, b, c, d) + Delta(c, d, a, b),
+                      cross_layer_linear: sum(m.D(a, b, e, f) * Delta(e, f, c, d) + m.D(c, d, e, f) * Delta(e, f, a, b)
+                                              for e, f in itertools.product(rng, repeat=2))}
+            if sp.expand(correction.subs(pieces) - target) != 0:
+                raise ArithmeticError(f"the corrected pieces do not reproduce the delta method at P = {P}")
+    return vertex_update() + correction
+
+
 def four_point_covariance() -> sp.Expr:
     """n Cov(G_ab, G_cd) of the empirical kernel G_ab = z_a . z_b / n at leading order: the same-neuron (Wick)
     part K_ac K_bd + K_ad K_bc plus the vertex (B.23 summed over neuron pairs)."""
@@ -315,6 +446,10 @@ def vertex_recursions() -> list[Recursion]:
     subs = {pair_mean: f["pair_mean"](K), four_point_cumulant: f["four_point_cumulant"](K),
             intralayer_sum: f["intralayer_sum"](K), vertex_quadratic: f["vertex_quadratic"](K, V),
             vertex_linear: f["vertex_linear"](K, V)}
+    f.update({name: sp.Function(name) for name in CORRECTION_CALLBACKS})
+    subs.update({cross_layer_sum: f["cross_layer_sum"](K), cross_layer_linear: f["cross_layer_linear"](K)})
+    src_c = Source(PAPER, "B.3, B.11, B.24-B.25",
+                   "corrected: the delta method over one neuron's trajectory, derived from the forward equation B.3")
     src = Source(PAPER, "B.11, B.24-B.25", "derived from the forward equation B.3 (conditionally Gaussian layers)")
     domain = ("K, V: float64 arrays of shape (P, P, P, P), K[a, b, c, d] = K_ab, V[a, b, c, d] = V_(ab)(cd); "
               "gamma in [0, 1), C_W > 0, C_b >= 0: (L,) arrays, one entry per layer")
@@ -322,7 +457,13 @@ def vertex_recursions() -> list[Recursion]:
                       "K_ab^(l) and V_(ab)(cd)^(l) of the residual MLP on P inputs; Gaussian moments and vertex "
                       "contractions by callbacks", src,
                       ((K, kernel_update().subs(subs)), (V, vertex_update().subs(subs))),
-                      sequences=(gamma, C_W, C_b), callbacks=CALLBACKS, domain=domain)]
+                      sequences=(gamma, C_W, C_b), callbacks=CALLBACKS, domain=domain),
+            Recursion("multi_input_kernel_vertex_corrected",
+                      "K_ab^(l) and the corrected V_(ab)(cd)^(l) (delta method: B.25 plus the same-neuron cross-layer "
+                      "source) of the residual MLP on P inputs; Gaussian moments, vertex contractions and the "
+                      "precomputed Delta terms by callbacks", src_c,
+                      ((K, kernel_update().subs(subs)), (V, vertex_update_corrected().subs(subs))),
+                      sequences=(gamma, C_W, C_b), callbacks=CALLBACKS + CORRECTION_CALLBACKS, domain=domain)]
 
 
 # --------------------------------------------------------------------------- registry
@@ -351,5 +492,15 @@ def derive_multi_input_vertex() -> Derivation:
         r"n \operatorname{Cov}(\hat{G}_{\delta_1 \delta_2}, \hat{G}_{\delta_3 \delta_4})",
         statement=r"The covariance of two entries of the empirical kernel $\hat{G} = z z^{\top}/n$ is, times the "
                   r"width, the Wick part plus the four-point vertex.")
+    add("multi_vertex_update_corrected", vertex_update_corrected(),
+        [C_W, four_point_cumulant, vertex_quadratic, gamma, intralayer_sum, vertex_linear, cross_layer_sum,
+         cross_layer_linear, V], "B.3",
+        "V_(ab)(cd)^(l+1): B.25 plus the same-neuron cross-layer source (delta method over one neuron's trajectory)",
+        P_V.tex(nxt), "recursion",
+        statement=r"With the skip connection a neuron keeps its identity across layers. Propagating one neuron's "
+                  r"influence $\Pi_{ab}$ on the kernel of the next layer, $\Pi' = \gamma^{2}\Pi + C_{W}(D\Pi + "
+                  r"\sigma\sigma^{\top} - g)$, and expanding to $O(1/n)$ gives B.25 plus the source below, where "
+                  r"$\Delta_{(ab)(cd)} = E[\Pi_{ab} X^{\perp}_{cd}]$ is the correlation of the influence with the "
+                  r"part of $\sigma_{c}\sigma_{d}$ outside the second Wiener chaos of $z$; B.25 is $\Delta = 0$.")
     dv.recursions = vertex_recursions()
     return dv

@@ -16,16 +16,11 @@ def cmd_nu(args) -> int:
     return 0
 
 
-#: Monte Carlo hook of ``residual-mlp``: a function (activation, gamma2, depth, width) -> dict of extra JSON
-#: fields (e.g. {"simulated": Var, "simulated_se": se}), or None.  The finite-width Monte Carlo module sets it;
-#: with a width given, ``cmd_residual_mlp`` adds its fields to the output.
-simulate_residual_mlp = None
-
-
 def cmd_residual_mlp(args) -> int:
     """R(d) = n Var[||z^d||^2/n]/E[...]^2 of a residual MLP at n -> oo: the corrected theory and PDLT's B.26; with
     --width N also the leading finite-width predictions Var[||z^d||^2/n] ~ R K_d^2/N (``var_*``) and the
-    normalised Var/E^2 ~ R/N (``rel_var_*``), K_d = E[||z^d||^2/n] at infinite width."""
+    normalised Var/E^2 ~ R/N (``rel_var_*``), K_d = E[||z^d||^2/n] at infinite width; with --samples S as well
+    the simulated R_n = n Var/E^2 of S networks of that width (``simulated``, ``simulated_se``, seed --seed)."""
     from resprop.numeric.engine import validation as V
     from resprop.numeric.theories.pdlt import corrected as C
     corrected = C.corrected_ratio(args.activation, args.gamma2, args.depth)
@@ -37,8 +32,14 @@ def cmd_residual_mlp(args) -> int:
         K_d = C.output_kernel(args.activation, args.gamma2, args.depth)
         out.update(width=width, K_d=K_d, rel_var_corrected=corrected / width, rel_var_b26=b26 / width,
                    var_corrected=corrected * K_d**2 / width, var_b26=b26 * K_d**2 / width)
-        if simulate_residual_mlp is not None:
-            out.update(simulate_residual_mlp(args.activation, args.gamma2, args.depth, width))
+        if args.samples is not None:
+            from resprop.numeric.theories.pdlt import finite_width_mc as F
+            R_n, se = F.simulate_norm_ratio(args.activation, args.gamma2, args.depth, width,
+                                            V.integer("samples", args.samples, minimum=3, maximum=10**8),
+                                            V.integer("seed", args.seed, minimum=0))
+            out.update(simulated=R_n, simulated_se=se, samples=args.samples, seed=args.seed)
+    elif args.samples is not None:
+        raise V.ParameterError("samples", "needs --width (the simulated width)")
     emit(out, args.json)
     return 0
 
@@ -59,5 +60,9 @@ def add_subcommands(sub) -> None:
     p.add_argument("--width", type=int, default=None,
                    help="width n: adds the leading finite-width predictions var_* = R K_d^2/n of "
                         "Var[|z^d|^2/n] and rel_var_* = R/n of Var/E^2, corrected and B.26")
+    p.add_argument("--samples", type=int, default=None,
+                   help="with --width: also simulate this many networks and print the measured R_n = n Var/E^2 "
+                        "(simulated, simulated_se)")
+    p.add_argument("--seed", type=int, default=0, help="seed of --samples")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_residual_mlp)
