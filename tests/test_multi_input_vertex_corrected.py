@@ -19,9 +19,7 @@ import sympy as sp
 
 from resprop.numeric.engine.validation import ParameterError
 from resprop.numeric.theories.pdlt import corrected as C
-from resprop.numeric.theories.pdlt import multi_input as M
 from resprop.numeric.theories.pdlt import multi_input_corrected as MC
-from resprop.numeric.theories.pdlt.residual_mlp import activation_class
 
 
 def _equiangular(P: int, theta: float) -> np.ndarray:
@@ -127,16 +125,9 @@ def test_bad_input_raises_parameter_error():
 
 # --------------------------------------------------------------------------- Monte Carlo
 def _deviations(K, activation, gamma, depth, width, samples, seed):
-    """Per layer and element: (MC - theory)/SE beyond the 1/n allowance, for the corrected theory and B.25."""
-    theory = MC.multi_input_vertex_corrected(K, activation, gamma, depth)
-    G = M.simulate_empirical_kernels(K, activation, gamma, depth, width, samples, seed=seed)
-    mc = M.empirical_kernel_covariance(G, width)
-    layer = np.arange(1, depth + 1)[:, None, None, None, None]
-    out = {}
-    for key, cov in (("corrected", theory.covariance), ("b25", theory.covariance_b25)):
-        excess = np.abs(mc.covariance - cov) - layer / width * np.abs(cov)
-        out[key] = excess / mc.se
-    return out
+    """Per layer and element: (|MC - theory| - (l/n)|theory|)/SE for the corrected theory and B.25."""
+    r = MC.compare_with_simulation(K, activation, gamma, depth, width, samples, seed)
+    return {"corrected": r["excess_corrected"], "b25": r["excess_b25"]}
 
 
 def test_two_input_relu_corrected_matches_simulation_b25_does_not():
@@ -147,13 +138,14 @@ def test_two_input_relu_corrected_matches_simulation_b25_does_not():
     assert dev["b25"][2, 0, 0, 0, 0] > 8
 
 
-CAMPAIGN = [(P, theta, act, g2) for P in (2, 3) for theta in (np.pi / 4, np.pi / 2)
-            for act, g2 in (("relu", 0.5), ("leaky_relu:0.5", 0.75), ("tanh", 0.5))]
+CAMPAIGN = [(P, theta, act, g2) for P in MC.CAMPAIGN["P"] for theta in MC.CAMPAIGN["theta"]
+            for act, g2 in MC.CAMPAIGN["models"]]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("P,theta,activation,gamma2", CAMPAIGN)
 def test_corrected_vertex_campaign(P, theta, activation, gamma2):
-    for width, seed in ((256, 71), (1024, 72)):
-        dev = _deviations(_equiangular(P, theta), activation, math.sqrt(gamma2), 4, width, 30000, seed=seed + P)
+    for width, seed in MC.CAMPAIGN["widths"]:
+        dev = _deviations(_equiangular(P, theta), activation, math.sqrt(gamma2), MC.CAMPAIGN["depth"], width,
+                          MC.CAMPAIGN["samples"], seed=seed + P)
         assert dev["corrected"].max() <= 4

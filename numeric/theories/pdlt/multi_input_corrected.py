@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -190,7 +191,7 @@ def compare_with_simulation(input_kernel, activation: str, gamma: float, depth: 
 
 
 #: the P = 2, 3 campaign (two angles; the activations where the correction is large, moderate and small)
-CAMPAIGN = {"P": (2, 3), "theta": (math.pi / 4, math.pi / 2),
+CAMPAIGN: dict[str, Any] = {"P": (2, 3), "theta": (math.pi / 4, math.pi / 2),
             "models": (("relu", 0.5), ("leaky_relu:0.5", 0.75), ("tanh", 0.5)), "depth": 4,
             "widths": ((256, 71), (1024, 72)), "samples": 30000}
 
@@ -221,7 +222,8 @@ def run_campaign(progress=None) -> list[dict]:
 
 def markdown_table(rows) -> str:
     lines = ["| P | angle | activation | gamma^2 | n | n Var G_11 (layer 4): MC | corrected | B.25 | "
-             "max abs z corrected | max abs z B.25 | max excess corrected (SE) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "max abs z corrected | max abs z B.25 | max excess corrected (SE) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['P']} | {math.degrees(r['theta']):.0f} deg | {r['activation']} | {r['gamma2']:g} | "
                      f"{r['width']} | {r['mc_diag']:.3f} +- {r['se_diag']:.3f} | {r['corrected_diag']:.3f} | "
