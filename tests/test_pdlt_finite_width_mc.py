@@ -134,3 +134,29 @@ def test_corrected_ratio_is_li_nica_roy_vanilla_variance(width, depth, gamma2):
     lnr = LG.theory(width, depth, math.sqrt(gamma2), math.sqrt(1 - gamma2))
     assert C.corrected_ratio("relu", gamma2, depth) / width == pytest.approx(lnr["var_G"], rel=1e-12)
     assert C.b26_ratio("relu", gamma2, depth) / width < lnr["var_G"]
+
+
+CAMPAIGN_DATA = __import__("pathlib").Path(__file__).resolve().parents[1] / "docs" / "data" / \
+    "pdlt_finite_width_campaign.json"
+
+
+def test_recorded_campaign_against_current_theory():
+    """The recorded full campaign (docs/data, `python -m resprop.numeric.theories.pdlt.finite_width_mc --campaign`:
+    d = 1, 2, 4, 8; relu, leaky_relu:0.5, tanh, gelu; gamma^2 = 0, 1/4, 1/2, 3/4; WLS-extrapolated R_inf) against
+    the theories as the code computes them now: the corrected R(d) within 4 SE of every row; B.26 within 4 SE at
+    gamma = 0 and at d = 1, and more than 10 SE off for relu, leaky_relu and gelu at d >= 2, gamma > 0."""
+    import json
+
+    from resprop.numeric.theories.pdlt import corrected as C
+
+    rows = json.loads(CAMPAIGN_DATA.read_text())["rows"]
+    assert len(rows) == 64
+    for r in rows:
+        act, g2, d = r["activation"], r["gamma2"], r["depth"]
+        z_c = (r["R_inf"] - C.corrected_ratio(act, g2, d)) / r["se"]
+        z_b = (r["R_inf"] - C.b26_ratio(act, g2, d)) / r["se"]
+        assert abs(z_c) < 4, (act, g2, d, z_c)
+        if g2 == 0 or d == 1:
+            assert abs(z_b) < 4, (act, g2, d, z_b)
+        elif act != "tanh":
+            assert z_b > 10, (act, g2, d, z_b)

@@ -23,7 +23,8 @@ from resprop.numeric.report.claims import (
 )
 
 #: Monte Carlo sizes (quick, full)
-SIZES = {"pdlt_tanh": (20000, 60000), "pdlt_block": (20000, 60000), "pdlt_ratio": (20000, 100000)}
+SIZES = {"pdlt_tanh": (20000, 60000), "pdlt_block": (20000, 60000), "pdlt_ratio": (20000, 100000),
+         "pdlt_multi": (16000, 60000)}
 
 
 def _size(name: str, quick: bool) -> int:
@@ -149,6 +150,47 @@ def _ratio_vs_corrected(ctx) -> Evidence:
                     details={"depth": r["depth"], "R_inf": r["R"], "se": r["se"], "corrected": r["corrected"]})
 
 
+#: two-input four-point function (B.25 vs the corrected vertex): ReLU, gamma^2 = 1/2, 60 degrees, layers 1-3
+MULTI = {"P": 2, "theta": math.pi / 3, "gamma2": 0.5, "depth": 3, "width": 512, "seed": 81}
+
+
+@cache
+def _multi(quick: bool) -> dict:
+    from resprop.numeric.theories.pdlt import multi_input_corrected as MC
+
+    m = MULTI
+    r = MC.compare_with_simulation(MC.equiangular_kernel(m["P"], m["theta"]), "relu", math.sqrt(m["gamma2"]),
+                                   m["depth"], m["width"], _size("pdlt_multi", quick), m["seed"])
+    return {**r, "samples": _size("pdlt_multi", quick)}
+
+
+def _multi_method(r: dict) -> str:
+    return f"{r['samples']} networks, n = {MULTI['width']}, seed {MULTI['seed']}; all 16 elements at layers 1-3"
+
+
+def _multi_b25(ctx) -> Evidence:
+    r = _multi(ctx.quick)
+    last = (MULTI["depth"] - 1, 0, 0, 0, 0)
+    z = r["z_b25"]
+    return Evidence(float(r["theory"].covariance_b25[last]),
+                    mc(float(r["mc"].covariance[last]), float(r["mc"].se[last]), _multi_method(r)),
+                    holds=bool(r["excess_b25"][last] > 8),
+                    note=f"n Var G_11 at layer 3: MC {r['mc'].covariance[last]:.3f} +- {r['mc'].se[last]:.3f}, "
+                         f"B.25 {r['theory'].covariance_b25[last]:.3f}, corrected {r['theory'].covariance[last]:.3f}; "
+                         f"max |z| of B.25 over the elements {np.abs(z).max():.1f}")
+
+
+def _multi_corrected(ctx) -> Evidence:
+    r = _multi(ctx.quick)
+    th = r["theory"].covariance
+    layer = np.arange(1, MULTI["depth"] + 1)[:, None, None, None, None]
+    last = (MULTI["depth"] - 1, 0, 0, 0, 0)
+    return Evidence(float(th[last]), mc(float(r["mc"].covariance[last]), float(r["mc"].se[last]), _multi_method(r)),
+                    compare=(r["mc"].covariance, r["mc"].se, th, layer / MULTI["width"] * np.abs(th)),
+                    note=f"max |z| over the 48 entries {np.abs(r['z_corrected']).max():.1f} (B.25: "
+                         f"{np.abs(r['z_b25']).max():.1f})")
+
+
 def _footnote8(ctx) -> Evidence:
     from resprop.numeric.theories.pdlt import residual_mlp as R
 
@@ -200,6 +242,17 @@ CLAIMS = [
           "corrected recursion (B.26 + cross-layer source, pdlt.corrected)",
           Tolerance(allowance="(d/128)^2 x theory", scope="d = 1, 2, 4",
                     why="the a/n fit's intercept carries the O(1/n^2) terms at n = 128"), _ratio_vs_corrected),
+    Claim("pdlt", "multi-vertex-b25",
+          "n Cov(G_ab, G_cd) of two inputs at 60 degrees, ReLU residual MLP, gamma^2 = 1/2, layer 3 (d = 2), n = 512",
+          "K_ac K_bd + K_ad K_bc + V by B.25", Criterion("MC above B.25 by more than 8 SE + (l/n) allowance at (11)(11)"),
+          _multi_b25, expected=DOCUMENTED, doc="P6",
+          reason="B.25 closes the hierarchy with conditionally Gaussian layers and so drops the same-neuron "
+                 "cross-layer source, as B.26 does for one input"),
+    Claim("pdlt", "multi-vertex-corrected",
+          "n Cov(G_ab, G_cd) of two inputs at 60 degrees, ReLU residual MLP, gamma^2 = 1/2, layers 1-3, n = 512",
+          "corrected vertex (B.25 + cross-layer source, pdlt.multi_input_corrected)",
+          Tolerance(allowance="(l/n) x |theory|", scope="every element and layer",
+                    why="the theory is leading order in 1/n; the next order is relative O(l/n)"), _multi_corrected),
     Claim("pdlt", "nu-relu", "nu(gamma = 1/2), ReLU (B.29)", "(1 - g^2)(5(1 - g^2) + 4 g^2) = 3.5625",
           Criterion("|mpmath - closed form| < 1e-25"), _nu_relu),
     Claim("pdlt", "nu-tanh", "nu(gamma = 1/2), tanh (B.35)", "2/3 (1 - g^4) = 0.625",
