@@ -32,7 +32,10 @@ delta = 1..P.  What is derived here rather than typed in:
 
 Caveat (documented, not hidden): for gamma > 0 the conditional-Gaussian closure of B.23 misses the same-neuron
 cross-layer covariances the skip connection creates (z_i^(l+1) keeps gamma z_i^(l) while A^(l) contains
-sigma(z_i^(l))^2 / n), so B.25 is exact at O(1/n) for gamma = 0 only; see numeric/theories/pdlt/multi_input.py.
+sigma(z_i^(l))^2 / n), so B.25 is exact at O(1/n) for gamma = 0 only.  The delta method over one neuron's
+trajectory (``multi_input_influence_recursion``, ``corrected_update_from_influence``) closes the recursion up to
+that source, Delta = E[Pi X^perp]; ``vertex_update_corrected`` is B.25 plus it, emitted as the generated
+recursion ``multi_input_kernel_vertex_corrected`` (driver: numeric/theories/pdlt/multi_input_corrected.py).
 """
 from __future__ import annotations
 

@@ -27,8 +27,8 @@ iid rows N(0, C_b + C_W sigma^T sigma / n), so each layer costs O(n P^2) per net
 Caveat: B.25 closes the hierarchy with conditionally Gaussian layers (the kernel fluctuating by V/n).  With the
 skip connection (gamma > 0) neuron i of layer l + 1 keeps gamma z_i^(l) while the shared block covariance contains
 sigma(z_i^(l))^2 / n: a same-neuron cross-layer correlation that B.25 (and B.26) drop.  For gamma = 0 the closure is
-exact at O(1/n); for gamma > 0 the recursion is leading order in 1/n only up to this missing term (small for tanh,
-sizeable for ReLU at depth >= 2; see the comparison tables in the tests and report).
+exact at O(1/n); for gamma > 0 it misses the same-neuron source (small for tanh, sizeable for ReLU at depth >= 2).
+The corrected vertex, B.25 plus that source, is `resprop.numeric.theories.pdlt.multi_input_corrected`.
 """
 from __future__ import annotations
 
