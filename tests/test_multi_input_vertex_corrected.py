@@ -21,10 +21,7 @@ from resprop.numeric.engine.validation import ParameterError
 from resprop.numeric.theories.pdlt import corrected as C
 from resprop.numeric.theories.pdlt import multi_input_corrected as MC
 
-
-def _equiangular(P: int, theta: float) -> np.ndarray:
-    c = np.cos(theta)
-    return (1 - c) * np.eye(P) + c * np.ones((P, P))
+_equiangular = MC.equiangular_kernel
 
 
 # --------------------------------------------------------------------------- symbolic

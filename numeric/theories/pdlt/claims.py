@@ -244,7 +244,8 @@ CLAIMS = [
                     why="the a/n fit's intercept carries the O(1/n^2) terms at n = 128"), _ratio_vs_corrected),
     Claim("pdlt", "multi-vertex-b25",
           "n Cov(G_ab, G_cd) of two inputs at 60 degrees, ReLU residual MLP, gamma^2 = 1/2, layer 3 (d = 2), n = 512",
-          "K_ac K_bd + K_ad K_bc + V by B.25", Criterion("MC above B.25 by more than 8 SE + (l/n) allowance at (11)(11)"),
+          "K_ac K_bd + K_ad K_bc + V by B.25",
+          Criterion("MC above B.25 by more than 8 SE + (l/n) allowance at (11)(11)"),
           _multi_b25, expected=DOCUMENTED, doc="P6",
           reason="B.25 closes the hierarchy with conditionally Gaussian layers and so drops the same-neuron "
                  "cross-layer source, as B.26 does for one input"),
