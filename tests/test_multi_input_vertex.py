@@ -229,8 +229,9 @@ FIG2 = dict(rho=1.0, sigma_w2=1.2, sigma_b2=0.2)
 
 def _fischer_inputs(P: int, theta: float):
     """Unit-norm inputs at pairwise angle theta (d_in = P) and the input kernel K^(0) = 1.2 x.x' / d_in + 0.2 (16)."""
-    X = np.linalg.cholesky(_equiangular(P, theta)) * np.sqrt(P)
-    return X, 1.2 / P * X @ X.T + 0.2
+    from resprop.numeric.theories.fischer import multi_input as F
+
+    return F.inputs_at_angle(P, theta, FIG2["sigma_w2"], FIG2["sigma_b2"])
 
 
 @pytest.mark.parametrize("activation", ["erf", "relu", "tanh"])
@@ -297,24 +298,11 @@ def test_fischer_two_input_covariance_equals_symbolic_propagator():
 
 
 def _fischer_compare(P, theta, activation, width, samples, seed, depth=2, response="full"):
-    from resprop.numeric.engine.simulate import simulate_kernels
+    """(worst excess over 4 SE + (10/N)|theory|, max |z|) of Cov(C^(l)), Cov(K^(l)), l = 1..depth."""
     from resprop.numeric.theories.fischer import multi_input as F
 
-    X, K0 = _fischer_inputs(P, theta)
-    sim = simulate_kernels(X, depth=depth, width=width, samples=samples, seed=seed, activation=activation, **FIG2)
-    th = F.multi_input_fluctuations(K0, depth, width, activation=activation, response=response, **FIG2)
-    worst, zs = 0.0, []
-    for name, theory in (("C", lambda l: th.cov_C[l, l]), ("K", lambda l: th.cov_K[l])):
-        for l in range(1, depth + 1):
-            x = sim[name][:, l].reshape(samples, -1)
-            xc = x - x.mean(axis=0)
-            cov = xc.T @ xc / (samples - 1)
-            se = (xc[:, :, None] * xc[:, None, :]).std(axis=0, ddof=1) / np.sqrt(samples)
-            t = theory(l).reshape(P * P, P * P)
-            allowance = 10 / width * np.abs(t)  # relative O(1/N) correction to an O(1/N) covariance (fischer tests)
-            worst = max(worst, float(np.max(np.abs(cov - t) - 4 * se - allowance)))
-            zs.append(np.abs(cov - t) / se)
-    return worst, max(float(np.max(z)) for z in zs)
+    r = F.compare_with_simulation(P, theta, activation, width, samples, seed, depth=depth, response=response, **FIG2)
+    return r["excess"], r["max_z"]
 
 
 def test_fischer_two_input_fluctuations_match_simulation():

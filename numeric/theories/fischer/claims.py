@@ -24,7 +24,7 @@ from resprop.numeric.report.claims import (
 )
 
 #: Monte Carlo sizes (quick, full)
-SIZES = {"fischer_samples": (1000, 10000)}
+SIZES = {"fischer_samples": (1000, 10000), "fischer_two_inputs": (8000, 30000)}
 
 
 def _size(name: str, quick: bool) -> int:
@@ -173,6 +173,41 @@ def _max_entropy(ctx) -> Evidence:
     return Evidence(str(me), None, holds=str(me) == "1/2")
 
 
+#: two-input kernel fluctuations: P = 2, Fig. 2 hyperparameters, N = 200, layers 1-3
+TWO = {"P": 2, "width": 200, "depth": 3}
+
+
+def _two_inputs(ctx) -> Evidence:
+    from resprop.numeric.theories.fischer import multi_input as F
+
+    n = _size("fischer_two_inputs", ctx.quick)
+    r = F.compare_with_simulation(2, np.pi / 3, "erf", TWO["width"], n, 61, depth=TWO["depth"], **FIG2)
+    mc_v, se, th = r["diag"]
+    return Evidence(th, mc(mc_v, se, f"{n} networks, N = {TWO['width']}, seed 61; all elements of Cov C^(l), "
+                                     f"Cov K^(l), l = 1..{TWO['depth']}"),
+                    holds=r["excess"] <= 0,
+                    note=f"max |z| over the elements {r['max_z']:.1f}; Var K^(3)_11: MC {mc_v:.4g} +- {se:.2g}, "
+                         f"theory {th:.4g}")
+
+
+@cache
+def _c13(quick: bool) -> dict:
+    from resprop.numeric.theories.fischer import multi_input as F
+
+    kw = dict(depth=3, **FIG2)
+    return {resp: F.compare_with_simulation(2, np.pi / 4, "relu", 200, 30000, 51, response=resp, **kw)
+            for resp in ("full", "c13")}
+
+
+def _c13_cross(ctx) -> Evidence:
+    r = _c13(ctx.quick)
+    full, c13 = r["full"]["max_z"], r["c13"]["max_z"]
+    return Evidence(r["c13"]["diag"][2], mc(*r["full"]["diag"][:2], "30000 networks, N = 200, seed 51"),
+                    holds=full < 4.5 and c13 > 8,
+                    note=f"max |z| over Cov C^(l), Cov K^(l) (l = 1..3): full Jacobian {full:.1f}, C13's "
+                         f"delta_(ab),(cd) {c13:.1f}")
+
+
 CLAIMS = [
     Claim("fischer", "c-curve", f"C^(l) at l = {L} (Fig. 2a, N = {N}, erf, l = 1..{L} in details)",
           "theory curve through the simulated points", Tolerance(allowance="C/N", scope="every layer"), _c_curve),
@@ -211,6 +246,17 @@ CLAIMS = [
           Criterion("|K^(L)(rho*) - 1/4| < 0.01 at L = 50, 100, 200 (Fig. 4), and nearer 1/4 than 1/2 in every "
                     "setting of the table (sigma_w^2 = 1..2, sigma_b^2 = 0.01..0.1, K^(0) = 0.05, 0.2)"),
           _kernel_at_rho_star),
+    Claim("fischer", "two-input-fluctuations",
+          "Cov(C^(l)_ab, C^(l)_cd), Cov(K^(l)_ab, K^(l)_cd) of two inputs at 60 degrees (erf, Fig. 2 hyperparameters, "
+          "N = 200, l = 1..3)", "C18-C20 on P inputs (A21, C4, C6, C12-C13)",
+          Criterion("every element within 4 SE + (10/N)|theory| (relative O(1/N) next order)"), _two_inputs),
+    Claim("fischer", "c13-cross-element",
+          "two-input Cov(C^(l)), Cov(K^(l)) with C13's response delta_(ab),(cd) as printed (ReLU, 45 degrees, N = 200)",
+          "C13: the response couples each kernel element only to itself",
+          Criterion("the full Jacobian stays within 4.5 SE of the simulation; C13's delta response misses it by more "
+                    "than 8 SE"), _c13_cross, expected=DOCUMENTED, doc="F11",
+          reason="d<phi_a phi_b>/dK_aa != 0: the response of one kernel element to another is not diagonal, "
+                 "so C13's delta_(ab),(cd) is exact for one input only"),
     Claim("fischer", "max-entropy", "maximum-entropy variance (E4-E5)", "1/4",
           Criterion("SymPy minimiser of E4 equals 1/2"), _max_entropy, expected=DOCUMENTED, doc="F6",
           reason="E4 is minimised at 1/2 (erf(h) exactly uniform); E5 differentiates (1/2) ln s^2 as 1/s^2"),

@@ -38,7 +38,8 @@ from resprop.numeric.engine.validation import ParameterError
 from resprop.numeric.theories.pdlt import multi_input as Q
 from resprop.numeric.theories.pdlt.residual_mlp import activation_class
 
-__all__ = ["multi_input_fluctuations", "MultiInputFluctuations", "ACTIVATIONS", "MAX_DEPTH"]
+__all__ = ["multi_input_fluctuations", "MultiInputFluctuations", "ACTIVATIONS", "MAX_DEPTH", "inputs_at_angle",
+           "compare_with_simulation"]
 
 ACTIVATIONS = ("erf", "tanh", "relu", "linear")
 #: the covariance blocks are (L+1)^2 P^4 numbers and each layer pair needs one 2P-dimensional quadrature (P <= 2)
@@ -158,3 +159,40 @@ def multi_input_fluctuations(input_kernel, depth: int, width: int, rho, sigma_w2
     shape = (P, P, P, P)
     return MultiInputFluctuations(depth=L, width=N, K=Ks_a, C=Cs_a,
                                   cov_C=cov.reshape(L + 1, L + 1, *shape), cov_K=cov_K.reshape(L + 1, *shape))
+
+
+# --------------------------------------------------------------------------- theory vs simulation
+def inputs_at_angle(P: int, theta: float, sigma_w2: float, sigma_b2: float) -> tuple[np.ndarray, np.ndarray]:
+    """P unit-norm inputs at pairwise angle theta in d_in = P dimensions, and their input kernel
+    K^(0) = sigma_w2 x.x' / d_in + sigma_b2 (eq. 16)."""
+    c = np.cos(theta)
+    X = np.linalg.cholesky((1 - c) * np.eye(P) + c * np.ones((P, P))) * np.sqrt(P)
+    return X, sigma_w2 / P * X @ X.T + sigma_b2
+
+
+def compare_with_simulation(P: int, theta: float, activation: str, width: int, samples: int, seed: int, *, depth: int,
+                            rho, sigma_w2, sigma_b2, response: str = "full") -> dict:
+    """Cov(C^(l)_ab, C^(l)_cd) and Cov(K^(l)_ab, K^(l)_cd), l = 1..depth, of simulated networks
+    (:func:`resprop.numeric.engine.simulate.simulate_kernels`) against :func:`multi_input_fluctuations`:
+    ``excess`` = max over layers and elements of |MC - theory| - 4 SE - (10/N)|theory| (the relative O(1/N)
+    allowance of the Fischer checks), ``max_z`` = max |MC - theory|/SE, and ``diag`` = (MC, SE, theory) of
+    Var K^(depth)_11."""
+    from resprop.numeric.engine.simulate import simulate_kernels
+
+    X, K0 = inputs_at_angle(P, theta, sigma_w2, sigma_b2)
+    hyper = dict(rho=rho, sigma_w2=sigma_w2, sigma_b2=sigma_b2)
+    sim = simulate_kernels(X, depth=depth, width=width, samples=samples, seed=seed, activation=activation, **hyper)
+    th = multi_input_fluctuations(K0, depth, width, activation=activation, response=response, **hyper)
+    excess, max_z, diag = -np.inf, 0.0, None
+    for name, theory in (("C", lambda l: th.cov_C[l, l]), ("K", lambda l: th.cov_K[l])):
+        for l in range(1, depth + 1):
+            x = sim[name][:, l].reshape(samples, -1)
+            xc = x - x.mean(axis=0)
+            cov = xc.T @ xc / (samples - 1)
+            se = (xc[:, :, None] * xc[:, None, :]).std(axis=0, ddof=1) / np.sqrt(samples)
+            t = theory(l).reshape(P * P, P * P)
+            excess = max(excess, float(np.max(np.abs(cov - t) - 4 * se - 10 / width * np.abs(t))))
+            max_z = max(max_z, float(np.max(np.abs(cov - t) / se)))
+            if name == "K" and l == depth:
+                diag = (float(cov[0, 0]), float(se[0, 0]), float(t[0, 0]))
+    return {"excess": excess, "max_z": max_z, "diag": diag}
