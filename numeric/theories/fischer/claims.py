@@ -202,7 +202,8 @@ def _c13(quick: bool) -> dict:
 def _c13_cross(ctx) -> Evidence:
     r = _c13(ctx.quick)
     full, c13 = r["full"]["max_z"], r["c13"]["max_z"]
-    return Evidence(r["c13"]["diag"][2], mc(*r["full"]["diag"][:2], "30000 networks, N = 200, seed 51"),
+    mc_v, se, _ = r["full"]["diag"]
+    return Evidence(r["c13"]["diag"][2], mc(mc_v, se, "30000 networks, N = 200, seed 51"),
                     holds=full < 4.5 and c13 > 8,
                     note=f"max |z| over Cov C^(l), Cov K^(l) (l = 1..3): full Jacobian {full:.1f}, C13's "
                          f"delta_(ab),(cd) {c13:.1f}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from functools import cache
+from typing import Any
 
 import numpy as np
 
@@ -151,7 +152,7 @@ def _ratio_vs_corrected(ctx) -> Evidence:
 
 
 #: two-input four-point function (B.25 vs the corrected vertex): ReLU, gamma^2 = 1/2, 60 degrees, layers 1-3
-MULTI = {"P": 2, "theta": math.pi / 3, "gamma2": 0.5, "depth": 3, "width": 512, "seed": 81}
+MULTI: dict[str, Any] = {"P": 2, "theta": math.pi / 3, "gamma2": 0.5, "depth": 3, "width": 512, "seed": 81}
 
 
 @cache
