@@ -243,6 +243,18 @@ def max_rel_err(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(np.abs(a - b) / den))
 
 
+def scaled_deviations(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+    """Per P x P kernel: max |a - b| / max |b| off the diagonal and on it (b the reference)."""
+    out = {}
+    for k, ref in b.items():
+        d = np.abs(np.asarray(a[k], float) - ref)
+        top = float(np.max(np.abs(ref)))
+        off = ~np.eye(ref.shape[0], dtype=bool)
+        out[k] = {"offdiag": float(np.max(d[off]) / top) if off.any() else 0.0,
+                  "diag": float(np.max(np.diagonal(d)) / top)}
+    return out
+
+
 def _jsonable(x: Any) -> Any:
     if isinstance(x, dict):
         return {k: _jsonable(v) for k, v in x.items() if k != "value"}

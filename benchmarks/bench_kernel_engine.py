@@ -127,17 +127,6 @@ def timed_resprop(X, act, L, ntk) -> tuple[float, float]:
     return wall, c1.user + c1.system - c0.user - c0.system
 
 
-def deviations(mine: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
-    """Per kernel: max |mine - ref| / max |ref| off the diagonal and on it."""
-    out = {}
-    for k, b in ref.items():
-        d = np.abs(mine[k] - b)
-        top = float(np.max(np.abs(b)))
-        off = ~np.eye(b.shape[0], dtype=bool)
-        out[k] = {"offdiag": float(np.max(d[off]) / top), "diag": float(np.max(np.diagonal(d)) / top)}
-    return out
-
-
 def elementwise_limit(P: int, L: int, act: str, mode: str) -> float | None:
     """L x the time of the activation's bare elementwise maths on the P(P+1)/2 upper-triangle elements, in strips
     of STRIP elements on two threads (the fastest of 7 passes: a bound, so contention must not inflate it)."""
@@ -189,7 +178,7 @@ def tanh_matched_accuracy(tmp: Path) -> dict:
             ref = np.load(prep["paths"]["nngp"])
             t = w.ask(op="time", key=key)["wall_s"]
             w.ask(op="drop", key=key)
-            dev = deviations({"nngp": mine}, {"nngp": ref})["nngp"]
+            dev = C.scaled_deviations({"nngp": mine}, {"nngp": ref})["nngp"]
             rows[deg] = {"nt_f64_s": t, "first_call_s": prep["first_call_s"], "max_dev_offdiag": dev["offdiag"],
                          "max_dev_diag": dev["diag"], "ratio_nt_over_resprop": t / t_mine}
     finally:
@@ -237,7 +226,7 @@ def run_config(P: int, L: int, act: str, tmp: Path, quick: bool) -> dict:
                 rec[f"nt_{p}"] = {"median_s": statistics.median(times[p]), "best_s": min(times[p]),
                                   "times_s": times[p], "cpu_s": cpu[p], "first_call_s": prep[p]["first_call_s"],
                                   "peak_MiB": a["maxrss_MiB"] - w.hello["baseline_MiB"],
-                                  "deviation": deviations(mine, ref)}
+                                  "deviation": C.scaled_deviations(mine, ref)}
                 rec[f"ratio_nt_{p}_over_resprop"] = rec[f"nt_{p}"]["median_s"] / rec["resprop"]["median_s"]
             limit = elementwise_limit(P, L, act, mode)
             rec["elementwise_limit_s"] = limit

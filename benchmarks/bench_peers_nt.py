@@ -79,15 +79,13 @@ def resprop(K0: np.ndarray, act: str, L: int, ntk: bool) -> dict[str, np.ndarray
 def rel_errs(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
     """Per kernel: elementwise max relative difference (b the reference) off the diagonal and on it, and
     max |a - b| / max |b| off and on the diagonal."""
+    scaled = C.scaled_deviations(a, b)
     out = {}
     for k in b:
         off = ~np.eye(b[k].shape[0], dtype=bool)
-        d = np.abs(a[k] - b[k])
-        top = np.max(np.abs(b[k]))
         out[k] = {"offdiag": C.max_rel_err(a[k][off], b[k][off]),
                   "diag": C.max_rel_err(np.diagonal(a[k]), np.diagonal(b[k])),
-                  "offdiag_scaled": float(np.max(d[off]) / top) if off.any() else 0.0,
-                  "diag_scaled": float(np.max(np.diagonal(d)) / top)}
+                  "offdiag_scaled": scaled[k]["offdiag"], "diag_scaled": scaled[k]["diag"]}
     return out
 
 
