@@ -111,10 +111,23 @@ def test_relu_cross_moment_factorises_over_independent_inputs(P):
     assert F[0, 0, 1, 1] == pytest.approx((Ke[0, 0] / 2) * (Kl[1, 1] / 2), rel=1e-10)  # <relu(x)^2> = K/2
 
 
+@pytest.mark.parametrize("gamma2,rtol", [(0.8, 1e-6), (0.9, 1e-4), (MC.MAX_GAMMA2_SCALE_INVARIANT, 1e-3)])
+def test_cross_layer_quadrature_accuracy_near_the_gamma_limit(gamma2, rtol):
+    """The cone rules resolve strongly correlated consecutive layers less well: the documented accuracy of the
+    diagonal element against the single-input closed form up to MAX_GAMMA2_SCALE_INVARIANT."""
+    r = MC.multi_input_vertex_corrected(_equiangular(2, np.pi / 3), "relu", math.sqrt(gamma2), 4)
+    tr = C.corrected_trajectory("relu", gamma2, 3)
+    np.testing.assert_allclose(r.V[:, 0, 0, 0, 0], tr.V_corrected, rtol=rtol)
+
+
 def test_bad_input_raises_parameter_error():
     with pytest.raises(ParameterError) as err:
         MC.multi_input_vertex_corrected(np.eye(2), "relu", 0.5, MC.MAX_DEPTH + 1)
     assert "depth" in str(err.value)
+    for act, g2 in (("relu", 0.96), ("tanh", float(np.nextafter(1.0, 0.0)))):
+        with pytest.raises(ParameterError) as err:
+            MC.multi_input_vertex_corrected(np.eye(2), act, math.sqrt(g2), 3)
+        assert err.value.parameter == "gamma"
     with pytest.raises(ParameterError) as err:
         MC.cross_layer_moment(np.eye(2), np.eye(3), np.eye(2), "relu")
     assert "K_early" in str(err.value)

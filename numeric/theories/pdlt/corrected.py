@@ -273,7 +273,12 @@ def _smooth_trajectory(ac: _Act, g2: float, depth: int, C_W: float) -> Corrected
     K = _kernel_trajectory(ac, g2, depth, C_W)
     rho = np.asarray(pc.channel_correlation(gamma, K[:-1], K[1:]), dtype=float)
     rmax = float(rho.max())
-    channels = 4 if rmax == 0.0 else int(min(MAX_CHANNELS, math.ceil(math.log(1e-18) / math.log(rmax)) + 4))
+    if rmax == 0.0:
+        channels = 4
+    elif rmax >= 1.0 - 1e-9:  # gamma -> 1 (rho_l rounds to 1): the cap; the h_n themselves decay
+        channels = MAX_CHANNELS
+    else:
+        channels = int(min(MAX_CHANNELS, math.ceil(math.log(1e-18) / math.log(rmax)) + 4))
     L = 2.0 * math.sqrt(channels) + 10.0
     H = np.zeros((depth, channels + 1))  # Hermite coefficients of phi^2 - <phi^2> (h_0 = 0)
     Phi, q, phi4 = np.empty(depth), np.empty(depth), np.empty(depth)

@@ -40,13 +40,18 @@ from resprop.numeric.engine.validation import ParameterError
 from resprop.numeric.theories.pdlt import multi_input as M
 from resprop.numeric.theories.pdlt.residual_mlp import activation_class
 
-__all__ = ["MAX_DEPTH", "LAG_CUTOFF", "cross_layer_moment", "cross_layer_source", "multi_input_vertex_corrected",
+__all__ = ["MAX_DEPTH", "LAG_CUTOFF", "MAX_GAMMA2_SCALE_INVARIANT", "cross_layer_moment", "cross_layer_source", "multi_input_vertex_corrected",
            "CorrectedMultiInputVertex", "equiangular_kernel", "compare_with_simulation", "run_campaign", "CAMPAIGN"]
 
 #: O(depth^2) four-dimensional quadratures
 MAX_DEPTH = 64
 #: cross-layer pairs with gamma^(l - k) below this are dropped (relative contribution of that order)
 LAG_CUTOFF = 1e-13
+#: the orthant-cone rules lose accuracy as the cross-layer correlation gamma -> 1 (relative error of V against the
+#: closed form, P = 2, depth 4: 1.3e-7 at gamma^2 = 0.8, 1.4e-5 at 0.9, 2.3e-4 at 0.95, 7.8e-4 at 0.97); smooth
+#: activations (trapezoid rule) stay at ~1e-11 up to gamma^2 = 0.9999 and fail only where the joint covariance of
+#: consecutive layers is numerically singular
+MAX_GAMMA2_SCALE_INVARIANT = 0.95
 
 
 def cross_layer_moment(K_early, K_late, cross, activation: str) -> np.ndarray:
@@ -138,7 +143,14 @@ def multi_input_vertex_corrected(input_kernel=None, activation: str = "relu", ga
     depth = V.integer("depth", depth, minimum=1, maximum=MAX_DEPTH)
     b25 = M.multi_input_vertex(input_kernel, activation, gamma, depth, C_W=C_W, C_b=C_b, X=X, C_W_in=C_W_in)
     Ks, P, g = b25.K, b25.K.shape[1], b25.gamma
-    Delta = cross_layer_source(Ks, activation, g, b25.C_W)
+    if activation_class(activation).kind == "scale_invariant" and g * g > MAX_GAMMA2_SCALE_INVARIANT:
+        raise ParameterError("gamma", f"gamma^2 must be <= {MAX_GAMMA2_SCALE_INVARIANT} for {activation} (the "
+                                      f"cross-layer quadrature loses accuracy as gamma -> 1), got {g * g!r}")
+    try:
+        Delta = cross_layer_source(Ks, activation, g, b25.C_W)
+    except ParameterError as err:
+        raise ParameterError("gamma", f"gamma^2 = {g * g!r} is too close to 1: consecutive layers are numerically "
+                                      f"collinear ({err})") from None
     D = [M.gaussian_moments(Ks[l], activation)["D"] for l in range(depth)]
     Vs = np.zeros_like(b25.V)
 
