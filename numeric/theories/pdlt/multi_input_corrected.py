@@ -40,8 +40,9 @@ from resprop.numeric.engine.validation import ParameterError
 from resprop.numeric.theories.pdlt import multi_input as M
 from resprop.numeric.theories.pdlt.residual_mlp import activation_class
 
-__all__ = ["MAX_DEPTH", "LAG_CUTOFF", "MAX_GAMMA2_SCALE_INVARIANT", "cross_layer_moment", "cross_layer_source", "multi_input_vertex_corrected",
-           "CorrectedMultiInputVertex", "equiangular_kernel", "compare_with_simulation", "run_campaign", "CAMPAIGN"]
+__all__ = ["MAX_DEPTH", "LAG_CUTOFF", "MAX_GAMMA2_SCALE_INVARIANT", "cross_layer_moment", "cross_layer_source",
+           "multi_input_vertex_corrected", "CorrectedMultiInputVertex", "equiangular_kernel", "compare_with_simulation",
+           "run_campaign", "CAMPAIGN"]
 
 #: O(depth^2) four-dimensional quadratures
 MAX_DEPTH = 64
