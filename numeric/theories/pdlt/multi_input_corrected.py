@@ -22,7 +22,9 @@ At P = 1 this is the corrected single-input theory (``corrected.corrected_trajec
 
 Cost: O(depth^2) cross-layer moments (pairs with gamma^(l-k) below LAG_CUTOFF are dropped: the source decays at
 least like that power), each up to (P(P+1)/2)^2 quadratures in four dimensions (~0.3 s each): P = 3, depth 4 takes
-seconds; the depth is capped at MAX_DEPTH.
+seconds; the depth is capped at MAX_DEPTH.  Accuracy: the orthant-cone rules of the scale-invariant class degrade as
+the lag-1 correlation gamma -> 1 (see MAX_GAMMA2_SCALE_INVARIANT: gamma^2 <= 0.95 is accepted, relative error of V
+below 3e-4 there and 1e-6 at gamma^2 <= 0.8); the smooth activations' trapezoid rule stays near 1e-11.
 """
 from __future__ import annotations
 
