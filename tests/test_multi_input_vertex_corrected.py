@@ -46,7 +46,7 @@ def test_two_input_influence_recursion_derives():
 
 # --------------------------------------------------------------------------- reductions
 @pytest.mark.parametrize("activation,gamma2", [("relu", 0.5), ("relu", 0.25), ("leaky_relu:0.5", 0.75),
-                                               ("tanh", 0.5), ("erf", 0.25)])
+                                               ("tanh", 0.5), ("erf", 0.25), ("gelu", 0.5), ("gelu", 0.0)])
 def test_one_input_is_the_corrected_single_input_theory(activation, gamma2):
     r = MC.multi_input_vertex_corrected(np.array([[1.0]]), activation, math.sqrt(gamma2), 6)
     tr = C.corrected_trajectory(activation, gamma2, 5)
@@ -146,6 +146,13 @@ def test_two_input_relu_corrected_matches_simulation_b25_does_not():
     dev = _deviations(_equiangular(2, np.pi / 3), "relu", math.sqrt(0.5), 3, 512, 24000, seed=61)
     assert dev["corrected"].max() <= 4
     assert dev["b25"][2, 0, 0, 0, 0] > 8
+
+
+def test_two_input_gelu_corrected_matches_simulation_b25_does_not():
+    """GELU (outside App. B's classes; C_W keeps K_aa = 1 fixed), gamma^2 = 1/2, P = 2 at 60 degrees, n = 512."""
+    dev = _deviations(_equiangular(2, np.pi / 3), "gelu", math.sqrt(0.5), 3, 512, 16000, seed=91)
+    assert dev["corrected"].max() <= 4
+    assert dev["b25"][2, 0, 0, 0, 0] > 6
 
 
 CAMPAIGN = [(P, theta, act, g2) for P in MC.CAMPAIGN["P"] for theta in MC.CAMPAIGN["theta"]

@@ -15,7 +15,8 @@ Gaussian expectations (:func:`gaussian_rule`):
   whose Jacobian is |det M| / |M y|^P.  Each of the 2^P cones gets a tensor Gauss-Legendre rule in the P - 1
   hyperspherical angles of y (the integrand is analytic there: exponential convergence, no kinks) and a
   generalised Gauss-Laguerre rule in t = r^2/2 (exact for the degree-2 and degree-4 homogeneous integrands);
-* smooth activations (tanh, erf): a tensor trapezoidal rule in the P whitened coordinates (see _trapezoid_rule).
+* smooth activations (tanh, erf, gelu): a tensor trapezoidal rule in the P whitened coordinates (see
+  _trapezoid_rule).  GELU is in neither class of App. B; its default C_W keeps K_aa = 1 fixed (default_C_W).
 
 Accuracy is tested against closed forms (arc-cosine kernels) and mpmath (tests/test_multi_input_vertex.py).
 
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
-from scipy.special import gammaln, roots_genlaguerre, roots_legendre
+from scipy.special import erf, gammaln, roots_genlaguerre, roots_legendre
 
 import resprop.generated.pdlt_vertex as gen
 import resprop.generated.pdlt_vertex_recursions as rec
@@ -46,8 +47,9 @@ from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.engine.validation import ParameterError
 from resprop.numeric.theories.pdlt.residual_mlp import ActivationClass, activation_class, check_gamma, critical_C_W
 
-__all__ = ["MAX_INPUTS", "MAX_DEPTH", "gaussian_rule", "gaussian_moments", "multi_input_vertex",
-           "simulate_empirical_kernels", "empirical_kernel_covariance", "MultiInputVertex", "KernelCovarianceMC"]
+__all__ = ["resolve_activation", "default_C_W", "MAX_INPUTS", "MAX_DEPTH", "gaussian_rule", "gaussian_moments",
+           "multi_input_vertex", "simulate_empirical_kernels", "empirical_kernel_covariance", "MultiInputVertex",
+           "KernelCovarianceMC"]
 
 #: the vertex has P^4 entries and the quadratures grow like 2^P n^(P-1) (cones) or n^P (Gauss-Hermite)
 MAX_INPUTS = 4
@@ -64,6 +66,36 @@ TRUNCATION_4D = 7.0  # the ball |x| <= 7 in four dimensions misses ~1e-9 of the 
 #: cap of nodes per whitened coordinate (one side) by P: beyond K_aa ~ 4 (P = 3) the step is capped and the accuracy
 #: falls below 1e-12 gradually
 MAX_TRAPEZOID_HALF_NODES = {1: 2000, 2: 400, 3: 60, 4: 20}
+
+
+# --------------------------------------------------------------------------- activations
+@dataclass(frozen=True)
+class _Gelu(ActivationClass):
+    """GELU, x Phi(x): in neither class of App. B (PDLT 5.3); smooth, so the trapezoidal rule applies."""
+
+    def sigma(self, z: np.ndarray) -> np.ndarray:
+        return 0.5 * z * (1.0 + erf(z / math.sqrt(2.0)))
+
+
+def resolve_activation(activation) -> ActivationClass:
+    """App. B's activation classes (``residual_mlp.activation_class``) and ``gelu``."""
+    if activation == "gelu":
+        return _Gelu("gelu", "smooth")
+    try:
+        return activation_class(activation)
+    except ParameterError:
+        raise ParameterError("activation", f"unknown activation {activation!r}; allowed: relu, linear, "
+                                           "leaky_relu:<slope>, tanh, erf, gelu") from None
+
+
+def default_C_W(activation: str, gamma: float) -> float:
+    """The critical C_W(gamma) of B.20 / B.21; for GELU the C_W that keeps K_aa = 1 a fixed point,
+    (1 - gamma^2)/<gelu^2>_(K=1) (``corrected.critical_C_W``)."""
+    if activation == "gelu":
+        from resprop.numeric.theories.pdlt import corrected
+
+        return float(corrected.critical_C_W("gelu", gamma * gamma))
+    return float(critical_C_W(gamma, activation))
 
 
 # --------------------------------------------------------------------------- input kernel
@@ -175,7 +207,7 @@ def gaussian_rule(K, activation: str) -> tuple[np.ndarray, np.ndarray]:
     """Nodes z (N, P) and weights (N,) with sum w F(z) ~ E F(z), z ~ N(0, K): the orthant-cone rule for a
     scale-invariant activation (exact in r for homogeneous integrands of degree 2 and 4), the trapezoidal rule
     otherwise."""
-    ac = activation_class(activation)
+    ac = resolve_activation(activation)
     Km = _kernel_matrix(K, None, 1.0, 0.0)
     return _cone_rule(Km) if ac.kind == "scale_invariant" else _trapezoid_rule(Km)
 
@@ -196,7 +228,7 @@ def _moments(Km: np.ndarray, ac: ActivationClass) -> tuple[np.ndarray, np.ndarra
 def gaussian_moments(K, activation: str) -> dict[str, np.ndarray]:
     """<sigma_a sigma_b> (P, P), <sigma_a sigma_b sigma_c sigma_d> and <sigma_a sigma_b z_c z_d> (P, P, P, P) under
     N(0, K), and the kernel derivative D[a, b, e, f] = d<sigma_a sigma_b>/dK_ef (symmetric split, PDLT 4.64)."""
-    ac = activation_class(activation)
+    ac = resolve_activation(activation)
     Km = _kernel_matrix(K, None, 1.0, 0.0)
     g, f, q = _moments(Km, ac)
     return {"g": g, "f": f, "q": q, "D": _derivative(Km, g, q)}
@@ -278,14 +310,14 @@ def multi_input_vertex(input_kernel=None, activation: str = "relu", gamma: float
                        C_W_in: float = 1.0) -> MultiInputVertex:
     """Iterate B.11 and B.25 from K^(1) = input_kernel (or C_b + C_W_in X X^T / n_0 for inputs X, P x n_0) and
     V^(1) = 0 for the layers l = 1..depth; C_W defaults to the critical C_W(gamma) (B.20 / B.21)."""
-    ac = activation_class(activation)
+    ac = resolve_activation(activation)
     g_arr = check_gamma(gamma)
     if g_arr.ndim:
         raise ParameterError("gamma", f"must be a scalar here, got shape {g_arr.shape}")
     g = float(g_arr)
     depth = V.integer("depth", depth, minimum=1, maximum=MAX_DEPTH)
     C_b = float(V.nonnegative("C_b", C_b))
-    C_W = float(critical_C_W(g, activation)) if C_W is None else float(V.positive("C_W", C_W))
+    C_W = default_C_W(activation, g) if C_W is None else float(V.positive("C_W", C_W))
     C_W_in = float(V.positive("C_W_in", C_W_in))
     K1 = _kernel_matrix(input_kernel, X, C_W_in, C_b)
     P = K1.shape[0]
@@ -323,14 +355,14 @@ def simulate_empirical_kernels(input_kernel, activation: str, gamma: float, dept
     """Empirical kernels G^(l)_ab = z^(l)_a . z^(l)_b / n of ``samples`` independent residual MLPs (B.3, xi = 1),
     shape (samples, depth, P, P).  z^(1) has iid rows N(0, K^(1)); each layer draws the block output exactly as
     iid rows N(0, C_b + C_W sigma(z)^T sigma(z) / n) (the law of b + W sigma(z) given z)."""
-    ac = activation_class(activation)
+    ac = resolve_activation(activation)
     g = float(check_gamma(gamma))
     depth = V.integer("depth", depth, minimum=1, maximum=MAX_DEPTH)
     n = V.integer("width", width, minimum=2, maximum=10**6)
     samples = V.integer("samples", samples, minimum=2, maximum=10**9)
     seed = V.integer("seed", seed, minimum=0)
     C_b = float(V.nonnegative("C_b", C_b))
-    C_W = float(critical_C_W(g, activation)) if C_W is None else float(V.positive("C_W", C_W))
+    C_W = default_C_W(activation, g) if C_W is None else float(V.positive("C_W", C_W))
     K1 = _kernel_matrix(input_kernel, None, 1.0, 0.0)
     P = K1.shape[0]
     m = chunk or max(1, min(samples, 2_000_000 // (n * P)))

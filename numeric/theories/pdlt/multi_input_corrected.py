@@ -40,7 +40,6 @@ from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.engine.validation import ParameterError
 from resprop.numeric.theories.pdlt import multi_input as M
-from resprop.numeric.theories.pdlt.residual_mlp import activation_class
 
 __all__ = ["MAX_DEPTH", "LAG_CUTOFF", "MAX_GAMMA2_SCALE_INVARIANT", "cross_layer_moment", "cross_layer_source",
            "multi_input_vertex_corrected", "CorrectedMultiInputVertex", "equiangular_kernel", "compare_with_simulation",
@@ -66,7 +65,7 @@ def cross_layer_moment(K_early, K_late, cross, activation: str) -> np.ndarray:
     if not (Ke.shape == Kl.shape == C.shape == (P, P)):
         raise ParameterError("K_early, K_late, cross", f"must be P x P arrays of one size, got {Ke.shape}, "
                                                        f"{Kl.shape}, {C.shape}")
-    sigma = activation_class(activation).sigma
+    sigma = M.resolve_activation(activation).sigma
     joint = np.block([[Ke, C], [C.T, Kl]])
     F = np.empty((P,) * 4)
     if 2 * P <= 4:
@@ -146,7 +145,7 @@ def multi_input_vertex_corrected(input_kernel=None, activation: str = "relu", ga
     depth = V.integer("depth", depth, minimum=1, maximum=MAX_DEPTH)
     b25 = M.multi_input_vertex(input_kernel, activation, gamma, depth, C_W=C_W, C_b=C_b, X=X, C_W_in=C_W_in)
     Ks, P, g = b25.K, b25.K.shape[1], b25.gamma
-    if activation_class(activation).kind == "scale_invariant" and g * g > MAX_GAMMA2_SCALE_INVARIANT:
+    if M.resolve_activation(activation).kind == "scale_invariant" and g * g > MAX_GAMMA2_SCALE_INVARIANT:
         raise ParameterError("gamma", f"gamma^2 must be <= {MAX_GAMMA2_SCALE_INVARIANT} for {activation} (the "
                                       f"cross-layer quadrature loses accuracy as gamma -> 1), got {g * g!r}")
     try:
@@ -172,7 +171,7 @@ def multi_input_vertex_corrected(input_kernel=None, activation: str = "relu", ga
     with np.errstate(all="ignore"):
         rec.multi_input_kernel_vertex_corrected(
             K4, np.zeros((P,) * 4), np.full(n, g), np.full(n, b25.C_W), np.full(n, b25.C_b),
-            **M._Callbacks(activation_class(activation)).callbacks(), cross_layer_sum=cross_layer_sum,
+            **M._Callbacks(M.resolve_activation(activation)).callbacks(), cross_layer_sum=cross_layer_sum,
             cross_layer_linear=cross_layer_linear, record=keep)
     if not np.all(np.isfinite(Vs)):
         raise ParameterError("input_kernel, C_W, C_b, gamma, depth",
