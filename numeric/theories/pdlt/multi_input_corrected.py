@@ -204,9 +204,9 @@ def compare_with_simulation(input_kernel, activation: str, gamma: float, depth: 
     return out
 
 
-#: the P = 2, 3 campaign (two angles; the activations where the correction is large, moderate and small)
+#: the P = 2, 3 campaign (two angles; the activations where the correction is large, moderate and small, and GELU)
 CAMPAIGN: dict[str, Any] = {"P": (2, 3), "theta": (math.pi / 4, math.pi / 2),
-            "models": (("relu", 0.5), ("leaky_relu:0.5", 0.75), ("tanh", 0.5)), "depth": 4,
+            "models": (("relu", 0.5), ("leaky_relu:0.5", 0.75), ("tanh", 0.5), ("gelu", 0.5)), "depth": 4,
             "widths": ((256, 71), (1024, 72)), "samples": 30000}
 
 
