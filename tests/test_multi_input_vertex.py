@@ -18,10 +18,7 @@ from resprop.numeric.engine.validation import ParameterError
 from resprop.numeric.theories.pdlt import multi_input as M
 from resprop.numeric.theories.pdlt import residual_mlp as R
 
-
-def _equiangular(P: int, theta: float) -> np.ndarray:
-    c = np.cos(theta)
-    return (1 - c) * np.eye(P) + c * np.ones((P, P))
+_equiangular = M.equiangular_kernel
 
 
 # --------------------------------------------------------------------------- symbolic

@@ -165,8 +165,7 @@ def multi_input_fluctuations(input_kernel, depth: int, width: int, rho, sigma_w2
 def inputs_at_angle(P: int, theta: float, sigma_w2: float, sigma_b2: float) -> tuple[np.ndarray, np.ndarray]:
     """P unit-norm inputs at pairwise angle theta in d_in = P dimensions, and their input kernel
     K^(0) = sigma_w2 x.x' / d_in + sigma_b2 (eq. 16)."""
-    c = np.cos(theta)
-    X = np.linalg.cholesky((1 - c) * np.eye(P) + c * np.ones((P, P))) * np.sqrt(P)
+    X = np.linalg.cholesky(Q.equiangular_kernel(P, theta)) * np.sqrt(P)
     return X, sigma_w2 / P * X @ X.T + sigma_b2
 
 

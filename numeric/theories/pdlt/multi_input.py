@@ -47,9 +47,9 @@ from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.engine.validation import ParameterError
 from resprop.numeric.theories.pdlt.residual_mlp import ActivationClass, activation_class, check_gamma, critical_C_W
 
-__all__ = ["resolve_activation", "default_C_W", "MAX_INPUTS", "MAX_DEPTH", "gaussian_rule", "gaussian_moments",
-           "multi_input_vertex", "simulate_empirical_kernels", "empirical_kernel_covariance", "MultiInputVertex",
-           "KernelCovarianceMC"]
+__all__ = ["resolve_activation", "default_C_W", "equiangular_kernel", "MAX_INPUTS", "MAX_DEPTH", "gaussian_rule",
+           "gaussian_moments", "multi_input_vertex", "simulate_empirical_kernels", "empirical_kernel_covariance",
+           "MultiInputVertex", "KernelCovarianceMC"]
 
 #: the vertex has P^4 entries and the quadratures grow like 2^P n^(P-1) (cones) or n^P (Gauss-Hermite)
 MAX_INPUTS = 4
@@ -99,6 +99,12 @@ def default_C_W(activation: str, gamma: float) -> float:
 
 
 # --------------------------------------------------------------------------- input kernel
+def equiangular_kernel(P: int, theta: float) -> np.ndarray:
+    """The Gram matrix of P unit inputs at pairwise angle theta."""
+    c = math.cos(theta)
+    return (1 - c) * np.eye(P) + c * np.ones((P, P))
+
+
 def _kernel_matrix(input_kernel, X, C_W_in: float, C_b: float) -> np.ndarray:
     if (input_kernel is None) == (X is None):
         raise ParameterError("input_kernel, X", "give exactly one: a P x P input kernel K^(1) or inputs X (P x n_0)")

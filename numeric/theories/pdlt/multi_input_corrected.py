@@ -92,13 +92,15 @@ def _chaos2_covariance(moments: dict, K: np.ndarray) -> np.ndarray:
     return moments["q"] - moments["g"][:, :, None, None] * K[None, None, :, :]
 
 
-def cross_layer_source(Ks: np.ndarray, activation: str, gamma: float, C_W: float) -> np.ndarray:
+def cross_layer_source(Ks: np.ndarray, activation: str, gamma: float, C_W: float, moments=None) -> np.ndarray:
     """Delta^(l)_(ab)(cd) (module docstring) for the layers l = 0..len(Ks)-1 of a kernel trajectory Ks (L, P, P);
-    Delta^(0) = 0 (the input layer has no influence)."""
+    Delta^(0) = 0 (the input layer has no influence).  ``moments``: the per-layer
+    :func:`multi_input.gaussian_moments` of Ks, if the caller has them."""
     L, P, _ = Ks.shape
     P2 = P * P
     g2 = gamma * gamma
-    moments = [M.gaussian_moments(Ks[l], activation) for l in range(L)]
+    if moments is None:
+        moments = [M.gaussian_moments(Ks[l], activation) for l in range(L)]
     propagator = [g2 * np.eye(P2) + C_W * m["D"].reshape(P2, P2) for m in moments]
     Delta = np.zeros((L, P2, P2))
     for l in range(1, L):
@@ -148,12 +150,13 @@ def multi_input_vertex_corrected(input_kernel=None, activation: str = "relu", ga
     if M.resolve_activation(activation).kind == "scale_invariant" and g * g > MAX_GAMMA2_SCALE_INVARIANT:
         raise ParameterError("gamma", f"gamma^2 must be <= {MAX_GAMMA2_SCALE_INVARIANT} for {activation} (the "
                                       f"cross-layer quadrature loses accuracy as gamma -> 1), got {g * g!r}")
+    moments = [M.gaussian_moments(Ks[l], activation) for l in range(depth)]
     try:
-        Delta = cross_layer_source(Ks, activation, g, b25.C_W)
+        Delta = cross_layer_source(Ks, activation, g, b25.C_W, moments)
     except ParameterError as err:
         raise ParameterError("gamma", f"gamma^2 = {g * g!r} is too close to 1: consecutive layers are numerically "
                                       f"collinear ({err})") from None
-    D = [M.gaussian_moments(Ks[l], activation)["D"] for l in range(depth)]
+    D = [m["D"] for m in moments]
     Vs = np.zeros_like(b25.V)
 
     def cross_layer_sum(l, K4, out):
@@ -182,10 +185,7 @@ def multi_input_vertex_corrected(input_kernel=None, activation: str = "relu", ga
 
 
 # --------------------------------------------------------------------------- theory vs simulation
-def equiangular_kernel(P: int, theta: float) -> np.ndarray:
-    """K^(1) of P unit inputs at pairwise angle theta."""
-    c = math.cos(theta)
-    return (1 - c) * np.eye(P) + c * np.ones((P, P))
+equiangular_kernel = M.equiangular_kernel
 
 
 def compare_with_simulation(input_kernel, activation: str, gamma: float, depth: int, width: int, samples: int,
