@@ -1,12 +1,26 @@
 """``resprop.kernel``: the infinite-width NNGP (and NTK) of a residual network for a set of inputs.
 
-Architecture: a read-in layer K^(0) = sigma_w^2 (x . x') / d_in + sigma_b^2 (and Theta^(0) = K^(0)), then
-``depth`` residual blocks z <- gamma z + lambda_l (W phi(z) + b), W ~ N(0, sigma_w^2 / n), b ~ N(0, sigma_b^2):
+The architecture, exactly (docs/kernel.md has the same statement with the neural-tangents equivalent):
+
+* read-in  h^(0) = W_in x + b_in,  W_in ~ N(0, sigma_w^2 / d_in),  b_in ~ N(0, sigma_b^2):
+  K^(0) = sigma_w^2 (x . x') / d_in + sigma_b^2, and Theta^(0) = K^(0) (the read-in is trained too);
+* ``depth`` = L residual blocks, l = 1..L (the one depth convention of resprop: depth counts the residual
+  layers after the input; depth = 0 returns K^(0)),
+  h^(l) = gamma h^(l-1) + lambda_l (W^(l) phi(h^(l-1)) + b^(l)),  W^(l) ~ N(0, sigma_w^2 / n), b^(l) ~ N(0, sigma_b^2),
+  in the NTK parameterisation (weights N(0, 1) times sigma / sqrt(fan-in)):
 
     K     <- gamma^2 K     + lambda_l^2 (sigma_w^2 <phi phi> + sigma_b^2)
     Theta <- gamma^2 Theta + lambda_l^2 (sigma_w^2 <phi phi> + sigma_b^2 + sigma_w^2 <phi' phi'> Theta)
 
-(Fischer et al. 2025 B9-B10 with gamma = 1, lambda = rho; Hayou et al. 2021 eq. 9 with lambda = lambda_{l,L}).
+  (Fischer et al. 2025 B9-B10 with gamma = 1, lambda = rho; Hayou et al. 2021 eq. 9 with lambda = lambda_{l,L});
+* no readout: the result is the kernel of the residual stream h^(L).  ``readout=True`` adds the final dense
+  layer y = W_out phi(h^(L)) + b_out with the same sigma_w^2 / n and sigma_b^2 (Fischer et al. 2025 eq. 1: the
+  readout acts on phi of the stream): K_out = sigma_w^2 <phi phi> + sigma_b^2,
+  Theta_out = K_out + sigma_w^2 <phi' phi'> Theta^(L), i.e. one more layer with gamma = 0 and lambda = 1.
+
+``gamma = 0`` (with lambda = 1) is a plain fully connected network, h^(l) = W^(l) phi(h^(l-1)) + b^(l): the NNGP of
+Lee et al. (2018) with L hidden layers is ``kernel(X, act, depth=L, ..., gamma=0)`` (its output layer is the L-th
+block), and ``readout=True`` there is the same as depth L + 1.
 ``branch_scale`` is lambda: a number, an array of length depth, or a SymPy expression in ``l`` (1..L) and ``L``
 such as ``"1/sqrt(L)"`` (Stable ResNet).  The recursions are the generated ones
 (`resprop.generated.residual_recursions`), run by :mod:`resprop.numeric.engine.residual_kernel`.
@@ -75,9 +89,11 @@ def input_kernel(X, sigma_w2, sigma_b2) -> np.ndarray:
     return float(sigma_w2) * (X @ X.T) / X.shape[1] + float(sigma_b2)
 
 
-def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scale=1.0, ntk: bool = False):
-    """The (P, P) NNGP K^(L) of the residual network for inputs X (P, d_in); with ``ntk=True`` the tuple
-    (NNGP, NTK).
+def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scale=1.0, ntk: bool = False,
+           readout: bool = False):
+    """The (P, P) NNGP K^(L) of the residual network for inputs X (P, d_in) after ``depth`` residual blocks; with
+    ``ntk=True`` the tuple (NNGP, NTK); with ``readout=True`` the kernels of the dense readout
+    y = W_out phi(h^(L)) + b_out instead (see the module docstring for the architecture).
 
     ``activation``: erf, relu, tanh, gelu, silu, linear or a SymPy expression in x (``"sin(x)"``,
     ``"x*exp(-x**2/2)"``).  erf, ReLU and GELU use their generated closed-form dual kernels; an expression
@@ -92,6 +108,7 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
     sb = V.scalar("sigma_b2", sigma_b2, V.nonnegative)
     g = V.scalar("gamma", gamma, V.real)
     ntk = V.flag("ntk", ntk)
+    readout = V.flag("readout", readout)
     lam = branch_scales(branch_scale, depth)
     K0 = input_kernel(X, sw, sb)
     if not np.all(np.isfinite(K0)):
@@ -100,10 +117,12 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
         raise V.ParameterError("X", "every input needs K^(0)_aa > 0 (a zero input with sigma_b2 = 0 has no "
                                     "correlation)")
     rec = recursions(activation) if isinstance(activation, str) else recursions(str(activation))
-    if depth == 0:
+    if depth == 0 and not readout:
         return (K0, K0.copy()) if ntk else K0
     lam2 = lam * lam
     sequences = (np.full(depth, g * g), lam2 * sw, lam2 * sb)
+    if readout:  # the dense readout on phi(h^(L)): one more layer with gamma = 0, lambda = 1
+        sequences = tuple(np.append(q, last) for q, last in zip(sequences, (0.0, sw, sb)))
     with np.errstate(all="ignore"):
         out = propagate(K0, K0.copy() if ntk else None, sequences, "ntk" if ntk else "nngp", rec)
         results = [out.K * np.exp(out.log_scale_K)]
