@@ -624,7 +624,9 @@ def _equal(a, b) -> bool:
 
 
 def all_cases() -> list[Case]:
-    return cli_numeric_cases() + path_cases() + sweep_spec_cases() + api_cases()
+    from adversarial_writers import writer_cases  # signals and concurrency on every writer (subprocesses)
+
+    return cli_numeric_cases() + path_cases() + sweep_spec_cases() + api_cases() + writer_cases()
 
 
 # ------------------------------------------------------------------------------------------------------ running

@@ -11,7 +11,14 @@ import pytest
 CASES = adversarial.all_cases()
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=pytest.mark.timeout(c.timeout)) for c in CASES])
+def _marks(case):
+    marks = [pytest.mark.timeout(case.timeout)]
+    if "slow" in case.tags:  # subprocess scenarios of the slow writers (reproduce, figures, train): -m slow
+        marks.append(pytest.mark.slow)
+    return marks
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=_marks(c)) for c in CASES])
 def test_adversarial_case(case):
     outcome, detail = adversarial.classify(case)
     assert outcome in ("clean error", "correct"), f"{outcome}: {detail}"

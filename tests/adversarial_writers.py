@@ -1,0 +1,211 @@
+"""Signals and concurrency on every writer: adversarial cases that run ``resprop`` in subprocesses.
+
+Every command that writes a user path (``reproduce``, ``latex``, ``figures``, ``sweep``, ``kernel``, ``train``)
+meets:
+
+* ``SIGINT`` and ``SIGTERM`` as soon as the run holds its output lock (the earliest moment a user can interrupt
+  a run that has started writing): the run either finished first (exit 0, a complete output whose manifest
+  matches) or stops with exit 130 / 143 and one line, leaving the previous output exactly as it was and no
+  temporary, old copy or lock behind;
+* two runs started together into one path: each exits 0 or 2 (a one-line error naming the lock or the other
+  process); at the end the path holds one complete output whose manifest matches (never a mix, never a file
+  with a bad checksum) and no temporaries.
+
+Each case is a Python-API-style :class:`adversarial.Case` whose ``call`` runs the scenario and returns a dict that
+``check`` verifies, so the census (tests/adversarial_census.py) counts them like every other case.  They take a few
+seconds each (a fresh interpreter per run); tests/test_adversarial.py runs the quick writers by default and the
+others under ``-m slow`` (tag ``slow``).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TINY_SWEEP = """kind = "residual_mlp"
+[grid]
+width = [8]
+gamma = [0.5]
+activation = ["relu"]
+depth = [2]
+[fixed]
+samples = 20000
+[run]
+seed = 1
+chunk = 1
+"""
+
+
+def _inputs(tmp: Path) -> str:
+    import numpy as np
+
+    path = tmp / "X.npy"
+    rng = np.random.default_rng(0)
+    np.save(path, rng.standard_normal((400, 10)) * np.linspace(0.5, 2.0, 400)[:, None])  # unequal norms
+    return str(path)
+
+
+#: writer -> (output name, argv builder(tmp, out), slow?)
+WRITERS: dict[str, tuple[str, Callable[[Path, Path], list[str]], bool]] = {
+    "latex": ("tex", lambda tmp, out: ["latex", "--out", str(out)], False),
+    "kernel": ("K.npz", lambda tmp, out: ["kernel", "--inputs", _inputs(tmp), "--activation", "tanh", "--depth", "60",
+                                          "--weight-var", "1", "--bias-var", "0.05", "--branch-scale", "0.3", "--ntk",
+                                          "--out", str(out)], False),
+    "sweep": ("s.nc", lambda tmp, out: ["sweep", _spec(tmp), "--out", str(out), "--workers", "1", "--quiet"], False),
+    "figures": ("figs", lambda tmp, out: ["figures", "--out", str(out), "--only", "pdlt", "--quick", "--quiet"], True),
+    "reproduce": ("report", lambda tmp, out: ["reproduce", "abcd", "--out", str(out), "--quick", "--quiet"], True),
+    "train": ("train", lambda tmp, out: ["train", "abcd-pc-bp", "--quick", "--out", str(out), "--seeds", "1"], True),
+}
+
+
+def _spec(tmp: Path) -> str:
+    path = tmp / "tiny.toml"
+    path.write_text(TINY_SWEEP)
+    return str(path)
+
+
+def _popen(argv: list[str]) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "resprop.numeric.cli", *argv], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _lock(out: Path) -> Path:
+    from resprop.numeric.engine.output import lock_path
+
+    return lock_path(out)
+
+
+def _kind(out: Path) -> str:
+    return "file" if out.suffix in (".npz", ".nc", ".npy") else "dir"
+
+
+def _tree_digest(path: Path) -> dict[str, str]:
+    if not os.path.lexists(path):
+        return {}
+    if path.is_file():
+        return {path.name: hashlib.sha256(path.read_bytes()).hexdigest()}
+    return {p.relative_to(path).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def _strays(out: Path) -> list[str]:
+    """Hidden siblings of ``out`` other than a file output's manifest (temporaries, old copies, locks) and, for
+    sweep, its parts directory's temporaries."""
+    from resprop.numeric.engine.output import manifest_path
+
+    side = manifest_path(out, "file").name
+    return sorted(p.name for p in out.parent.iterdir()
+                  if p.name.startswith(f".{out.name}.") and p.name != side)
+
+
+def _own_output(out: Path) -> bool:
+    """``out`` is absent or a complete resprop output whose manifest matches every file."""
+    from resprop.numeric.engine.output import OutputPathError, check_replaceable
+
+    if not os.path.lexists(out):
+        return True
+    try:
+        check_replaceable(out, _kind(out))
+    except OutputPathError:
+        return False
+    return True
+
+
+def signal_scenario(writer: str, sig: int, timeout: float = 300.0) -> dict:
+    """Run ``writer`` into a fresh path, send ``sig`` once it holds its lock, report what it left."""
+    name, argv, _ = WRITERS[writer]
+    tmp = Path(tempfile.mkdtemp(prefix="resprop-sig-"))
+    try:
+        out = tmp / name
+        args = argv(tmp, out)
+        proc = _popen(args)
+        t0 = time.monotonic()
+        interrupted = False
+        try:
+            while proc.poll() is None and time.monotonic() - t0 < timeout:
+                if os.path.lexists(_lock(out)) or any(p.name.startswith(f".{name}.tmp-") for p in tmp.iterdir()):
+                    time.sleep(0.2)
+                    if proc.poll() is None:
+                        proc.send_signal(sig)
+                        interrupted = True
+                    break
+                time.sleep(0.01)
+            stdout, stderr = proc.communicate(timeout=timeout)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        lines = [ln for ln in stderr.strip().splitlines() if ln]
+        return {"writer": writer, "signal": int(sig), "interrupted": interrupted, "code": proc.returncode,
+                "stderr_lines": lines, "traceback": "Traceback" in stderr, "exists": os.path.lexists(out),
+                "own_output": _own_output(out), "strays": _strays(out)}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def check_signal(res: dict) -> bool:
+    if res["traceback"] or res["strays"] or not res["own_output"]:
+        return False
+    if res["code"] == 0:  # it finished before the signal landed: a complete output
+        return res["exists"]
+    return res["code"] == 128 + res["signal"] and not res["exists"] and len(res["stderr_lines"]) <= 2
+
+
+def concurrency_scenario(writer: str, runs: int = 3, timeout: float = 600.0) -> dict:
+    """Start ``runs`` copies of ``writer`` into one path at once; report exit codes, messages and what is left."""
+    name, argv, _ = WRITERS[writer]
+    tmp = Path(tempfile.mkdtemp(prefix="resprop-conc-"))
+    try:
+        out = tmp / name
+        args = argv(tmp, out)
+        procs = [_popen(args) for _ in range(runs)]
+        results = []
+        for p in procs:
+            try:
+                o, e = p.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                o, e = p.communicate()
+            results.append((p.returncode, e))
+        return {"writer": writer, "codes": [c for c, _ in results],
+                "refusals": [e.strip().splitlines()[-1] if e.strip() else "" for c, e in results if c != 0],
+                "traceback": any("Traceback" in e for _, e in results), "exists": os.path.lexists(out),
+                "own_output": _own_output(out), "strays": _strays(out)}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def check_concurrency(res: dict) -> bool:
+    if res["traceback"] or res["strays"] or not res["own_output"] or not res["exists"]:
+        return False
+    if 0 not in res["codes"] or any(c not in (0, 2) for c in res["codes"]):
+        return False
+    return all(r.startswith("resprop: error:") and ("lock" in r or "process" in r or "running" in r)
+               for r in res["refusals"])
+
+
+def writer_cases():
+    """The Case list (imported by tests/adversarial.py's all_cases)."""
+    import adversarial
+
+    cases = []
+    for writer, (_, _, slow) in WRITERS.items():
+        tags = ("process", "slow") if slow else ("process",)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            cases.append(adversarial.Case(
+                f"writer:{writer}:{signal.Signals(sig).name}", "ok", (),
+                call=lambda w=writer, s=sig: signal_scenario(w, s), check=check_signal, timeout=600.0, tags=tags))
+        cases.append(adversarial.Case(
+            f"writer:{writer}:concurrent", "ok", (), call=lambda w=writer: concurrency_scenario(w),
+            check=check_concurrency, timeout=900.0, tags=tags))
+    return cases
