@@ -29,7 +29,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 
 TINY_SWEEP = """kind = "residual_mlp"
 [grid]
@@ -73,9 +72,9 @@ def _spec(tmp: Path) -> str:
     return str(path)
 
 
-def _popen(argv: list[str]) -> subprocess.Popen:
+def _popen(argv: list[str], cwd: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, "-m", "resprop.numeric.cli", *argv], cwd=ROOT, stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "resprop.numeric.cli", *argv], cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
 
 
@@ -128,7 +127,7 @@ def signal_scenario(writer: str, sig: int, timeout: float = 300.0) -> dict:
     try:
         out = tmp / name
         args = argv(tmp, out)
-        proc = _popen(args)
+        proc = _popen(args, tmp)
         t0 = time.monotonic()
         interrupted = False
         try:
@@ -168,7 +167,7 @@ def concurrency_scenario(writer: str, runs: int = 3, timeout: float = 600.0) -> 
     try:
         out = tmp / name
         args = argv(tmp, out)
-        procs = [_popen(args) for _ in range(runs)]
+        procs = [_popen(args, tmp) for _ in range(runs)]
         results = []
         for p in procs:
             try:
