@@ -29,7 +29,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-
 TINY_SWEEP = """kind = "residual_mlp"
 [grid]
 width = [8]
