@@ -1,0 +1,132 @@
+"""Adversarial cases of the Python API ``resprop.kernel`` (issue 23, item 7): every parameter meets NaN, inf,
+booleans, strings, None, wrong shapes and dtypes, one-past-the-limit values and huge values.
+
+A valid input must give a result equal to an independent reference: the textbook dual kernels iterated by a plain
+NumPy loop here (erf: Williams 1997; ReLU: Cho & Saul 2009; sign: (2/pi) asin(rho)), not the engine's generated
+recursions.  Imported by tests/adversarial.py's ``all_cases``.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+SW, SB, DEPTH = 1.25, 0.05, 3
+
+
+def _duals(act: str, K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    d = np.diagonal(K)
+    if act == "erf":
+        s = np.sqrt(np.outer(1 + 2 * d, 1 + 2 * d))
+        return 2 / np.pi * np.arcsin(2 * K / s), 4 / np.pi / np.sqrt(s * s - 4 * K * K)
+    r = np.sqrt(np.outer(d, d))
+    c = np.clip(K / r, -1.0, 1.0)
+    th = np.arccos(c)
+    if act == "relu":
+        return r * (np.sin(th) + (np.pi - th) * c) / (2 * np.pi), (np.pi - th) / (2 * np.pi)
+    if act == "sign":
+        return 2 / np.pi * np.arcsin(c), np.full_like(K, np.nan)
+    raise KeyError(act)
+
+
+def reference(X, act: str = "erf", depth: int = DEPTH, sw: float = SW, sb: float = SB, gamma: float = 1.0,
+              lam=1.0, ntk: bool = False):
+    X = np.asarray(X, dtype=float)
+    K = sw * X @ X.T / X.shape[1] + sb
+    T = K.copy()
+    lam = np.broadcast_to(np.asarray(lam, dtype=float), (depth,))
+    for la in lam:
+        ff, dd = _duals(act, K)
+        K, T = gamma**2 * K + la**2 * (sw * ff + sb), gamma**2 * T + la**2 * (sw * ff + sb + sw * dd * T)
+    return (K, T) if ntk else K
+
+
+def _matches(ref) -> Callable[[Any], bool]:
+    def check(out) -> bool:
+        got = out if isinstance(out, tuple) else (out,)
+        want = ref if isinstance(ref, tuple) else (ref,)
+        return len(got) == len(want) and all(
+            isinstance(g, np.ndarray) and g.shape == w.shape and g.dtype == np.float64 and np.all(np.isfinite(g))
+            and np.allclose(g, w, rtol=1e-11, atol=0) for g, w in zip(got, want))
+    return check
+
+
+def _call(*args, **kwargs) -> Callable[[], Any]:
+    def call():
+        import resprop
+
+        return resprop.kernel(*args, **kwargs)
+    return call
+
+
+def kernel_api_cases():
+    import adversarial
+
+    Case = adversarial.Case
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((5, 3)) * np.array([0.5, 1.0, 1.5, 2.0, 3.0])[:, None]  # unequal norms
+    base = dict(X=X, activation="erf", depth=DEPTH, sigma_w2=SW, sigma_b2=SB)
+    cases: list = []
+
+    def add(label: str, expect: str, param: tuple[str, ...], check=None, **change):
+        kw = {**base, **change}
+        args = (kw.pop("X"), kw.pop("activation"), kw.pop("depth"), kw.pop("sigma_w2"), kw.pop("sigma_b2"))
+        cases.append(Case(f"api:kernel:{label}", expect, param, call=_call(*args, **kw), check=check))
+
+    # X
+    for label, value in [("X=nan", np.where(np.eye(5, 3) > 0, np.nan, X)), ("X=inf", np.where(np.eye(5, 3) > 0, np.inf, X)),
+                         ("X=empty-rows", np.empty((0, 3))), ("X=empty-cols", np.empty((5, 0))),
+                         ("X=1-D", X[:, 0]), ("X=3-D", X[None]), ("X=ragged", [[1.0, 2.0], [3.0]]),
+                         ("X=strings", np.array([["a", "b"], ["c", "d"]])), ("X=object", np.array([[1.0, None]], dtype=object)),
+                         ("X=complex", X + 1j), ("X=None", None), ("X=zero-row,sigma_b2=0", np.vstack([X, np.zeros(3)]))]:
+        extra = {"sigma_b2": 0.0} if "sigma_b2=0" in label else {}
+        add(label, "error", ("X", "inputs"), X=value, **extra)
+    add("X=int64", "ok", (), check=_matches(reference(np.arange(15).reshape(5, 3) - 7)), X=np.arange(15).reshape(5, 3) - 7)
+    add("X=float32", "ok", (), check=_matches(reference(X.astype(np.float32).astype(float))), X=X.astype(np.float32))
+    add("X=list", "ok", (), check=_matches(reference(X)), X=X.tolist())
+    add("X=huge", "either", ("X", "sigma_w2"), check=lambda out: bool(np.all(np.isfinite(out))), X=X * 1e160)
+    # activation
+    for label, value in [("activation=None", None), ("activation=123", 123), ("activation=empty", ""),
+                         ("activation=syntax", "nosuch("), ("activation=dunder", "__import__('os').getcwd()"),
+                         ("activation=unknown-name", "swish2"), ("activation=two-symbols", "x*y"),
+                         ("activation=I*x", "I*x"), ("activation=x+I", "x + I"), ("activation=zoo*x", "zoo*x"),
+                         ("activation=exp(x**2)", "exp(x**2)"), ("activation=constant", "2")]:
+        add(label, "error", ("activation",), activation=value)
+    add("activation=sign,ntk", "error", ("activation",), activation="sign(x)", ntk=True)
+    add("activation=sign", "ok", (), check=_matches(reference(X, "sign")), activation="sign(x)")
+    add("activation=Max(x,0),ntk", "ok", (), check=_matches(reference(X, "relu", ntk=True)), activation="Max(x, 0)",
+        ntk=True)
+    add("activation=relu,ntk", "ok", (), check=_matches(reference(X, "relu", ntk=True)), activation="relu", ntk=True)
+    # depth
+    for label, value in [("depth=-1", -1), ("depth=1.5", 1.5), ("depth=True", True), ("depth=str", "3"),
+                         ("depth=None", None), ("depth=nan", math.nan), ("depth=huge", 10**7)]:
+        add(label, "error", ("depth",), depth=value)
+    add("depth=int64", "ok", (), check=_matches(reference(X)), depth=np.int64(DEPTH))
+    add("depth=0", "ok", (), check=_matches(reference(X, depth=0)), depth=0)
+    # variances
+    for name in ("sigma_w2", "sigma_b2"):
+        for label, value in [("nan", math.nan), ("inf", math.inf), ("negative", -1.0), ("True", True),
+                             ("str", "1"), ("None", None), ("array", np.array([1.0, 2.0]))]:
+            add(f"{name}={label}", "error", (name,), **{name: value})
+    add("sigma_w2=0", "error", ("sigma_w2",), sigma_w2=0.0)
+    add("sigma_w2=huge", "either", ("sigma_w2", "X"), check=lambda out: bool(np.all(np.isfinite(out))), sigma_w2=1e300)
+    add("sigma_b2=0", "ok", (), check=_matches(reference(X, sb=0.0)), sigma_b2=0.0)
+    # gamma, branch_scale, flags
+    for label, value in [("nan", math.nan), ("inf", math.inf), ("True", True), ("str", "1")]:
+        add(f"gamma={label}", "error", ("gamma",), gamma=value)
+    add("gamma=0.5", "ok", (), check=_matches(reference(X, gamma=0.5)), gamma=0.5)
+    for label, value in [("nan", math.nan), ("1/0", "1/0"), ("dunder", "__class__"), ("unknown-symbol", "x"),
+                         ("complex", "sqrt(-1)"), ("wrong-length", np.ones(DEPTH + 1)), ("True", True),
+                         ("syntax", "1/(")]:
+        add(f"branch_scale={label}", "error", ("branch_scale",), branch_scale=value)
+    add("branch_scale=1/sqrt(L)", "ok", (), check=_matches(reference(X, lam=1 / math.sqrt(DEPTH))),
+        branch_scale="1/sqrt(L)")
+    add("branch_scale=array", "ok", (), check=_matches(reference(X, lam=np.array([0.1, 0.2, 0.3]))),
+        branch_scale=np.array([0.1, 0.2, 0.3]))
+    for flag in ("ntk", "readout"):
+        for label, value in [("1", 1), ("str", "yes"), ("None", None), ("nan", math.nan)]:
+            add(f"{flag}={label}", "error", (flag,), **{flag: value})
+    add("ntk=True", "ok", (), check=_matches(reference(X, ntk=True)), ntk=True)
+    return cases
