@@ -238,22 +238,24 @@ def test_jackknife_standard_errors_are_calibrated():
 
 @pytest.mark.parametrize("method", ["reduced", "dense"])
 def test_linear_residual_mlp_kernel_is_exact(method):
-    """sigma = id, C_b = 0: E[S2^(l+1) | z^(l)] = (gamma^2 + C_W) S2^(l), so E S2^(l) = (gamma^2 + C_W)^(l-1) K1."""
-    depth, gamma, C_W, K1 = 6, 0.8, 0.5, 1.7
+    """sigma = id, C_b = 0: E[S2^(l+1) | z^(l)] = (gamma^2 + C_W) S2^(l), so E S2^(l) = (gamma^2 + C_W)^l K1
+    (layers l = 0..depth, 0 the input)."""
+    depth, gamma, C_W, K1 = 5, 0.8, 0.5, 1.7
     s = simulate_residual_mlp(width=16, depth=depth, gamma=gamma, C_W=C_W, activation="linear", input_kernel=K1,
                               samples=20000, seed=13, method=method)
     f = four_point_vertex(s)
-    assert np.all(_z(f["K"], f["K_se"], (gamma**2 + C_W) ** np.arange(depth) * K1) < Z)
+    assert np.all(_z(f["K"], f["K_se"], (gamma**2 + C_W) ** np.arange(depth + 1) * K1) < Z)
 
 
 def test_relu_residual_mlp_kernel_recursion():
     """gamma = 0: z^(l+1) | z^(l) ~ N(0, C_b + C_W ||relu(z)||^2/n), symmetric, so K_{l+1} = C_b + C_W K_l/2 holds
-    exactly at any width.  gamma != 0: exact for layer 2 (z^(1) Gaussian); the cross term E[R.z] = 0 always."""
-    C_W, C_b, K1, depth = 1.6, 0.3, 0.7, 6
+    exactly at any width.  gamma != 0: exact for layer 1 (the input z^(0) Gaussian); the cross term E[R.z] = 0
+    always."""
+    C_W, C_b, K1, depth = 1.6, 0.3, 0.7, 5
     s0 = simulate_residual_mlp(width=200, depth=depth, gamma=0.0, C_W=C_W, C_b=C_b, activation="relu", input_kernel=K1,
                                samples=20000, seed=14)
     K = [K1]
-    for _ in range(depth - 1):
+    for _ in range(depth):
         K.append(C_b + C_W * K[-1] / 2)
     f = four_point_vertex(s0)
     assert np.all(_z(f["K"], f["K_se"], K) < Z)
@@ -273,7 +275,7 @@ def test_relu_residual_mlp_kernel_recursion():
 def test_block_correlators_satisfy_b44_per_sample(method):
     """||z^(l+1)||^2 = gamma^2 ||z^(l)||^2 + 2 gamma R.z^(l) + ||R||^2 holds sample by sample (B.44 with xi = 1)."""
     gamma = -0.7
-    s = simulate_residual_mlp(width=9, depth=5, gamma=gamma, C_W=1.3, C_b=0.2, activation="leaky_relu:0.1",
+    s = simulate_residual_mlp(width=9, depth=4, gamma=gamma, C_W=1.3, C_b=0.2, activation="leaky_relu:0.1",
                               samples=300, seed=16, method=method, record_block=True)
     np.testing.assert_allclose(s.S2[:, 1:], gamma**2 * s.G_zz + 2 * gamma * s.G_Rz + s.G_RR, rtol=1e-12)
     np.testing.assert_allclose(s.G_zz, s.S2[:, :-1], rtol=0)
@@ -282,7 +284,7 @@ def test_block_correlators_satisfy_b44_per_sample(method):
 
 
 def test_residual_mlp_reduced_and_dense_agree():
-    kw = dict(width=16, depth=5, gamma=0.5, C_W=1.5, C_b=0.1, activation="tanh", input_kernel=0.8, samples=20000,
+    kw = dict(width=16, depth=4, gamma=0.5, C_W=1.5, C_b=0.1, activation="tanh", input_kernel=0.8, samples=20000,
               record_block=True)
     r = simulate_residual_mlp(method="reduced", seed=17, **kw)
     d = simulate_residual_mlp(method="dense", seed=18, **kw)
@@ -297,8 +299,9 @@ def test_residual_mlp_reduced_and_dense_agree():
 
 
 def test_gaussian_first_layer_four_point_vertex_vanishes():
-    """z^(1) iid N(0, K1): E[z_i^2 z_j^2] = K1^2 for i != j, so V^(1) = 0 (the PDLT initial condition)."""
-    s = simulate_residual_mlp(width=6, depth=1, gamma=0.3, C_W=1.0, input_kernel=2.5, samples=100000, seed=19)
+    """The input z^(0) (PDLT's z^(1)) iid N(0, K1): E[z_i^2 z_j^2] = K1^2 for i != j, so V = 0 there (the PDLT
+    initial condition V^(1) = 0).  depth = 0 simulates the input alone."""
+    s = simulate_residual_mlp(width=6, depth=0, gamma=0.3, C_W=1.0, input_kernel=2.5, samples=100000, seed=19)
     f = four_point_vertex(s)
     assert _z(f["V_over_nK2"][0], f["V_over_nK2_se"][0], 0.0) < Z
     assert _z(f["K"][0], f["K_se"][0], 2.5) < Z
@@ -309,7 +312,7 @@ def test_gaussian_first_layer_four_point_vertex_vanishes():
 # ---------------------------------------------------------------------------
 
 LNR = dict(width=8, depth=3, alpha=0.7, lam=0.7, samples=10, seed=0)
-MLP = dict(width=8, depth=3, gamma=0.5, C_W=1.0, samples=10, seed=0)
+MLP = dict(width=8, depth=2, gamma=0.5, C_W=1.0, samples=10, seed=0)
 
 
 @pytest.mark.parametrize("override, name", [
@@ -333,7 +336,7 @@ def test_zero_coefficients_message():
 
 
 @pytest.mark.parametrize("override, name", [
-    ({"width": 1}, "width"), ({"depth": 0}, "depth"), ({"gamma": "x"}, "gamma"), ({"C_W": 0.0}, "C_W"),
+    ({"width": 1}, "width"), ({"depth": -1}, "depth"), ({"gamma": "x"}, "gamma"), ({"C_W": 0.0}, "C_W"),
     ({"C_b": -1.0}, "C_b"), ({"input_kernel": 0.0}, "input_kernel"), ({"activation": "softplus"}, "activation"),
     ({"activation": "leaky_relu:abc"}, "activation"), ({"activation": lambda x: x[:1]}, "activation"),
     ({"method": "sparse"}, "method"), ({"samples": 1}, "samples"),

@@ -3,8 +3,9 @@
 Independent routes: SymPy (the forward derivation vs B.26 and vs the contracted B.25), direct quadrant-by-quadrant
 integration in z-space (scipy) and Isserlis for the Gaussian expectations, finite differences for the kernel
 derivative, and a Monte Carlo of the empirical kernel of residual MLPs.  Theory-vs-simulation compares
-n Cov(G_ab, G_cd) at fixed depth (layers 1-3) with the leading order of 1/n: tolerance 4 standard errors plus the
-allowance (depth/n) x |theory| for the next order (the convention of the pdlt claims).
+n Cov(G_ab, G_cd) at fixed depth (layers 0-2: the input and depth = 2 residual layers, PDLT's layers 1-3) with the
+leading order of 1/n: tolerance 4 standard errors plus the allowance ((l + 1)/n) x |theory| for the next order (the
+convention of the pdlt claims; l + 1 is PDLT's layer index).
 """
 from __future__ import annotations
 
@@ -128,29 +129,30 @@ def test_kernel_derivative_by_finite_differences(activation):
 # --------------------------------------------------------------------------- the recursion
 @pytest.mark.parametrize("activation,gamma", [("relu", 0.5), ("tanh", 0.5), ("erf", 0.0), ("leaky_relu:0.3", 0.2)])
 def test_one_input_equals_b26_trajectory(activation, gamma):
-    ours = M.multi_input_vertex([[1.2]], activation, gamma, 8)
-    b26 = R.vertex_trajectory(activation, gamma=gamma, depth=8, input_kernel=1.2)
+    ours = M.multi_input_vertex([[1.2]], activation, gamma, 7)
+    b26 = R.vertex_trajectory(activation, gamma=gamma, depth=7, input_kernel=1.2)
+    np.testing.assert_array_equal(ours.layers, b26["layers"])
     np.testing.assert_allclose(ours.V[:, 0, 0, 0, 0], b26["V"], rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(ours.K[:, 0, 0], b26["K"], rtol=1e-12)
 
 
 def test_vertex_symmetries_and_input_permutation():
     K = np.array([[1.0, 0.3, -0.2], [0.3, 1.5, 0.4], [-0.2, 0.4, 0.8]])
-    r = M.multi_input_vertex(K, "tanh", 0.5, 4)
+    r = M.multi_input_vertex(K, "tanh", 0.5, 3)
     V = r.V[-1]
     np.testing.assert_allclose(V, V.transpose(1, 0, 2, 3), atol=1e-13)
     np.testing.assert_allclose(V, V.transpose(2, 3, 0, 1), atol=1e-13)
     perm = [2, 0, 1]
-    rp = M.multi_input_vertex(K[np.ix_(perm, perm)], "tanh", 0.5, 4)
+    rp = M.multi_input_vertex(K[np.ix_(perm, perm)], "tanh", 0.5, 3)
     np.testing.assert_allclose(rp.V[-1], V[np.ix_(perm, perm, perm, perm)], rtol=1e-9, atol=1e-12)
     # a diagonal block is the single-input vertex of that input
-    one = M.multi_input_vertex([[K[1, 1]]], "tanh", 0.5, 4)
+    one = M.multi_input_vertex([[K[1, 1]]], "tanh", 0.5, 3)
     assert V[1, 1, 1, 1] == pytest.approx(one.V[-1, 0, 0, 0, 0], rel=1e-9)
 
 
 def test_inputs_X_give_the_input_kernel():
     X = np.array([[1.0, 0.0, 1.0], [0.5, 2.0, -1.0]])
-    r = M.multi_input_vertex(activation="relu", gamma=0.0, depth=2, X=X, C_W_in=2.0, C_b=0.1)
+    r = M.multi_input_vertex(activation="relu", gamma=0.0, depth=1, X=X, C_W_in=2.0, C_b=0.1)
     np.testing.assert_allclose(r.K[0], 0.1 + 2.0 * X @ X.T / 3)
 
 
@@ -160,27 +162,27 @@ def test_inputs_X_give_the_input_kernel():
     ({"input_kernel": np.eye(5)}, "input_kernel"),
     ({"input_kernel": [[1.0, np.nan], [np.nan, 1.0]]}, "input_kernel"),
     ({"input_kernel": np.eye(2), "gamma": 1.0}, "gamma"),
-    ({"input_kernel": np.eye(2), "depth": 0}, "depth"),
+    ({"input_kernel": np.eye(2), "depth": -1}, "depth"),
     ({"input_kernel": np.eye(2), "activation": "sigmoid"}, "activation"),
     ({"input_kernel": np.eye(2), "C_W": -1.0}, "C_W"),
     ({"input_kernel": np.eye(2), "X": np.eye(2)}, "input_kernel"),
     ({}, "input_kernel"),
 ])
 def test_bad_input_raises_parameter_error(kwargs, name):
-    args = {"activation": "relu", "gamma": 0.0, "depth": 2, **kwargs}
+    args = {"activation": "relu", "gamma": 0.0, "depth": 1, **kwargs}
     with pytest.raises(ParameterError) as err:
         M.multi_input_vertex(**args)
     assert name in str(err.value)
 
 
 # --------------------------------------------------------------------------- Monte Carlo
-def _compare(K, activation, gamma, width, samples, seed, depth=3):
+def _compare(K, activation, gamma, width, samples, seed, depth=2):
     theory = M.multi_input_vertex(K, activation, gamma, depth)
     G = M.simulate_empirical_kernels(K, activation, gamma, depth, width, samples, seed=seed)
     mc = M.empirical_kernel_covariance(G, width)
     P = K.shape[0]
     worst = 0.0
-    for l in range(depth):
+    for l in range(depth + 1):
         for a, b, c, d in itertools.product(range(P), repeat=4):
             th = theory.covariance[l, a, b, c, d]
             allowance = (l + 1) / width * abs(th)
@@ -190,7 +192,7 @@ def _compare(K, activation, gamma, width, samples, seed, depth=3):
 
 
 def test_two_input_vertex_vanilla_relu_matches_simulation():
-    """gamma = 0 (vanilla MLP, B.25 exact at O(1/n)), P = 2 at 60 degrees, n = 256, layers 1-3."""
+    """gamma = 0 (vanilla MLP, B.25 exact at O(1/n)), P = 2 at 60 degrees, n = 256, layers 0-2."""
     assert _compare(_equiangular(2, np.pi / 3), "relu", 0.0, 256, 16000, seed=11) <= 0
 
 
@@ -210,11 +212,11 @@ def test_vertex_matches_simulation_campaign(P, theta, activation, gamma):
 
 @pytest.mark.slow
 def test_relu_residual_discrepancy_is_reported():
-    """ReLU, gamma^2 = 1/2 (critical C_W = 1): at layer 3 the simulation exceeds B.25 by far more than 4 SE and the
+    """ReLU, gamma^2 = 1/2 (critical C_W = 1): at layer 2 (PDLT's layer 3) the simulation exceeds B.25 by far more than 4 SE and the
     1/n allowance -- the same-neuron cross-layer term B.25 (like B.26) omits.  Documented, not hidden."""
     K = _equiangular(2, np.pi / 3)
-    theory = M.multi_input_vertex(K, "relu", np.sqrt(0.5), 3)
-    G = M.simulate_empirical_kernels(K, "relu", np.sqrt(0.5), 3, 512, 40000, seed=31)
+    theory = M.multi_input_vertex(K, "relu", np.sqrt(0.5), 2)
+    G = M.simulate_empirical_kernels(K, "relu", np.sqrt(0.5), 2, 512, 40000, seed=31)
     mc = M.empirical_kernel_covariance(G, 512)
     z = (mc.covariance[2, 0, 0, 0, 0] - theory.covariance[2, 0, 0, 0, 0]) / mc.se[2, 0, 0, 0, 0]
     assert z > 8

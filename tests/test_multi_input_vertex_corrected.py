@@ -6,7 +6,7 @@ Independent routes: SymPy (the delta-method recursion equals B.25 plus the Delta
 Hermite channels, a different quadrature) at P = 1 and for the diagonal element at P = 2, Isserlis and
 factorised arc-cosine kernels for the cross-layer moments, and Monte Carlo of the empirical kernel.
 Theory vs simulation: n Cov(G_ab, G_cd) at fixed depth, leading order in 1/n; tolerance 4 SE plus the allowance
-(l/n) |theory| for the next order (the convention of tests/test_multi_input_vertex.py).
+((l + 1)/n) |theory| at layer l for the next order (the convention of tests/test_multi_input_vertex.py).
 """
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ def test_two_input_influence_recursion_derives():
 @pytest.mark.parametrize("activation,gamma2", [("relu", 0.5), ("relu", 0.25), ("leaky_relu:0.5", 0.75),
                                                ("tanh", 0.5), ("erf", 0.25), ("gelu", 0.5), ("gelu", 0.0)])
 def test_one_input_is_the_corrected_single_input_theory(activation, gamma2):
-    r = MC.multi_input_vertex_corrected(np.array([[1.0]]), activation, math.sqrt(gamma2), 6)
-    tr = C.corrected_trajectory(activation, gamma2, 5)
+    r = MC.multi_input_vertex_corrected(np.array([[1.0]]), activation, math.sqrt(gamma2), 5)
+    tr = C.corrected_trajectory(activation, gamma2, 5)  # the same depth convention: 6 layers, 0..5
     np.testing.assert_allclose(r.K[:, 0, 0], tr.K, rtol=1e-9)
     np.testing.assert_allclose(r.V[:, 0, 0, 0, 0], tr.V_corrected, rtol=1e-7, atol=1e-12)
     np.testing.assert_allclose(r.V_b25[:, 0, 0, 0, 0], tr.V_b26, rtol=1e-7, atol=1e-12)
@@ -58,20 +58,20 @@ def test_one_input_is_the_corrected_single_input_theory(activation, gamma2):
 def test_diagonal_element_of_two_inputs_is_the_single_input_value():
     """V_(00)(00) depends on input 0 alone: from the four-dimensional joint quadrature at P = 2 it must equal the
     single-input closed form (arc-cosine kernel of degree 2) at the same K_00."""
-    r = MC.multi_input_vertex_corrected(_equiangular(2, np.pi / 3), "relu", math.sqrt(0.5), 5)
+    r = MC.multi_input_vertex_corrected(_equiangular(2, np.pi / 3), "relu", math.sqrt(0.5), 4)
     tr = C.corrected_trajectory("relu", 0.5, 4)
     np.testing.assert_allclose(r.V[:, 0, 0, 0, 0], tr.V_corrected, rtol=1e-8)
     np.testing.assert_allclose(r.V[:, 1, 1, 1, 1], tr.V_corrected, rtol=1e-8)
 
 
 def test_vanilla_mlp_is_b25():
-    r = MC.multi_input_vertex_corrected(_equiangular(3, 1.0), "tanh", 0.0, 4)
+    r = MC.multi_input_vertex_corrected(_equiangular(3, 1.0), "tanh", 0.0, 3)
     np.testing.assert_array_equal(r.V, r.V_b25)
     assert np.all(r.Delta == 0)
 
 
 def test_corrected_vertex_symmetries():
-    r = MC.multi_input_vertex_corrected(_equiangular(2, 0.8), "relu", math.sqrt(0.5), 4)
+    r = MC.multi_input_vertex_corrected(_equiangular(2, 0.8), "relu", math.sqrt(0.5), 3)
     V = r.V[-1]
     np.testing.assert_allclose(V, V.transpose(1, 0, 2, 3), atol=1e-12)
     np.testing.assert_allclose(V, V.transpose(2, 3, 0, 1), atol=1e-12)
@@ -115,7 +115,7 @@ def test_relu_cross_moment_factorises_over_independent_inputs(P):
 def test_cross_layer_quadrature_accuracy_near_the_gamma_limit(gamma2, rtol):
     """The cone rules resolve strongly correlated consecutive layers less well: the documented accuracy of the
     diagonal element against the single-input closed form up to MAX_GAMMA2_SCALE_INVARIANT."""
-    r = MC.multi_input_vertex_corrected(_equiangular(2, np.pi / 3), "relu", math.sqrt(gamma2), 4)
+    r = MC.multi_input_vertex_corrected(_equiangular(2, np.pi / 3), "relu", math.sqrt(gamma2), 3)
     tr = C.corrected_trajectory("relu", gamma2, 3)
     np.testing.assert_allclose(r.V[:, 0, 0, 0, 0], tr.V_corrected, rtol=rtol)
 
@@ -126,7 +126,7 @@ def test_bad_input_raises_parameter_error():
     assert "depth" in str(err.value)
     for act, g2 in (("relu", 0.96), ("tanh", float(np.nextafter(1.0, 0.0)))):
         with pytest.raises(ParameterError) as err:
-            MC.multi_input_vertex_corrected(np.eye(2), act, math.sqrt(g2), 3)
+            MC.multi_input_vertex_corrected(np.eye(2), act, math.sqrt(g2), 2)
         assert err.value.parameter == "gamma"
     with pytest.raises(ParameterError) as err:
         MC.cross_layer_moment(np.eye(2), np.eye(3), np.eye(2), "relu")
@@ -135,22 +135,22 @@ def test_bad_input_raises_parameter_error():
 
 # --------------------------------------------------------------------------- Monte Carlo
 def _deviations(K, activation, gamma, depth, width, samples, seed):
-    """Per layer and element: (|MC - theory| - (l/n)|theory|)/SE for the corrected theory and B.25."""
+    """Per layer l and element: (|MC - theory| - ((l + 1)/n)|theory|)/SE for the corrected theory and B.25."""
     r = MC.compare_with_simulation(K, activation, gamma, depth, width, samples, seed)
     return {"corrected": r["excess_corrected"], "b25": r["excess_b25"]}
 
 
 def test_two_input_relu_corrected_matches_simulation_b25_does_not():
-    """ReLU, gamma^2 = 1/2 (critical C_W = 1), P = 2 at 60 degrees, layers 1-3, n = 512: every element within
-    4 SE + allowance of the corrected vertex; B.25 misses the diagonal at layer 3 by more than 8 SE."""
-    dev = _deviations(_equiangular(2, np.pi / 3), "relu", math.sqrt(0.5), 3, 512, 24000, seed=61)
+    """ReLU, gamma^2 = 1/2 (critical C_W = 1), P = 2 at 60 degrees, layers 0-2 (depth 2), n = 512: every element
+    within 4 SE + allowance of the corrected vertex; B.25 misses the diagonal at layer 2 by more than 8 SE."""
+    dev = _deviations(_equiangular(2, np.pi / 3), "relu", math.sqrt(0.5), 2, 512, 24000, seed=61)
     assert dev["corrected"].max() <= 4
     assert dev["b25"][2, 0, 0, 0, 0] > 8
 
 
 def test_two_input_gelu_corrected_matches_simulation_b25_does_not():
     """GELU (outside App. B's classes; C_W keeps K_aa = 1 fixed), gamma^2 = 1/2, P = 2 at 60 degrees, n = 512."""
-    dev = _deviations(_equiangular(2, np.pi / 3), "gelu", math.sqrt(0.5), 3, 512, 16000, seed=91)
+    dev = _deviations(_equiangular(2, np.pi / 3), "gelu", math.sqrt(0.5), 2, 512, 16000, seed=91)
     assert dev["corrected"].max() <= 4
     assert dev["b25"][2, 0, 0, 0, 0] > 6
 

@@ -112,7 +112,7 @@ def test_xi_from_simulated_block():
     """B.45 fed by correlators measured on a simulated ReLU block with C_W = 2 (critical inside the block):
     G_RR = K and G_Rz = 0 in expectation, so xi(gamma) = sqrt(1 - gamma^2)."""
     gamma = 0.6
-    s = M.simulate_residual_mlp(width=64, depth=3, gamma=gamma, C_W=2.0, activation="relu", input_kernel=1.0, samples=20000,
+    s = M.simulate_residual_mlp(width=64, depth=2, gamma=gamma, C_W=2.0, activation="relu", input_kernel=1.0, samples=20000,
                                 seed=4, record_block=True)
     bc = M.block_correlators(s)
     xi = R.xi_from_correlators(gamma, bc["G_RR"][0], bc["G_Rz"][0], bc["G_zz"][0])
@@ -126,8 +126,9 @@ def test_xi_from_simulated_block():
 
 # --------------------------------------------------------------------------- recursion: float vs mpmath
 def test_vertex_trajectory_float_vs_mpmath():
-    tr = R.vertex_trajectory("tanh", gamma=0.5, depth=25, input_kernel=1.0)
-    mp_tr = vertex_trajectory_mp("tanh", 0.5, 25, dps=20)
+    tr = R.vertex_trajectory("tanh", gamma=0.5, depth=24, input_kernel=1.0)
+    mp_tr = vertex_trajectory_mp("tanh", 0.5, 24, dps=20)
+    assert len(tr["K"]) == len(mp_tr) == 25  # layers 0..24
     K_mp = np.array([float(k) for k, _ in mp_tr])
     V_mp = np.array([float(v) for _, v in mp_tr])
     assert np.allclose(tr["K"], K_mp, rtol=1e-12)
@@ -135,12 +136,12 @@ def test_vertex_trajectory_float_vs_mpmath():
 
 
 def test_nu_by_mpmath_iteration():
-    relu = nu_from_iteration_mp("relu", 0.5, depth=4, dps=30)
+    relu = nu_from_iteration_mp("relu", 0.5, depth=3, dps=30)
     assert abs(float(relu["nu"]) - float(R.nu(0.5, "relu"))) < 1e-25
-    leaky = nu_from_iteration_mp("leaky_relu:0.1", 0.3, depth=4, dps=30)
+    leaky = nu_from_iteration_mp("leaky_relu:0.1", 0.3, depth=3, dps=30)
     assert abs(float(leaky["nu"]) - float(R.nu(0.3, "leaky_relu:0.1"))) < 1e-13
-    tanh = nu_from_iteration_mp("tanh", 0.5, depth=150, dps=20)
-    # deep slope extrapolated from layers 75..150 against B.35's 2/3 (1 - gamma^4)
+    tanh = nu_from_iteration_mp("tanh", 0.5, depth=149, dps=20)
+    # deep slope extrapolated from PDLT's layers 75..150 (depth 149) against B.35's 2/3 (1 - gamma^4)
     assert abs(float(tanh["nu"]) - 2 / 3 * (1 - 0.5**4)) < 1e-3
 
 

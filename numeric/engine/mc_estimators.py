@@ -342,7 +342,7 @@ def output_moments(s: LogGaussianSamples) -> OutputMoments:
 
 
 def four_point_vertex(s: ResidualMLPSamples) -> FourPointVertex:
-    """Per layer l = 1..L: kernel K_hat = E[S2] and the normalised four-point vertex (B.22)-(B.23).
+    """Per layer l = 0..depth (0 the input): kernel K_hat = E[S2] and the normalised four-point vertex (B.22)-(B.23).
 
     For i != j, ``E[z_i^2 z_j^2] - E[z_i^2] E[z_j^2] = V/n`` (B.23), so
     ``V/(n K^2) = (E[P] - E[S2]^2) / E[S2]^2`` with P the off-diagonal pair average.
@@ -379,7 +379,8 @@ def log_norm_moments(s: ResidualMLPSamples) -> LogNormMoments:
 
 
 def block_correlators(s: ResidualMLPSamples) -> BlockCorrelators:
-    """Per block l = 1..L-1: means (sample SE) of G_RR^(l+1), G_Rz^(l+0.5), G_zz^(l) (PDLT B.42-B.43).
+    """Per residual layer l = 0..depth-1 (the block fed by z^(l)): means (sample SE) of G_RR^(l+1), G_Rz^(l+0.5),
+    G_zz^(l) (PDLT B.42-B.43, whose layer labels are these plus one).
 
     These enter the xi recipe (B.45): (1 - gamma^2) G_zz = xi^2 G_RR + 2 gamma xi G_Rz.
     """

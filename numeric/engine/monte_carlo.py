@@ -423,15 +423,15 @@ def simulate_log_gaussian(*, width: int, depth: int, alpha, lam, balanced: bool 
 class ResidualMLPSamples(ResultRecord):
     """Per-sample output of :func:`simulate_residual_mlp` (PDLT eq. (B.3), xi = 1).
 
-    Column l-1 refers to layer l = 1..L (``depth`` = L).
+    Column l refers to layer l = 0..depth (layer 0 the input, PDLT's z^(1); ``depth`` residual layers after it).
 
-    S2, S4, P : (samples, L)
+    S2, S4, P : (samples, depth + 1)
         ``||z^(l)||^2/n``, ``sum_i (z_i^(l))^4/n`` and
         ``sum_{i != j} (z_i z_j)^2 / (n(n-1)) = ((n S2)^2 - n S4) / (n(n-1))``.
-    G_RR, G_Rz, G_zz : (samples, L-1) or None
-        With ``record_block``: for the block R^(l+1) = b + W sigma(z^(l)), l = 1..L-1,
+    G_RR, G_Rz, G_zz : (samples, depth) or None
+        With ``record_block``: for the block R^(l+1) = b + W sigma(z^(l)), l = 0..depth-1 (column l),
         ``||R||^2/n``, ``R.z^(l)/n`` and ``||z^(l)||^2/n`` (B.42)-(B.43); per sample
-        ``S2[:, l] = gamma^2 G_zz + 2 gamma G_Rz + G_RR`` exactly (B.44).
+        ``S2[:, l + 1] = gamma^2 G_zz + 2 gamma G_Rz + G_RR`` exactly (B.44).
     """
 
     S2: np.ndarray
@@ -458,17 +458,18 @@ class ResidualMLPSamples(ResultRecord):
 
 def _residual_mlp_chunk(m: int, n: int, depth: int, gamma: float, C_W: float, C_b: float, sigma: Activation,
                         K1: float, dense: bool, record_block: bool, rng: np.random.Generator):
-    S2 = np.empty((m, depth))
-    S4 = np.empty((m, depth))
-    block = np.empty((3, m, depth - 1)) if record_block else None
+    """Layers l = 0..depth (the input and ``depth`` residual layers) of m networks."""
+    S2 = np.empty((m, depth + 1))
+    S4 = np.empty((m, depth + 1))
+    block = np.empty((3, m, depth)) if record_block else None
     z = rng.standard_normal((m, n))
     z *= math.sqrt(K1)
     sq = np.empty((m, n))
-    for l in range(depth):
+    for l in range(depth + 1):
         np.multiply(z, z, out=sq)
         S2[:, l] = sq.sum(axis=1) / n
         S4[:, l] = _row_sq(sq) / n
-        if l == depth - 1:
+        if l == depth:
             break
         s = sigma(z)
         if dense:  # R = b + W sigma(z), W ~ N(0, C_W/n), b ~ N(0, C_b)
@@ -500,15 +501,17 @@ def simulate_residual_mlp(*, width: int, depth: int, gamma, C_W, C_b=0.0, activa
     ----------
     width : int >= 2
         Hidden width n.
-    depth : int >= 1
-        L; layers l = 1..L with z^(1)_i iid N(0, input_kernel).
+    depth : int >= 0
+        Number of residual layers after the input (docs/api-renames.md, "Depth: one convention"): layers
+        l = 0..depth, the input z^(0)_i iid N(0, input_kernel) (PDLT's z^(1); PDLT's L is depth + 1), then
+        z^(l+1) = gamma z^(l) + b + W sigma(z^(l)).
     gamma : real
         Residual (identity) coefficient.
     C_W : > 0, C_b : >= 0
         Weight variance C_W/n and bias variance C_b of the block b + W sigma(z).
     activation : "relu" | "tanh" | "erf" | "linear" | "gelu" | "leaky_relu:<slope>" | callable
     input_kernel : > 0
-        First-layer kernel K^(1).
+        Input kernel (layer 0; PDLT's first-layer kernel K^(1)).
     samples : int >= 2
     seed : int >= 0 or numpy.random.SeedSequence
     method : {"reduced", "dense"}
@@ -519,7 +522,7 @@ def simulate_residual_mlp(*, width: int, depth: int, gamma, C_W, C_b=0.0, activa
         Also record the block correlators G_RR, G_Rz, G_zz of (B.42)-(B.43).
     """
     n = _int("width", width, 2)
-    depth = _int("depth", depth, 1, MAX_LAYERS)
+    depth = _int("depth", depth, 0, MAX_LAYERS - 1)
     gamma = _scalar("gamma", gamma)
     C_W = _scalar("C_W", C_W, V.positive)
     C_b = _scalar("C_b", C_b, V.nonnegative)
@@ -531,11 +534,11 @@ def simulate_residual_mlp(*, width: int, depth: int, gamma, C_W, C_b=0.0, activa
     if not isinstance(record_block, (bool, np.bool_)):
         raise V.ParameterError("record_block", f"must be True or False, got {record_block!r}")
     size = _chunk(chunk_size, samples, _auto_chunk(n, method))
-    _check_memory({"samples, depth": samples * depth * (3 + (3 if record_block else 0))}, size, n, method, 6)
+    _check_memory({"samples, depth": samples * (depth + 1) * (3 + (3 if record_block else 0))}, size, n, method, 6)
 
-    S2 = np.empty((samples, depth))
-    S4 = np.empty((samples, depth))
-    block = np.empty((3, samples, depth - 1)) if record_block else None
+    S2 = np.empty((samples, depth + 1))
+    S4 = np.empty((samples, depth + 1))
+    block = np.empty((3, samples, depth)) if record_block else None
     for start, stop, rng in _chunks(samples, size, ss):
         s2, s4, b = _residual_mlp_chunk(stop - start, n, depth, gamma, C_W, C_b, sigma, K1,
                                         method == "dense", bool(record_block), rng)

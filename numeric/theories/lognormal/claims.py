@@ -339,7 +339,7 @@ def _residual_mlp(quick: bool) -> tuple[float, float, int]:
     from resprop.numeric.engine import monte_carlo as M
 
     ns = _size("cross_samples", quick)
-    s = M.simulate_residual_mlp(width=NX, depth=DX + 1, gamma=GAMMA, C_W=2 * LAMX**2, activation="relu",
+    s = M.simulate_residual_mlp(width=NX, depth=DX, gamma=GAMMA, C_W=2 * LAMX**2, activation="relu",
                                 input_kernel=1.0, samples=ns, seed=12)
     ln = M.log_norm_moments(s)
     return float(ln["var"][-1]), float(ln["var_se"][-1]), ns

@@ -46,7 +46,7 @@ def _nu_relu(ctx) -> Evidence:
     from resprop.numeric.theories.pdlt import residual_mlp as R
     from resprop.numeric.theories.pdlt.mp_checks import nu_from_iteration_mp
 
-    relu = nu_from_iteration_mp("relu", 0.5, depth=4, dps=30)
+    relu = nu_from_iteration_mp("relu", 0.5, depth=3, dps=30)
     nu_relu = float(R.nu(0.5, "relu"))
     return Evidence(nu_relu, ref(float(relu["nu"]), "B.26 iterated in mpmath, 30 digits"),
                     holds=abs(float(relu["nu"]) - nu_relu) < 1e-25 and abs(nu_relu - 3.5625) < 1e-14)
@@ -55,20 +55,22 @@ def _nu_relu(ctx) -> Evidence:
 def _nu_tanh(ctx) -> Evidence:
     from resprop.numeric.theories.pdlt import residual_mlp as R
 
-    deep = R.vertex_trajectory("tanh", gamma=0.5, depth=3000)["V_over_K2"]
+    deep = R.vertex_trajectory("tanh", gamma=0.5, depth=2999)["V_over_K2"]
     slope = float(deep[-1] - deep[-2])
     nu_t = float(R.nu(0.5, "tanh"))
-    return Evidence(nu_t, ref(slope, "slope of iterated V/K^2 at layer 3000 (Gauss-Legendre expectations)"),
+    return Evidence(nu_t, ref(slope, "slope of iterated V/K^2 at depth 2999, PDLT's layer 3000 (Gauss-Legendre "
+                                     "expectations)"),
                     holds=abs(slope - nu_t) < 2e-3 and abs(nu_t - 0.625) < 1e-14)
 
 
-GAMMA, DEPTH = 0.5, 16
+#: DEPTH residual layers after the input (PDLT's layer L = DEPTH + 1 = 16)
+GAMMA, DEPTH = 0.5, 15
 WIDTHS = ((32, 1), (64, 2), (128, 3))
 
 
 @cache
 def _vertex(quick: bool, n: int, seed: int) -> tuple[float, float, float, int]:
-    """(MC V/(nK^2), its SE, theory, samples) at layer DEPTH, residual tanh MLP of width n."""
+    """(MC V/(nK^2), its SE, theory, samples) after DEPTH residual layers, residual tanh MLP of width n."""
     from resprop.numeric.engine import monte_carlo as M
     from resprop.numeric.theories.pdlt import residual_mlp as R
 
@@ -83,7 +85,7 @@ def _vertex(quick: bool, n: int, seed: int) -> tuple[float, float, float, int]:
 def _vertex_claim(n: int, seed: int):
     def compute(ctx) -> Evidence:
         sim, se, th, ns = _vertex(ctx.quick, n, seed)
-        return Evidence(th, mc(sim, se, f"{ns} networks, seed {seed}"), compare=(sim, se, th, DEPTH / n * th),
+        return Evidence(th, mc(sim, se, f"{ns} networks, seed {seed}"), compare=(sim, se, th, (DEPTH + 1) / n * th),
                         note=f"relative gap {100 * (sim - th) / th:.1f}%")
     return compute
 
@@ -98,8 +100,8 @@ def _gap_closes(ctx) -> Evidence:
     tr = R.vertex_trajectory("tanh", gamma=GAMMA, depth=DEPTH)
     nu_t = float(R.nu(GAMMA, "tanh"))
     return Evidence({f"n = {k}": v for k, v in rel.items()}, None, holds=rel[128] < rel[32],
-                    note=f"at L = {DEPTH} the recursion is not yet deep: V/K^2 = {tr['V_over_K2'][-1]:.2f} vs "
-                         f"nu L = {nu_t * DEPTH:.2f}")
+                    note=f"at L = {DEPTH + 1} (depth {DEPTH}) the recursion is not yet deep: V/K^2 = "
+                         f"{tr['V_over_K2'][-1]:.2f} vs nu L = {nu_t * (DEPTH + 1):.2f}")
 
 
 #: fixed-depth, growing-width check of R(d) = n Var[||z^d||^2/n]/E^2 (finite_width_mc): ReLU, gamma^2 = 1/2
@@ -151,8 +153,9 @@ def _ratio_vs_corrected(ctx) -> Evidence:
                     details={"depth": r["depth"], "R_inf": r["R"], "se": r["se"], "corrected": r["corrected"]})
 
 
-#: two-input four-point function (B.25 vs the corrected vertex): ReLU, gamma^2 = 1/2, 60 degrees, layers 1-3
-MULTI: dict[str, Any] = {"P": 2, "theta": math.pi / 3, "gamma2": 0.5, "depth": 3, "width": 512, "seed": 81}
+#: two-input four-point function (B.25 vs the corrected vertex): ReLU, gamma^2 = 1/2, 60 degrees, layers 0-2 (the
+#: input and depth = 2 residual layers; PDLT's layers 1-3)
+MULTI: dict[str, Any] = {"P": 2, "theta": math.pi / 3, "gamma2": 0.5, "depth": 2, "width": 512, "seed": 81}
 
 
 @cache
@@ -166,17 +169,17 @@ def _multi(quick: bool) -> dict:
 
 
 def _multi_method(r: dict) -> str:
-    return f"{r['samples']} networks, n = {MULTI['width']}, seed {MULTI['seed']}; all 16 elements at layers 1-3"
+    return f"{r['samples']} networks, n = {MULTI['width']}, seed {MULTI['seed']}; all 16 elements at layers 0-2"
 
 
 def _multi_b25(ctx) -> Evidence:
     r = _multi(ctx.quick)
-    last = (MULTI["depth"] - 1, 0, 0, 0, 0)
+    last = (MULTI["depth"], 0, 0, 0, 0)
     z = r["z_b25"]
     return Evidence(float(r["theory"].covariance_b25[last]),
                     mc(float(r["mc"].covariance[last]), float(r["mc"].se[last]), _multi_method(r)),
                     holds=bool(r["excess_b25"][last] > 8),
-                    note=f"n Var G_11 at layer 3: MC {r['mc'].covariance[last]:.3f} +- {r['mc'].se[last]:.3f}, "
+                    note=f"n Var G_11 at layer 2: MC {r['mc'].covariance[last]:.3f} +- {r['mc'].se[last]:.3f}, "
                          f"B.25 {r['theory'].covariance_b25[last]:.3f}, corrected {r['theory'].covariance[last]:.3f}; "
                          f"max |z| of B.25 over the elements {np.abs(z).max():.1f}")
 
@@ -184,8 +187,8 @@ def _multi_b25(ctx) -> Evidence:
 def _multi_corrected(ctx) -> Evidence:
     r = _multi(ctx.quick)
     th = r["theory"].covariance
-    layer = np.arange(1, MULTI["depth"] + 1)[:, None, None, None, None]
-    last = (MULTI["depth"] - 1, 0, 0, 0, 0)
+    layer = np.arange(1, MULTI["depth"] + 2)[:, None, None, None, None]  # PDLT's layer index l + 1
+    last = (MULTI["depth"], 0, 0, 0, 0)
     return Evidence(float(th[last]), mc(float(r["mc"].covariance[last]), float(r["mc"].se[last]), _multi_method(r)),
                     compare=(r["mc"].covariance, r["mc"].se, th, layer / MULTI["width"] * np.abs(th)),
                     note=f"max |z| over the 48 entries {np.abs(r['z_corrected']).max():.1f} (B.25: "
@@ -212,7 +215,7 @@ def _xi(ctx) -> Evidence:
 
     g6 = 0.6
     nb = _size("pdlt_block", ctx.quick)
-    s = M.simulate_residual_mlp(width=64, depth=3, gamma=g6, C_W=2.0, activation="relu", input_kernel=1.0,
+    s = M.simulate_residual_mlp(width=64, depth=2, gamma=g6, C_W=2.0, activation="relu", input_kernel=1.0,
                                 samples=nb, seed=4, record_block=True)
     bc = M.block_correlators(s)
     vals = np.array([bc["G_RR"][0], bc["G_Rz"][0], bc["G_zz"][0]])
@@ -244,22 +247,24 @@ CLAIMS = [
           Tolerance(allowance="(d/128)^2 x theory", scope="d = 1, 2, 4",
                     why="the a/n fit's intercept carries the O(1/n^2) terms at n = 128"), _ratio_vs_corrected),
     Claim("pdlt", "multi-vertex-b25",
-          "n Cov(G_ab, G_cd) of two inputs at 60 degrees, ReLU residual MLP, gamma^2 = 1/2, layer 3 (d = 2), n = 512",
+          "n Cov(G_ab, G_cd) of two inputs at 60 degrees, ReLU residual MLP, gamma^2 = 1/2, layer d = 2 (PDLT's layer 3), n = 512",
           "K_ac K_bd + K_ad K_bc + V by B.25",
           Criterion("MC above B.25 by more than 8 SE + (l/n) allowance at (11)(11)"),
           _multi_b25, expected=DOCUMENTED, doc="P6",
           reason="B.25 closes the hierarchy with conditionally Gaussian layers and so drops the same-neuron "
                  "cross-layer source, as B.26 does for one input"),
     Claim("pdlt", "multi-vertex-corrected",
-          "n Cov(G_ab, G_cd) of two inputs at 60 degrees, ReLU residual MLP, gamma^2 = 1/2, layers 1-3, n = 512",
+          "n Cov(G_ab, G_cd) of two inputs at 60 degrees, ReLU residual MLP, gamma^2 = 1/2, layers 0-2 (PDLT's 1-3), n = 512",
           "corrected vertex (B.25 + cross-layer source, pdlt.multi_input_corrected)",
-          Tolerance(allowance="(l/n) x |theory|", scope="every element and layer",
-                    why="the theory is leading order in 1/n; the next order is relative O(l/n)"), _multi_corrected),
+          Tolerance(allowance="((l + 1)/n) x |theory|", scope="every element and layer",
+                    why="the theory is leading order in 1/n; the next order is relative O(L/n), L = l + 1 PDLT's "
+                        "layer index"), _multi_corrected),
     Claim("pdlt", "nu-relu", "nu(gamma = 1/2), ReLU (B.29)", "(1 - g^2)(5(1 - g^2) + 4 g^2) = 3.5625",
           Criterion("|mpmath - closed form| < 1e-25"), _nu_relu),
     Claim("pdlt", "nu-tanh", "nu(gamma = 1/2), tanh (B.35)", "2/3 (1 - g^4) = 0.625",
           Criterion("|slope - nu| < 2e-3"), _nu_tanh),
-    *[Claim("pdlt", f"vertex-n{n}", f"V/(n K^2) at layer {DEPTH}, residual tanh MLP, n = {n}, gamma = 1/2",
+    *[Claim("pdlt", f"vertex-n{n}", f"V/(n K^2) at depth {DEPTH} (PDLT's layer {DEPTH + 1}), residual tanh MLP, n = {n}, "
+            "gamma = 1/2",
             "iterated B.26 (leading order in 1/n)",
             Tolerance(allowance="(L/n) x theory", why="next order is relative O(L/n)"), _vertex_claim(n, seed))
       for n, seed in WIDTHS],

@@ -6,8 +6,10 @@ z^(l+1) = gamma z^(l) + W^(l) phi(z^(l)), W^(l)_ij ~ N(0, C_W/n).  The quantity 
 
     R(d) = lim_{n -> oo} n Var[||z^(d)||^2/n] / E[||z^(d)||^2/n]^2.
 
-B.26 predicts R = 2 + V/K^2 (V the four-point vertex; ``vertex_trajectory`` indexes the input as layer 1, so d
-residual layers are its layer d + 1).
+B.26 predicts R = 2 + V/K^2 (V the four-point vertex of ``vertex_trajectory`` at the same depth d).  Depth
+convention (docs/api-renames.md, "Depth: one convention"): ``depth`` d is the number of residual layers after the
+input, the input z^0 is layer 0 and per-layer arrays have d + 1 entries; PDLT's own labels (B.3: z^(1) the first
+layer, residual updates l = 2..L) are shifted by one, L = d + 1.  d = 0 is the input alone (R = 2).
 
 The corrected theory (derived in ``derive/theories/pdlt_corrected.py``): W is fresh in each layer, so
 z^(l+1)_i = gamma z^(l)_i + sigma_l xi^l_i exactly, sigma_l^2 = C_W (1/n) sum_j phi(z^(l)_j)^2, xi iid N(0, 1),
@@ -114,7 +116,8 @@ def _gamma2(gamma2) -> float:
 
 
 def _depth(depth, maximum: int) -> int:
-    return V.integer("depth", depth, minimum=1, maximum=maximum)
+    """Residual layers after the input; 0 (the input alone) is allowed."""
+    return V.integer("depth", depth, minimum=0, maximum=maximum)
 
 
 def critical_C_W(activation: str, gamma2: float) -> float:
@@ -271,6 +274,8 @@ def _smooth_trajectory(ac: _Act, g2: float, depth: int, C_W: float) -> Corrected
     ``vertex_corrected`` recursion; B.26 is the same recursion with Delta = 0."""
     gamma = math.sqrt(g2)
     K = _kernel_trajectory(ac, g2, depth, C_W)
+    if depth == 0:  # the input alone: Gaussian, V = 0
+        return CorrectedTrajectory(ac.name, g2, 0, C_W, K, np.zeros(1), np.zeros(1), 0)
     rho = np.asarray(pc.channel_correlation(gamma, K[:-1], K[1:]), dtype=float)
     rmax = float(rho.max())
     if rmax == 0.0:
@@ -355,14 +360,14 @@ def corrected_ratio(activation: str, gamma2: float, depth: int) -> float:
 
 
 def b26_trajectory(activation: str, gamma2: float, depth: int):
-    """PDLT's own trajectory (``vertex_trajectory``, B.12 with B.26) for ``depth`` residual layers: its layer
-    index 1 is the input, so the returned arrays have depth + 1 entries (l = 0..depth here)."""
+    """PDLT's own trajectory (``vertex_trajectory``, B.12 with B.26) for ``depth`` residual layers: the returned
+    arrays have depth + 1 entries, l = 0..depth (l = 0 the input, PDLT's layer 1)."""
     ac, g2 = _activation(activation), _gamma2(gamma2)
-    d = _depth(depth, min(rm.MAX_TRAJECTORY_DEPTH - 1,
+    d = _depth(depth, min(rm.MAX_TRAJECTORY_DEPTH,
                           MAX_DEPTH_SCALE_INVARIANT if ac.kind == "scale_invariant" else MAX_DEPTH_SMOOTH))
     if ac.name == "gelu":
         return _gelu_vertex_trajectory(g2, d)
-    return rm.vertex_trajectory(activation, gamma=math.sqrt(g2), depth=d + 1)
+    return rm.vertex_trajectory(activation, gamma=math.sqrt(g2), depth=d)
 
 
 def _gelu_vertex_trajectory(g2: float, depth: int):
@@ -386,8 +391,8 @@ def _gelu_vertex_trajectory(g2: float, depth: int):
 
 
 def b26_ratio(activation: str, gamma2: float, depth: int) -> float:
-    """R(d) = 2 + V/K^2 of B.26 for ``depth`` residual layers after the input (``vertex_trajectory``'s layer
-    depth + 1; its layer 1 is the input, K^(1) = 1, V^(1) = 0)."""
+    """R(d) = 2 + V/K^2 of B.26 for ``depth`` residual layers after the input (the last layer of
+    ``vertex_trajectory(depth=d)``, from K = 1, V = 0 at the input; PDLT's layer d + 1)."""
     return 2.0 + float(b26_trajectory(activation, gamma2, depth).V_over_K2[-1])
 
 
@@ -453,6 +458,6 @@ def li_nica_roy_ratio(gamma2: float, depth: int, width: int = 10**9) -> float:
     (ReLU): n Var[ln ||z^d||^2] -> R(d) at leading order; equal to the corrected ReLU R(d)."""
     from resprop.numeric.theories.lognormal import log_gaussian as LG
     g2 = _gamma2(gamma2)
-    d = _depth(depth, 10**6)
+    d = V.integer("depth", depth, minimum=1, maximum=10**6)  # Li, Nica & Roy's theorem needs a residual layer
     n = V.integer("width", width, minimum=2)
     return float(LG.theory(n, d, math.sqrt(g2), math.sqrt(1 - g2)).var_G * n)

@@ -10,8 +10,10 @@ at the critical C_W(gamma) (B.20 / B.21; see :func:`default_C_W` for GELU).  The
     R_n(d) = n Var[S_d] / E[S_d]^2,   S_d = ||z^(d)||^2 / n,
 
 whose width -> infinity limit is 2 + V/K^2 at the output layer (B.22-B.23: Var S = (2 K^2 + V)/n + O(1/n^2)),
-so B.26 predicts R_inf(d) = 2 + V^(d+1)/K^(d+1)^2 from ``vertex_trajectory(depth=d + 1)`` (the trajectory starts
-at the book's layer 1 = our z^0).  ReLU at gamma^2 = 1/2: R_inf(1) = 2 + nu = 4.25, B.26 gives 6.50 at d = 2.
+so B.26 predicts R_inf(d) = 2 + V^(d)/K^(d)^2 from ``vertex_trajectory(depth=d)``.  Depth convention
+(docs/api-renames.md, "Depth: one convention"): ``depth`` d is the number of residual layers after the input z^0
+(layer 0, the book's layer 1, so the book's L is d + 1).  ReLU at gamma^2 = 1/2: R_inf(1) = 2 + nu = 4.25, B.26
+gives 6.50 at d = 2.
 
 Exact reduction (no weight matrices).  Given z^(l), the vector W phi(z^(l)) is N(0, sigma_l^2 I_n) with
 sigma_l^2 = C_W ||phi(z^(l))||^2 / n, independent of z^(l); so z^(l+1) = gamma z^(l) + sigma_l xi with a fresh
@@ -115,12 +117,13 @@ def default_C_W(activation: str, gamma2: float) -> float:
 
 
 def b26_ratio_vertex(activation: str, gamma2: float, depth: int) -> float:
-    """B.26's R_inf(d) = 2 + V/K^2 at the book's layer d + 1 (``vertex_trajectory`` starts at K^(1) = 1, V^(1) = 0,
-    our z^0).  relu, leaky_relu, tanh, erf only (the scale-invariant and K* = 0 classes)."""
+    """B.26's R_inf(d) = 2 + V/K^2 after d residual layers (the last layer of ``vertex_trajectory(depth=d)``, from
+    K = 1, V = 0 at the input z^0; the book's layer d + 1).  relu, leaky_relu, tanh, erf only (the scale-invariant
+    and K* = 0 classes)."""
     from resprop.numeric.theories.pdlt.residual_mlp import vertex_trajectory
 
-    depth = V.integer("depth", depth, minimum=1)
-    tr = vertex_trajectory(_check_activation(activation), gamma=math.sqrt(_check_gamma2(gamma2)), depth=depth + 1)
+    depth = V.integer("depth", depth, minimum=0)
+    tr = vertex_trajectory(_check_activation(activation), gamma=math.sqrt(_check_gamma2(gamma2)), depth=depth)
     return 2.0 + float(tr["V_over_K2"][-1])
 
 

@@ -40,7 +40,9 @@ def _sigma_mp(activation: str):
 def vertex_trajectory_mp(
     activation: str, gamma, depth: int, input_kernel=1, dps: int = 30
 ) -> list[tuple[mp.mpf, mp.mpf]]:
-    """(K^(l), V^(l)) for l = 1..depth at criticality, every Gaussian integral an mpmath quadrature.
+    """(K^(l), V^(l)) for the layers l = 0..depth at criticality (depth + 1 pairs), every Gaussian integral an
+    mpmath quadrature.  ``depth`` is the number of residual layers after the input (docs/api-renames.md, "Depth: one
+    convention"); layer 0 is the input K = input_kernel, V = 0 (PDLT's layer 1, so PDLT's L is depth + 1).
 
     The recursions are B.12 and B.26 written out here in mpmath (not the float64 generated kernels):
     K' = C_W <s^2> + gamma^2 K, V' = C_W^2 (<s^4> - <s^2>^2) + chi^2 V + 4 gamma^2 (chi - gamma^2) K^2,
@@ -48,7 +50,7 @@ def vertex_trajectory_mp(
     """
     ac, s = _sigma_mp(activation)
     dps = _dps(dps)
-    depth = V.integer("depth", depth, 1, MAX_DEPTH_QUADRATURE)
+    depth = V.integer("depth", depth, 0, MAX_DEPTH_QUADRATURE)
     gamma = _num("gamma", gamma, V.nonnegative)
     if gamma >= 1:
         raise V.ParameterError("gamma", f"must lie in [0, 1) (criticality needs gamma^2 < 1), got {gamma}")
@@ -62,7 +64,7 @@ def vertex_trajectory_mp(
             cw = (1 - g2) / ((mp.mpf(ac.a_plus) ** 2 + mp.mpf(ac.a_minus) ** 2) / 2)
         K, Vl = mp.mpf(K1), mp.mpf(0)
         out = [(K, Vl)]
-        for _ in range(depth - 1):
+        for _ in range(depth):
             m2 = gaussian_mean_mp(lambda z: s(z) ** 2, K)
             m2z = gaussian_mean_mp(lambda z: s(z) ** 2 * z * z, K)
             m4 = gaussian_mean_mp(lambda z: s(z) ** 4, K)
@@ -73,14 +75,15 @@ def vertex_trajectory_mp(
     return out
 
 
-def nu_from_iteration_mp(activation: str, gamma, depth: int = 400, dps: int = 30) -> NuFromIteration:
-    """The deep slope of V^(l)/K^(l)^2 from ``vertex_trajectory_mp``.
+def nu_from_iteration_mp(activation: str, gamma, depth: int = 399, dps: int = 30) -> NuFromIteration:
+    """The deep slope of V^(l)/K^(l)^2 from ``vertex_trajectory_mp`` over ``depth`` residual layers (depth >= 2:
+    the fit needs a few increments).
 
     Scale-invariant activations: the per-layer increment (constant at criticality).  K* = 0 class: the
     increments s_l = V_{l+1}/K_{l+1}^2 - V_l/K_l^2 approach nu with corrections a/l + b ln(l)/l; they are
     fitted on the last half of the layers and extrapolated to l -> oo.
     """
-    depth = V.integer("depth", depth, 3, MAX_DEPTH_QUADRATURE)  # the fit needs a few increments
+    depth = V.integer("depth", depth, 2, MAX_DEPTH_QUADRATURE)  # the fit needs a few increments
     traj = vertex_trajectory_mp(activation, gamma, depth, dps=dps)
     with mp.workdps(dps + 10):
         ratio = [Vl / (K * K) for K, Vl in traj]

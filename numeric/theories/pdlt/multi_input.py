@@ -30,6 +30,10 @@ skip connection (gamma > 0) neuron i of layer l + 1 keeps gamma z_i^(l) while th
 sigma(z_i^(l))^2 / n: a same-neuron cross-layer correlation that B.25 (and B.26) drop.  For gamma = 0 the closure is
 exact at O(1/n); for gamma > 0 it misses the same-neuron source (small for tanh, sizeable for ReLU at depth >= 2).
 The corrected vertex, B.25 plus that source, is `resprop.numeric.theories.pdlt.multi_input_corrected`.
+
+Depth convention (docs/api-renames.md, "Depth: one convention"): ``depth`` is the number of residual layers after
+the input; the input kernel (PDLT's K^(1), B.3's z^(1) the first layer, residual updates l = 2..L) is layer 0 of the
+returned arrays, so they have depth + 1 layers l = 0..depth and PDLT's L is depth + 1.
 """
 from __future__ import annotations
 
@@ -53,7 +57,8 @@ __all__ = ["resolve_activation", "default_C_W", "equiangular_kernel", "MAX_INPUT
 
 #: the vertex has P^4 entries and the quadratures grow like 2^P n^(P-1) (cones) or n^P (Gauss-Hermite)
 MAX_INPUTS = 4
-#: per layer the callbacks rebuild the quadrature (~ms): 10^4 layers take seconds
+#: per layer the callbacks rebuild the quadrature (~ms): 10^4 layers take seconds (the largest ``depth``, residual
+#: layers after the input)
 MAX_DEPTH = 10_000
 #: Gauss-Legendre nodes per hyperspherical angle of a cone (by P)
 CONE_NODES = {2: 48, 3: 48, 4: 28}
@@ -262,7 +267,7 @@ class _Callbacks:
             np.linalg.cholesky(Km)
         except np.linalg.LinAlgError:
             raise ParameterError("input_kernel, C_W, C_b, gamma, depth",
-                                 f"the kernel of layer {l + 1} is not positive definite") from None
+                                 f"the kernel of layer {l} is not positive definite") from None
         g, f, q = _moments(Km, self.ac)
         self.g, self.D = g, _derivative(Km, g, q)
         c = q - g[:, :, None, None] * Km[None, None, :, :]
@@ -298,8 +303,9 @@ class _Callbacks:
 
 @dataclass(frozen=True)
 class MultiInputVertex(ResultRecord):
-    """:func:`multi_input_vertex`: per layer l = 1..depth the kernel K (depth, P, P), the vertex V (depth, P, P, P, P),
-    and the leading-order n Cov(G_ab, G_cd) = K_ac K_bd + K_ad K_bc + V_(ab)(cd) of the empirical kernel."""
+    """:func:`multi_input_vertex`: per layer l = 0..depth (``layers``; 0 the input) the kernel K (depth + 1, P, P),
+    the vertex V (depth + 1, P, P, P, P), and the leading-order n Cov(G_ab, G_cd) = K_ac K_bd + K_ad K_bc + V_(ab)(cd)
+    of the empirical kernel."""
 
     depth: int
     layers: np.ndarray
@@ -311,30 +317,32 @@ class MultiInputVertex(ResultRecord):
     gamma: float
 
 
-def multi_input_vertex(input_kernel=None, activation: str = "relu", gamma: float = 0.0, depth: int = 2,
+def multi_input_vertex(input_kernel=None, activation: str = "relu", gamma: float = 0.0, depth: int = 1,
                        C_W: float | None = None, C_b: float = 0.0, *, X=None,
                        C_W_in: float = 1.0) -> MultiInputVertex:
-    """Iterate B.11 and B.25 from K^(1) = input_kernel (or C_b + C_W_in X X^T / n_0 for inputs X, P x n_0) and
-    V^(1) = 0 for the layers l = 1..depth; C_W defaults to the critical C_W(gamma) (B.20 / B.21)."""
+    """Iterate B.11 and B.25 over ``depth`` residual layers from the input kernel K^(0) = input_kernel (PDLT's
+    K^(1); or C_b + C_W_in X X^T / n_0 for inputs X, P x n_0) and V^(0) = 0: layers l = 0..depth, depth + 1 entries
+    (PDLT's layers 1..depth + 1); depth = 0 is the input alone.  C_W defaults to the critical C_W(gamma)
+    (B.20 / B.21)."""
     ac = resolve_activation(activation)
     g_arr = check_gamma(gamma)
     if g_arr.ndim:
         raise ParameterError("gamma", f"must be a scalar here, got shape {g_arr.shape}")
     g = float(g_arr)
-    depth = V.integer("depth", depth, minimum=1, maximum=MAX_DEPTH)
+    depth = V.integer("depth", depth, minimum=0, maximum=MAX_DEPTH)
     C_b = float(V.nonnegative("C_b", C_b))
     C_W = default_C_W(activation, g) if C_W is None else float(V.positive("C_W", C_W))
     C_W_in = float(V.positive("C_W_in", C_W_in))
     K1 = _kernel_matrix(input_kernel, X, C_W_in, C_b)
     P = K1.shape[0]
-    Ks = np.empty((depth, P, P))
-    Vs = np.zeros((depth, P, P, P, P))
+    Ks = np.empty((depth + 1, P, P))
+    Vs = np.zeros((depth + 1, P, P, P, P))
     Ks[0] = K1
 
     def keep(l, K4, V4):
         Ks[l + 1], Vs[l + 1] = K4[:, :, 0, 0], V4
 
-    n = depth - 1
+    n = depth
     K4 = np.broadcast_to(K1[:, :, None, None], (P,) * 4).copy()
     with np.errstate(all="ignore"):
         rec.multi_input_kernel_vertex(K4, np.zeros((P,) * 4), np.full(n, g), np.full(n, C_W), np.full(n, C_b),
@@ -342,7 +350,7 @@ def multi_input_vertex(input_kernel=None, activation: str = "relu", gamma: float
     if not (np.all(np.isfinite(Ks)) and np.all(np.isfinite(Vs))):
         raise ParameterError("input_kernel, C_W, C_b, gamma, depth",
                              "K^(l) or V^(l) leaves the float64 range; use values of moderate size")
-    return MultiInputVertex(depth=depth, layers=np.arange(1, depth + 1), K=Ks, V=Vs, covariance=_covariance(Ks, Vs),
+    return MultiInputVertex(depth=depth, layers=np.arange(depth + 1), K=Ks, V=Vs, covariance=_covariance(Ks, Vs),
                             C_W=C_W, C_b=C_b, gamma=g)
 
 
@@ -359,11 +367,12 @@ def simulate_empirical_kernels(input_kernel, activation: str, gamma: float, dept
                                seed: int, C_W: float | None = None, C_b: float = 0.0,
                                chunk: int | None = None) -> np.ndarray:
     """Empirical kernels G^(l)_ab = z^(l)_a . z^(l)_b / n of ``samples`` independent residual MLPs (B.3, xi = 1),
-    shape (samples, depth, P, P).  z^(1) has iid rows N(0, K^(1)); each layer draws the block output exactly as
-    iid rows N(0, C_b + C_W sigma(z)^T sigma(z) / n) (the law of b + W sigma(z) given z)."""
+    shape (samples, depth + 1, P, P) for the layers l = 0..depth: the input z^(0) (PDLT's z^(1)) has iid rows
+    N(0, input_kernel), then ``depth`` residual layers each draw the block output exactly as iid rows
+    N(0, C_b + C_W sigma(z)^T sigma(z) / n) (the law of b + W sigma(z) given z)."""
     ac = resolve_activation(activation)
     g = float(check_gamma(gamma))
-    depth = V.integer("depth", depth, minimum=1, maximum=MAX_DEPTH)
+    depth = V.integer("depth", depth, minimum=0, maximum=MAX_DEPTH)
     n = V.integer("width", width, minimum=2, maximum=10**6)
     samples = V.integer("samples", samples, minimum=2, maximum=10**9)
     seed = V.integer("seed", seed, minimum=0)
@@ -374,13 +383,13 @@ def simulate_empirical_kernels(input_kernel, activation: str, gamma: float, dept
     m = chunk or max(1, min(samples, 2_000_000 // (n * P)))
     rng = np.random.default_rng(seed)
     L1 = np.linalg.cholesky(K1)
-    out = np.empty((samples, depth, P, P))
+    out = np.empty((samples, depth + 1, P, P))
     eye = np.eye(P)
     for lo in range(0, samples, m):
         k = min(m, samples - lo)
         z = rng.standard_normal((k, n, P)) @ L1.T
         out[lo:lo + k, 0] = np.einsum("mia,mib->mab", z, z) / n
-        for layer in range(1, depth):
+        for layer in range(1, depth + 1):
             s = ac.sigma(z)
             A = C_b + C_W * np.einsum("mia,mib->mab", s, s) / n
             chol = np.linalg.cholesky(A + 1e-300 * eye)
@@ -391,8 +400,8 @@ def simulate_empirical_kernels(input_kernel, activation: str, gamma: float, dept
 
 @dataclass(frozen=True)
 class KernelCovarianceMC(ResultRecord):
-    """:func:`empirical_kernel_covariance`: n Cov(G_ab, G_cd) per layer (depth, P, P, P, P), its standard error,
-    and the mean empirical kernel (depth, P, P)."""
+    """:func:`empirical_kernel_covariance`: n Cov(G_ab, G_cd) per layer (layers, P, P, P, P), its standard error,
+    and the mean empirical kernel (layers, P, P); layers = depth + 1 for :func:`simulate_empirical_kernels`."""
 
     covariance: np.ndarray
     se: np.ndarray
@@ -405,15 +414,15 @@ def empirical_kernel_covariance(G: np.ndarray, width: int) -> KernelCovarianceMC
     """n Cov(G_ab, G_cd) over the samples of :func:`simulate_empirical_kernels` with standard errors
     (std of the centred products / sqrt(samples))."""
     G = np.asarray(G, dtype=float)
-    N, depth, P, _ = G.shape
+    N, nl, P, _ = G.shape
     mean = G.mean(axis=0)
-    d = (G - mean).reshape(N, depth, P * P)
-    cov = np.empty((depth, P * P, P * P))
+    d = (G - mean).reshape(N, nl, P * P)
+    cov = np.empty((nl, P * P, P * P))
     se = np.empty_like(cov)
-    for l in range(depth):
+    for l in range(nl):
         prod = d[:, l, :, None] * d[:, l, None, :]
         cov[l] = prod.sum(axis=0) / (N - 1)
         se[l] = prod.std(axis=0, ddof=1) / math.sqrt(N)
-    shape = (depth, P, P, P, P)
+    shape = (nl, P, P, P, P)
     return KernelCovarianceMC(covariance=width * cov.reshape(shape), se=width * se.reshape(shape), mean=mean,
                               width=int(width), samples=N)

@@ -25,6 +25,10 @@ least like that power), each up to (P(P+1)/2)^2 quadratures in four dimensions (
 seconds; the depth is capped at MAX_DEPTH.  Accuracy: the orthant-cone rules of the scale-invariant class degrade as
 the lag-1 correlation gamma -> 1 (see MAX_GAMMA2_SCALE_INVARIANT: gamma^2 <= 0.95 is accepted, relative error of V
 below 3e-4 there and 1e-6 at gamma^2 <= 0.8); the smooth activations' trapezoid rule stays near 1e-11.
+
+Depth convention (docs/api-renames.md, "Depth: one convention"): ``depth`` is the number of residual layers after
+the input; the input kernel (PDLT's K^(1)) is layer 0 of the returned arrays, which have depth + 1 layers, and
+PDLT's L (B.3: z^(1) the first layer, residual updates l = 2..L) is depth + 1.
 """
 from __future__ import annotations
 
@@ -45,12 +49,12 @@ __all__ = ["MAX_DEPTH", "LAG_CUTOFF", "MAX_GAMMA2_SCALE_INVARIANT", "cross_layer
            "multi_input_vertex_corrected", "CorrectedMultiInputVertex", "equiangular_kernel", "compare_with_simulation",
            "run_campaign", "CAMPAIGN"]
 
-#: O(depth^2) four-dimensional quadratures
+#: O(depth^2) four-dimensional quadratures (the largest ``depth``, residual layers after the input)
 MAX_DEPTH = 64
 #: cross-layer pairs with gamma^(l - k) below this are dropped (relative contribution of that order)
 LAG_CUTOFF = 1e-13
 #: the orthant-cone rules lose accuracy as the cross-layer correlation gamma -> 1 (relative error of V against the
-#: closed form, P = 2, depth 4: 1.3e-7 at gamma^2 = 0.8, 1.4e-5 at 0.9, 2.3e-4 at 0.95, 7.8e-4 at 0.97); smooth
+#: closed form, P = 2, depth 3: 1.3e-7 at gamma^2 = 0.8, 1.4e-5 at 0.9, 2.3e-4 at 0.95, 7.8e-4 at 0.97); smooth
 #: activations (trapezoid rule) stay at ~1e-11 up to gamma^2 = 0.9999 and fail only where the joint covariance of
 #: consecutive layers is numerically singular
 MAX_GAMMA2_SCALE_INVARIANT = 0.95
@@ -122,8 +126,9 @@ def cross_layer_source(Ks: np.ndarray, activation: str, gamma: float, C_W: float
 
 @dataclass(frozen=True)
 class CorrectedMultiInputVertex(ResultRecord):
-    """:func:`multi_input_vertex_corrected`: per layer l = 1..depth the kernel K, the corrected vertex V and B.25's
-    V_b25 (depth, P, P, P, P), Delta (the cross-layer source), and n Cov(G_ab, G_cd) of both."""
+    """:func:`multi_input_vertex_corrected`: per layer l = 0..depth (``layers``; 0 the input) the kernel K, the
+    corrected vertex V and B.25's V_b25 (depth + 1, P, P, P, P), Delta (the cross-layer source), and n Cov(G_ab, G_cd)
+    of both."""
 
     depth: int
     layers: np.ndarray
@@ -138,19 +143,20 @@ class CorrectedMultiInputVertex(ResultRecord):
     gamma: float
 
 
-def multi_input_vertex_corrected(input_kernel=None, activation: str = "relu", gamma: float = 0.0, depth: int = 2,
+def multi_input_vertex_corrected(input_kernel=None, activation: str = "relu", gamma: float = 0.0, depth: int = 1,
                                  C_W: float | None = None, C_b: float = 0.0, *, X=None,
                                  C_W_in: float = 1.0) -> CorrectedMultiInputVertex:
-    """The corrected K^(l), V^(l) for l = 1..depth from K^(1) = input_kernel (or C_b + C_W_in X X^T / n_0), V^(1) = 0;
-    arguments as :func:`resprop.numeric.theories.pdlt.multi_input.multi_input_vertex` (C_W defaults to the critical
-    C_W(gamma)); depth <= MAX_DEPTH."""
-    depth = V.integer("depth", depth, minimum=1, maximum=MAX_DEPTH)
+    """The corrected K^(l), V^(l) for the layers l = 0..depth (``depth`` residual layers after the input) from
+    K^(0) = input_kernel (PDLT's K^(1); or C_b + C_W_in X X^T / n_0), V^(0) = 0; arguments as
+    :func:`resprop.numeric.theories.pdlt.multi_input.multi_input_vertex` (C_W defaults to the critical C_W(gamma));
+    0 <= depth <= MAX_DEPTH."""
+    depth = V.integer("depth", depth, minimum=0, maximum=MAX_DEPTH)
     b25 = M.multi_input_vertex(input_kernel, activation, gamma, depth, C_W=C_W, C_b=C_b, X=X, C_W_in=C_W_in)
     Ks, P, g = b25.K, b25.K.shape[1], b25.gamma
     if M.resolve_activation(activation).kind == "scale_invariant" and g * g > MAX_GAMMA2_SCALE_INVARIANT:
         raise ParameterError("gamma", f"gamma^2 must be <= {MAX_GAMMA2_SCALE_INVARIANT} for {activation} (the "
                                       f"cross-layer quadrature loses accuracy as gamma -> 1), got {g * g!r}")
-    moments = [M.gaussian_moments(Ks[l], activation) for l in range(depth)]
+    moments = [M.gaussian_moments(Ks[l], activation) for l in range(depth + 1)]
     try:
         Delta = cross_layer_source(Ks, activation, g, b25.C_W, moments)
     except ParameterError as err:
@@ -170,7 +176,7 @@ def multi_input_vertex_corrected(input_kernel=None, activation: str = "relu", ga
         Vs[l + 1] = V4
 
     K4 = np.broadcast_to(Ks[0][:, :, None, None], (P,) * 4).copy()
-    n = depth - 1
+    n = depth
     with np.errstate(all="ignore"):
         rec.multi_input_kernel_vertex_corrected(
             K4, np.zeros((P,) * 4), np.full(n, g), np.full(n, b25.C_W), np.full(n, b25.C_b),
@@ -191,12 +197,13 @@ equiangular_kernel = M.equiangular_kernel
 def compare_with_simulation(input_kernel, activation: str, gamma: float, depth: int, width: int, samples: int,
                             seed: int) -> dict:
     """n Cov(G_ab, G_cd) of simulated residual MLPs (:func:`multi_input.simulate_empirical_kernels`) against the
-    corrected vertex and B.25 at every layer and element: ``z_*`` = (MC - theory)/SE (depth, P, P, P, P) and
-    ``excess_*`` = (|MC - theory| - (l/n)|theory|)/SE, the test statistic with the next-order allowance."""
+    corrected vertex and B.25 at every layer l = 0..depth and element: ``z_*`` = (MC - theory)/SE
+    (depth + 1, P, P, P, P) and ``excess_*`` = (|MC - theory| - ((l + 1)/n)|theory|)/SE, the test statistic with the
+    next-order allowance (l + 1 is PDLT's layer index, the O(L/n) of the next order)."""
     theory = multi_input_vertex_corrected(input_kernel, activation, gamma, depth)
     G = M.simulate_empirical_kernels(input_kernel, activation, gamma, depth, width, samples, seed=seed)
     mc = M.empirical_kernel_covariance(G, width)
-    layer = np.arange(1, depth + 1)[:, None, None, None, None]
+    layer = np.arange(1, depth + 2)[:, None, None, None, None]  # PDLT's layer index l + 1
     out = {"theory": theory, "mc": mc}
     for key, cov in (("corrected", theory.covariance), ("b25", theory.covariance_b25)):
         out[f"z_{key}"] = (mc.covariance - cov) / mc.se
@@ -206,7 +213,7 @@ def compare_with_simulation(input_kernel, activation: str, gamma: float, depth: 
 
 #: the P = 2, 3 campaign (two angles; the activations where the correction is large, moderate and small, and GELU)
 CAMPAIGN: dict[str, Any] = {"P": (2, 3), "theta": (math.pi / 4, math.pi / 2),
-            "models": (("relu", 0.5), ("leaky_relu:0.5", 0.75), ("tanh", 0.5), ("gelu", 0.5)), "depth": 4,
+            "models": (("relu", 0.5), ("leaky_relu:0.5", 0.75), ("tanh", 0.5), ("gelu", 0.5)), "depth": 3,
             "widths": ((256, 71), (1024, 72)), "samples": 30000}
 
 
@@ -221,7 +228,7 @@ def run_campaign(progress=None) -> list[dict]:
                 for width, seed in c["widths"]:
                     r = compare_with_simulation(equiangular_kernel(P, theta), act, math.sqrt(g2), c["depth"], width,
                                                 c["samples"], seed + P)
-                    last = (c["depth"] - 1, 0, 0, 0, 0)
+                    last = (c["depth"], 0, 0, 0, 0)
                     rows.append({"P": P, "theta": theta, "activation": act, "gamma2": g2, "width": width,
                                  "depth": c["depth"], "samples": c["samples"],
                                  "mc_diag": float(r["mc"].covariance[last]), "se_diag": float(r["mc"].se[last]),
@@ -235,7 +242,7 @@ def run_campaign(progress=None) -> list[dict]:
 
 
 def markdown_table(rows) -> str:
-    lines = ["| P | angle | activation | gamma^2 | n | n Var G_11 (layer 4): MC | corrected | B.25 | "
+    lines = ["| P | angle | activation | gamma^2 | n | n Var G_11 (layer 3): MC | corrected | B.25 | "
              "max abs z corrected | max abs z B.25 | max excess corrected (SE) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

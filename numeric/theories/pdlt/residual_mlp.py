@@ -129,7 +129,8 @@ def gamma_star(r, activation: str, n_out: int = 1) -> np.ndarray:
 
 
 #: vertex_trajectory evaluates one activation on the quadrature nodes per layer for tanh / erf (~0.1 ms): 10^5
-#: layers take about ten seconds (the scale-invariant class, with closed-form moments, about one second)
+#: layers take about ten seconds (the scale-invariant class, with closed-form moments, about one second); the
+#: largest ``depth`` (residual layers after the input) accepted
 MAX_TRAJECTORY_DEPTH = 10**5
 
 
@@ -161,7 +162,8 @@ class _Moments:
 
 @dataclass(frozen=True)
 class VertexTrajectory(ResultRecord):
-    """:func:`vertex_trajectory`: K^(l), V^(l), V^(l)/K^(l)^2 for the layers l = 1..depth, and the C_W used."""
+    """:func:`vertex_trajectory`: K^(l), V^(l), V^(l)/K^(l)^2 for the layers l = 0..depth (``layers``; layer 0 is
+    the input, PDLT's layer 1), and the C_W used."""
 
     depth: int
     layers: np.ndarray
@@ -173,28 +175,32 @@ class VertexTrajectory(ResultRecord):
 
 def vertex_trajectory(activation: str, *, gamma: float, depth: int, input_kernel: float = 1.0,
                       C_W: float | None = None, C_b: float = 0.0) -> VertexTrajectory:
-    """Iterate the kernel (B.12) and four-point vertex (B.26) recursions from K^(1) = input_kernel, V^(1) = 0.
+    """Iterate the kernel (B.12) and four-point vertex (B.26) recursions from the input kernel, V = 0.
 
-    Returns K^(l), V^(l) and V^(l)/K^(l)^2 for l = 1..depth (V/(n K^2) = that / n).  C_W defaults to
-    the critical C_W(gamma).
+    Depth convention (docs/api-renames.md, "Depth: one convention"): ``depth`` is the number of residual layers
+    after the input, z^(l+1) = gamma z^(l) + b + W sigma(z^(l)) for l = 0..depth-1.  The input is layer 0 of the
+    returned arrays (PDLT's z^(1) ~ N(0, K^(1)), B.3, whose residual updates are its layers 2..L), so PDLT's L is
+    depth + 1 and K, V, V_over_K2 and ``layers`` have depth + 1 entries, l = 0..depth; depth = 0 is the input
+    alone (K = input_kernel, V = 0).  Returns K^(l), V^(l) and V^(l)/K^(l)^2 (V/(n K^2) = that / n).  C_W
+    defaults to the critical C_W(gamma).
     """
     ac = activation_class(activation)
     g_arr = check_gamma(gamma)
     if g_arr.ndim:
         raise ParameterError("gamma", f"must be a scalar here, got shape {g_arr.shape}")
     g = float(g_arr)
-    depth = V.integer("depth", depth, minimum=1, maximum=MAX_TRAJECTORY_DEPTH)
+    depth = V.integer("depth", depth, minimum=0, maximum=MAX_TRAJECTORY_DEPTH)
     K1 = float(V.positive("input_kernel", input_kernel))
     C_b = float(V.nonnegative("C_b", C_b))
     C_W = float(critical_C_W(g, activation)) if C_W is None else float(V.positive("C_W", C_W))
-    K = np.empty(depth)
-    Vv = np.empty(depth)
+    K = np.empty(depth + 1)
+    Vv = np.empty(depth + 1)
     K[0], Vv[0] = K1, 0.0
 
     def keep(l, K_l, V_l):
         K[l + 1], Vv[l + 1] = K_l[0], V_l[0]
 
-    n = depth - 1
+    n = depth
     sequences = (np.full(n, g), np.full(n, C_W), np.full(n, C_b))
     with np.errstate(all="ignore"):  # overflow and underflow are reported below, naming the inputs
         if ac.kind == "scale_invariant":
@@ -207,7 +213,7 @@ def vertex_trajectory(activation: str, *, gamma: float, depth: int, input_kernel
             "input_kernel, C_W, C_b, gamma, depth",
             "K^(l) or V^(l) leaves the float64 range (overflow or underflow); use values of moderate size",
         )
-    return VertexTrajectory(depth=depth, layers=np.arange(1, depth + 1), K=K, V=Vv, V_over_K2=Vv / K**2, C_W=C_W)
+    return VertexTrajectory(depth=depth, layers=np.arange(depth + 1), K=K, V=Vv, V_over_K2=Vv / K**2, C_W=C_W)
 
 
 def xi_from_correlators(gamma, G_RR, G_Rz, G_zz) -> np.ndarray:
