@@ -297,7 +297,7 @@ def test_relu_depth_two_vs_exact_particle_monte_carlo():
 
 # --------------------------------------------------------------------------- input validation and CLI
 @pytest.mark.parametrize("args,name", [(("sigmoid", 0.5, 2), "activation"), (("relu", 1.0, 2), "gamma2"),
-                                       (("relu", -0.1, 2), "gamma2"), (("relu", 0.5, 0), "depth"),
+                                       (("relu", -0.1, 2), "gamma2"), (("relu", 0.5, -1), "depth"),
                                        (("relu", 0.5, 10**7), "depth"), (("tanh", 0.5, 10**4), "depth"),
                                        (("relu", float("nan"), 2), "gamma2")])
 def test_bad_input_names_the_parameter(args, name):
@@ -329,7 +329,7 @@ def test_cli_simulates_at_the_given_width(capsys):
 
 @pytest.mark.parametrize("argv,name", [(["--activation", "relu", "--gamma2", "1.5", "--depth", "2"], "gamma2"),
                                        (["--activation", "nope", "--gamma2", "0.5", "--depth", "2"], "activation"),
-                                       (["--activation", "relu", "--gamma2", "0.5", "--depth", "0"], "depth"),
+                                       (["--activation", "relu", "--gamma2", "0.5", "--depth", "-1"], "depth"),
                                        (["--activation", "relu", "--gamma2", "0.5", "--depth", "2", "--width", "0"],
                                         "width"),
                                        (["--activation", "relu", "--gamma2", "0.5", "--depth", "2", "--samples", "9"],

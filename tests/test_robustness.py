@@ -510,7 +510,7 @@ def test_memory_dense_path_chunking_is_bounded():
     small, large = run(1024), run(4096)  # both above the auto chunk (910 samples at n = 96)
     assert large < 3 * stack
     assert large < 1.5 * small + 4096 * (1 + 2 * 2) * 8  # only the per-sample outputs grow
-    r = _peak_bytes(lambda: MC.simulate_residual_mlp(width=n, depth=3, gamma=0.5, C_W=1.0, samples=4096, seed=0,
+    r = _peak_bytes(lambda: MC.simulate_residual_mlp(width=n, depth=2, gamma=0.5, C_W=1.0, samples=4096, seed=0,
                                                      method="dense"))[0]
     assert r < 3 * stack
 

@@ -218,7 +218,7 @@ def test_rho_star_matches_direct_calls(rs_files):
 
 RM = {"kind": "residual_mlp",
       "grid": {"width": [48, 96], "gamma": [0.0, 0.5], "activation": ["relu", "tanh"]},
-      "fixed": {"depth": 8, "samples": 3000},
+      "fixed": {"depth": 7, "samples": 3000},
       "run": {"seed": 11, "chunk": 3}}
 
 
@@ -238,10 +238,10 @@ def test_residual_mlp_points_are_direct_calls_with_their_seed(rm_sweep):
         idx = [RM["grid"]["width"].index(n), RM["grid"]["gamma"].index(gamma), RM["grid"]["activation"].index(act)]
         flat = int(np.ravel_multi_index(idx, shape))
         C_W = float(rm.critical_C_W(gamma, act))
-        s = mc.simulate_residual_mlp(width=n, depth=8, gamma=gamma, C_W=C_W, activation=act, samples=3000,
+        s = mc.simulate_residual_mlp(width=n, depth=7, gamma=gamma, C_W=C_W, activation=act, samples=3000,
                                      seed=np.random.SeedSequence(11, spawn_key=(flat,)))
         v = est.four_point_vertex(s)
-        th = rm.vertex_trajectory(act, gamma=gamma, depth=8)
+        th = rm.vertex_trajectory(act, gamma=gamma, depth=7)
         point = rm_sweep.sel(width=n, gamma=gamma, activation=act)
         assert float(point.V_over_nK2) == float(v["V_over_nK2"][-1]) and float(point.K) == float(v["K"][-1])
         assert float(point.C_W) == C_W
@@ -249,7 +249,7 @@ def test_residual_mlp_points_are_direct_calls_with_their_seed(rm_sweep):
 
 
 def test_residual_mlp_tanh_vertex_matches_recursion(rm_sweep):
-    """Physics of the sweep's output: for tanh, the Monte Carlo V/(nK^2) at L = 8 agrees with the iterated B.26
+    """Physics of the sweep's output: for tanh, the Monte Carlo V/(nK^2) at depth 7 (PDLT's L = 8) agrees with the iterated B.26
     within 4 SE plus a 10% systematic allowance (the 1/n expansion; measured gaps 7.6%/3.7% at n = 32/64 for
     L = 16, README finding 3), and the kernel with B.12 within 4 SE plus 2/n relative."""
     t = rm_sweep.sel(activation="tanh")

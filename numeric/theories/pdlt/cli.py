@@ -56,7 +56,9 @@ def add_subcommands(sub) -> None:
     p = sub.add_parser("residual-mlp", help="PDLT residual MLP: n Var[|z^d|^2/n]/E[.]^2, corrected theory vs B.26")
     p.add_argument("--activation", required=True, help="relu, linear, leaky_relu:<slope>, tanh, erf or gelu")
     p.add_argument("--gamma2", required=True, type=float, help="residual weight gamma^2 in [0, 1) (C_W critical)")
-    p.add_argument("--depth", required=True, type=int, help="number d of residual layers after the input (>= 1)")
+    p.add_argument("--depth", required=True, type=int,
+                   help="number d of residual layers after the input (>= 0; the input is layer 0, PDLT's layer 1; "
+                        "0 gives the input alone, R = 2; --samples needs d >= 1)")
     p.add_argument("--width", type=int, default=None,
                    help="width n: adds the leading finite-width predictions var_* = R K_d^2/n of "
                         "Var[|z^d|^2/n] and rel_var_* = R/n of Var/E^2, corrected and B.26")

@@ -39,8 +39,8 @@ _STYLE = {"relu": ("C0", "-"), "linear": ("C1", "-"), "leaky_relu:0.1": ("C2", "
 
 def _settings(quick: bool) -> dict:
     if quick:
-        return {"rec_gammas": (0.0, 0.5, 0.9), "rec_depth": 400}
-    return {"rec_gammas": (0.0, 0.3, 0.6, 0.8, 0.9, 0.95), "rec_depth": 400}
+        return {"rec_gammas": (0.0, 0.5, 0.9), "rec_depth": 399}
+    return {"rec_gammas": (0.0, 0.3, 0.6, 0.8, 0.9, 0.95), "rec_depth": 399}  # residual layers (PDLT's L = 400)
 
 
 # ---------------------------------------------------------------------------
@@ -61,7 +61,7 @@ def _fig_nu(path: Path, gammas, depth: int) -> tuple[Path, dict]:
             slopes.append(float(np.diff(tr["V_over_K2"])[-1]))
         rec[act] = slopes
         ax.plot(gammas, slopes, "o" if act != "erf" else "x", color=color, mfc="none", ms=7,
-                label=f"{act}: recursion, slope at l={depth}")
+                label=f"{act}: recursion, slope at depth {depth}")
     ax.set_yscale("log")
     ax.set_xlabel(r"residual weight $\gamma$")
     ax.set_ylabel(r"$\nu(\gamma)$  (growth of $V/(nK^2)$ per layer, times n)")
@@ -69,7 +69,7 @@ def _fig_nu(path: Path, gammas, depth: int) -> tuple[Path, dict]:
     ax.legend(fontsize=7, ncol=2, loc="lower left")
     ax.grid(alpha=0.3, which="both")
     ax.set_title(r"PDLT App. B (B.29, B.35): $\nu(\gamma)$ at criticality, closed form vs recursion"
-                 f"\nC_W = C_W(gamma), C_b = 0, K1 = 1; markers: last increment of V/K^2 after {depth} layers "
+                 f"\nC_W = C_W(gamma), C_b = 0, K1 = 1; markers: last increment of V/K^2 after {depth} residual layers "
                  "of (B.12), (B.26)", fontsize=9)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     caption = "tanh and erf share nu(gamma) (K* = 0 class); markers for erf are crosses."
