@@ -110,7 +110,7 @@ CLI_NUMERIC = {
                      {"--width": "10", "--depth": "5", "--alpha": "0.7", "--lam": "0.7"}),
     "nu": (["nu", "--json"], {"--gamma": "unit_open", "--n-out": ("int", 1)},
            {"--gamma": "0.5", "--activation": "relu"}),
-    "residual-mlp": (["residual-mlp", "--json"], {"--gamma2": "unit_open", "--depth": ("int", 1), "--width": ("int", 1)},
+    "residual-mlp": (["residual-mlp", "--json"], {"--gamma2": "unit_open", "--depth": ("int", 0), "--width": ("int", 1)},
                      {"--activation": "relu", "--gamma2": "0.5", "--depth": "2"}),
     "stable-kernel": (["stable-kernel", "--json"],
                       {"--depth": ("int", 1), "--angle": "angle", "--sigma-w2": "pos", "--sigma-b2": "nonneg",
@@ -269,7 +269,7 @@ TINY_SWEEP = """kind = "residual_mlp"
 width = [8]
 gamma = [0.5]
 activation = ["relu"]
-depth = [2]
+depth = [1]
 [fixed]
 samples = 64
 [run]
@@ -343,7 +343,7 @@ def sweep_spec_cases() -> list[Case]:
         "gamma=1.5": ("gamma = [0.5]", "gamma = [1.5]", "gamma"),
         "gamma=empty": ("gamma = [0.5]", "gamma = []", "gamma"),
         "activation=unknown": ('activation = ["relu"]', 'activation = ["nosuch"]', "activation"),
-        "depth=0": ("depth = [2]", "depth = [0]", "depth"),
+        "depth=-1": ("depth = [1]", "depth = [-1]", "depth"),  # depth = 0 (the input alone) is valid
         "samples=0": ("samples = 64", "samples = 0", "samples"),
         "kind=unknown": ('kind = "residual_mlp"', 'kind = "nosuch"', "kind"),
         "seed=-1": ("seed = 1", "seed = -1", "seed"),
@@ -541,13 +541,13 @@ def api_cases() -> list[Case]:
         ("resprop.numeric.theories.pdlt.residual_mlp.nu", dict(gamma=0.5, activation="relu"), dict(gamma="unit_open")),
         ("resprop.numeric.theories.pdlt.residual_mlp.r_star", dict(gamma=0.5, activation="relu", n_out=1),
          dict(gamma="unit_open", n_out=("closed-form int", 1))),
-        ("resprop.numeric.theories.pdlt.residual_mlp.vertex_trajectory", dict(activation="tanh", gamma=0.5, depth=4),
-         dict(gamma="unit_open", depth=("int", 1))),
+        ("resprop.numeric.theories.pdlt.residual_mlp.vertex_trajectory", dict(activation="tanh", gamma=0.5, depth=3),
+         dict(gamma="unit_open", depth=("int", 0))),
         ("resprop.numeric.theories.pdlt.multi_input_corrected.multi_input_vertex_corrected",
-         dict(input_kernel=[[1.0, 0.5], [0.5, 1.0]], activation="relu", gamma=0.5, depth=3),
-         dict(gamma="unit_open", depth=("int", 1))),
+         dict(input_kernel=[[1.0, 0.5], [0.5, 1.0]], activation="relu", gamma=0.5, depth=2),
+         dict(gamma="unit_open", depth=("int", 0))),
         ("resprop.numeric.theories.pdlt.corrected.corrected_ratio", dict(activation="tanh", gamma2=0.5, depth=3),
-         dict(gamma2="unit_open", depth=("int", 1))),
+         dict(gamma2="unit_open", depth=("int", 0))),
         ("resprop.numeric.theories.stable.residual_ntk.nngp_ntk", dict(input_kernel=[[1.0, 0.5], [0.5, 1.0]], depth=5, rho=0.3, sigma_w2=1.25,
                                                sigma_b2=0.05),
          dict(depth=("int", 1), rho="nonneg", sigma_w2="pos", sigma_b2="nonneg")),
@@ -555,8 +555,8 @@ def api_cases() -> list[Case]:
          dict(width=8, depth=2, alpha=0.7, lam=0.7, samples=50, seed=0),
          dict(width=("int", 2), depth=("int", 1), samples=("int", 2), lam="nonneg")),
         ("resprop.numeric.engine.monte_carlo.simulate_residual_mlp",
-         dict(width=8, depth=2, gamma=0.5, C_W=0.75, samples=50, seed=0),
-         dict(width=("int", 1), depth=("int", 1), samples=("int", 2), gamma="real", C_W="pos")),
+         dict(width=8, depth=1, gamma=0.5, C_W=0.75, samples=50, seed=0),
+         dict(width=("int", 1), depth=("int", 0), samples=("int", 2), gamma="real", C_W="pos")),
     ]
     for path, base, params in table:
         short = path.split(".", 1)[1]
