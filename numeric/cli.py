@@ -207,22 +207,19 @@ def cmd_theories(args) -> int:
 
 
 def cmd_kernel(args) -> int:
-    """resprop kernel: the NNGP (and NTK) of a residual network for inputs read from a .npy file, into a .npz."""
+    """resprop kernel: the NNGP (and NTK) of a residual network for inputs read from a .npy file, into a .npz
+    written through resprop.numeric.engine.output (path checked first, atomic, manifest, lock; never over a
+    file resprop did not write)."""
     import numpy as np
 
     from resprop.numeric.engine import validation as V
+    from resprop.numeric.engine.inputs import read_inputs
     from resprop.numeric.engine.kernel import kernel
+    from resprop.numeric.engine.output import Publication
 
-    out = Path(args.out)
-    if out.suffix != ".npz":
+    if Path(args.out).suffix != ".npz":
         raise V.ParameterError("--out", f"must be a .npz file, got {args.out!r}")
-    if out.is_dir():
-        raise V.ParameterError("--out", f"{args.out!r} is a directory")
-    try:
-        X = np.load(args.inputs, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise V.ParameterError("--inputs", f"cannot read a .npy array from {args.inputs!r}: "
-                                           f"{_one_line(exc)}") from None
+    pub = Publication(args.out, "file", "resprop kernel")  # the path is checked before any work
     branch = args.branch_scale
     try:
         branch = float(branch)
@@ -231,16 +228,19 @@ def cmd_kernel(args) -> int:
     options = {"X": "--inputs", "activation": "--activation", "depth": "--depth", "sigma_w2": "--weight-var",
                "sigma_b2": "--bias-var", "gamma": "--gamma", "branch_scale": "--branch-scale"}
     try:
-        result = kernel(X, args.activation, args.depth, args.weight_var, args.bias_var, gamma=args.gamma,
-                        branch_scale=branch, ntk=args.ntk)
-    except V.ParameterError as exc:  # name the options, not the Python parameters
-        names = ", ".join(options.get(n.strip(), n.strip()) for n in exc.parameter.split(","))
-        raise V.ParameterError(names, str(exc).split(": ", 1)[1]) from None
-    arrays = {"nngp": result[0], "ntk": result[1]} if args.ntk else {"nngp": result}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".partial.npz")
-    np.savez(tmp, **arrays)
-    tmp.replace(out)
+        with pub:
+            X = read_inputs(args.inputs, ntk=args.ntk, name="--inputs")  # header, size and memory before the data
+            try:
+                result = kernel(X, args.activation, args.depth, args.weight_var, args.bias_var, gamma=args.gamma,
+                                branch_scale=branch, ntk=args.ntk)
+            except V.ParameterError as exc:  # name the options, not the Python parameters
+                names = ", ".join(options.get(n.strip(), n.strip()) for n in exc.parameter.split(","))
+                raise V.ParameterError(names, str(exc).split(": ", 1)[1]) from None
+            arrays = {"nngp": result[0], "ntk": result[1]} if args.ntk else {"nngp": result}
+            np.savez(pub.path, **arrays)
+            out = pub.commit()
+    except KeyboardInterrupt as exc:
+        return interrupted(exc, args.out)
     shape = arrays["nngp"].shape
     print(f"wrote {out}: {', '.join(arrays)} ({shape[0]} x {shape[1]})")
     return 0
@@ -271,7 +271,10 @@ def build_parser() -> argparse.ArgumentParser:
         if th.cli:
             th.load("cli")(sub)
     p = sub.add_parser("kernel", help="NNGP (and NTK) of a residual network for inputs X.npy, written to K.npz")
-    p.add_argument("--inputs", required=True, metavar="X.npy", help="inputs, a (P, d_in) array")
+    p.add_argument("--inputs", required=True, metavar="X.npy",
+                   help="inputs, a (P, d_in) array of integers or floats saved by numpy.save (no pickles, booleans "
+                        "or complex numbers); its header, size and the memory of the P x P results are checked "
+                        "before the data are read")
     p.add_argument("--activation", required=True, metavar="EXPR",
                    help="erf, relu, tanh, gelu, silu, linear or a SymPy expression in x, e.g. 'sin(x)'")
     p.add_argument("--depth", required=True, type=int, metavar="L", help="number of residual blocks (>= 0)")
@@ -281,7 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--branch-scale", default="1", metavar="LAMBDA",
                    help="branch scale lambda: a number or a SymPy expression in l and L, e.g. '1/sqrt(L)'")
     p.add_argument("--ntk", action="store_true", help="also compute the NTK (array 'ntk')")
-    p.add_argument("--out", required=True, metavar="K.npz", help="output .npz with arrays nngp (and ntk)")
+    p.add_argument("--out", required=True, metavar="K.npz",
+                   help="output .npz with arrays nngp (and ntk), written atomically with a sidecar manifest "
+                        ".K.npz.resprop-manifest.json; an existing file is replaced only if resprop wrote it")
     p.set_defaults(func=cmd_kernel)
     p = sub.add_parser("theories", help="list the registered theories (slug, title, citation, subcommands)")
     p.add_argument("--json", action="store_true", help="machine-readable output")

@@ -110,6 +110,9 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
     ntk = V.flag("ntk", ntk)
     readout = V.flag("readout", readout)
     lam = branch_scales(branch_scale, depth)
+    from resprop.numeric.engine.inputs import check_inputs  # X: 2-D, real, finite; P x P results fit in memory
+
+    X = check_inputs(X, ntk)
     K0 = input_kernel(X, sw, sb)
     if not np.all(np.isfinite(K0)):
         raise V.ParameterError("X, sigma_w2", "K^(0) = sigma_w2 X X^T / d_in + sigma_b2 is not finite in float64")

@@ -28,7 +28,11 @@ class ParameterError(ValueError):
 
 
 def _array(name: str, value) -> np.ndarray:
-    if value is None or np.iscomplexobj(value):
+    try:
+        complex_ = value is not None and np.iscomplexobj(value)
+    except (TypeError, ValueError):  # a ragged nested sequence
+        raise ParameterError(name, f"must be numeric (a number or a rectangular array), got {_brief(value)}") from None
+    if value is None or complex_:
         raise ParameterError(name, f"must be a real number (or an array of them), got {value!r}")
     try:
         arr = np.asarray(value, dtype=float)
@@ -102,7 +106,10 @@ def _brief(value) -> str:
 
 
 def scalar(name: str, value, check=None) -> float:
-    """A single real number (check: one of positive, nonnegative, real; default real)."""
+    """A single real number (check: one of positive, nonnegative, real; default real); booleans are refused
+    (True is not the number 1)."""
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, np.ndarray) and value.dtype.kind == "b"):
+        raise ParameterError(name, f"must be a real number, got a boolean {_brief(value)}")
     arr = (check or real)(name, value)
     if arr.ndim != 0:
         raise ParameterError(name, f"must be a scalar, got shape {arr.shape}")
