@@ -170,8 +170,17 @@ def _normalise(expr: sp.Expr | str) -> sp.Expr:
 
 
 def activation(expr: sp.Expr | str) -> Activation:
-    """The compiled activation of a SymPy expression in x (cached on ``sp.srepr``)."""
-    return _activation(sp.srepr(_normalise(expr)))
+    """The compiled activation of a SymPy expression in x (cached on ``sp.srepr``), checked by
+    ``activation_check.check_activation`` (piecewise ones belong to ``piecewise_duals``)."""
+    from resprop.numeric.engine.activation_check import check_activation
+
+    checked = check_activation(_normalise(expr))
+    if checked.piecewise:
+        raise ParameterError("activation", f"{checked.expr} is piecewise (breakpoints at "
+                                           f"{list(checked.breakpoints) or 'a lattice'}): the Hermite tables need a "
+                                           "smooth phi; piecewise activations go through "
+                                           "resprop.numeric.engine.piecewise_duals (resprop.kernel does this)")
+    return _activation(sp.srepr(checked.expr))
 
 
 @functools.cache

@@ -102,12 +102,29 @@ def kernels(activation: str | sp.Expr = "erf") -> ActivationKernels:
     elif not isinstance(activation, sp.Expr):
         raise ParameterError("activation", f"must be a name ({', '.join(activations.KNOWN)}) or a SymPy expression "
                                            f"in x, got {activation!r}")
+    if not (isinstance(activation, str) and activation in ("erf", "relu", "linear", "tanh", "gelu")):
+        from resprop.numeric.engine.activation_check import check_activation
+
+        checked = check_activation(activation)  # the one check: ParameterError naming activation
+        if checked.relu:
+            return _kernels("relu")
+        if checked.piecewise:
+            why = (f"phi' has a Dirac delta at x = {checked.jumps[0]:g}" if checked.jumps
+                   else "phi'' has a Dirac delta at its kinks")
+            raise ParameterError("activation", f"{checked.expr} is piecewise ({why}): the theory drivers' Gaussian "
+                                               "expectations need a smooth phi (they use phi' and phi''); "
+                                               "resprop kernel / resprop.kernel handle piecewise activations")
+        activation = checked.expr
     return _kernels(activation)
 
 
 def activation_expression(activation: str | sp.Expr) -> sp.Expr:
     """The SymPy expression (in ``resprop.derive.activations.x``) of a named activation or of a SymPy expression
     given as text; a ParameterError naming ``activation`` otherwise."""
+    if isinstance(activation, (str, sp.Expr)) and activation not in activations.BUILTIN_EXPRESSIONS:
+        from resprop.numeric.engine.activation_check import check_activation
+
+        return check_activation(activation).expr  # the one check: ParameterError naming activation
     if isinstance(activation, sp.Expr):
         expr = activation.subs(sp.Symbol("x"), activations.x)
     elif not isinstance(activation, str) or "__" in activation:

@@ -39,6 +39,7 @@ MAX_DEPTH = 10**6
 _l, _L = sp.symbols("l L", positive=True, integer=True)
 #: inputs that decide whether the kernels stay in float64 range (named when they do not)
 _RANGE_NAMES = "X, sigma_w2, sigma_b2, gamma, branch_scale, depth"
+_RANGE_NAMES_TUPLE = tuple(_RANGE_NAMES.split(", "))
 
 
 @lru_cache(maxsize=64)
@@ -120,6 +121,10 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
         raise V.ParameterError("X", "every input needs K^(0)_aa > 0 (a zero input with sigma_b2 = 0 has no "
                                     "correlation)")
     rec = recursions(activation) if isinstance(activation, str) else recursions(str(activation))
+    if ntk and rec.expr is not None:  # a jump (sign, Heaviside, floor): phi' has a Dirac delta, no finite NTK
+        from resprop.numeric.engine.activation_check import check_activation
+
+        check_activation(rec.expr).require_finite_dphi()
     if depth == 0 and not readout:
         return (K0, K0.copy()) if ntk else K0
     lam2 = lam * lam
@@ -127,7 +132,13 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
     if readout:  # the dense readout on phi(h^(L)): one more layer with gamma = 0, lambda = 1
         sequences = tuple(np.append(q, last) for q, last in zip(sequences, (0.0, sw, sb)))
     with np.errstate(all="ignore"):
-        out = propagate(K0, K0.copy() if ntk else None, sequences, "ntk" if ntk else "nngp", rec)
+        try:
+            out = propagate(K0, K0.copy() if ntk else None, sequences, "ntk" if ntk else "nngp", rec)
+        except V.ParameterError as exc:  # a tabulated expectation given an overflowed variance (parameter d, ...)
+            if exc.parameter == "activation" or exc.parameter.split(",")[0].strip() in _RANGE_NAMES_TUPLE:
+                raise
+            raise V.ParameterError("activation, " + _RANGE_NAMES, f"a variance of the recursion left the float64 "
+                                   f"range ({exc}): use values of moderate size") from None
         results = [out.K * np.exp(out.log_scale_K)]
         if ntk:
             assert out.second is not None

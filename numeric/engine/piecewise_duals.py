@@ -274,8 +274,8 @@ def _inner(coef: Array, bps: Array, m: Array, sigma: float) -> Array:
 def _variances(name: str, d) -> Array:
     arr = np.asarray(d, dtype=float)
     if arr.size and not (np.all(np.isfinite(arr)) and np.all(arr > 0)):
-        raise ParameterError("activation, " + name, "a variance is not finite and > 0 (the kernel overflowed "
-                                                    "float64 or underflowed to 0): use values of moderate size")
+        raise ParameterError(name, "a variance is not finite and > 0 (the kernel overflowed float64 or "
+                                   "underflowed to 0)")
     return arr
 
 

@@ -80,9 +80,17 @@ def recursions(activation: str) -> ActivationRecursions:
     if activation in closed_form_names():
         return ActivationRecursions(activation, *_functions(gen, activation))
     from resprop.derive.closed_forms import closed_form_dual
-    from resprop.numeric.engine.expectations import activation_expression
+    from resprop.numeric.engine.activation_check import check_activation
 
-    expr = activation_expression(activation)
+    checked = check_activation(activation)  # the one check of a user's activation (ParameterError naming it)
+    expr = checked.expr
+    if checked.relu:  # Max(x, 0), x*Heaviside(x), a Piecewise ReLU: the generated closed form
+        return ActivationRecursions("relu", *_functions(gen, "relu"))
+    if checked.piecewise:  # abs, sign, Heaviside, floor, ...: tabulated by piecewise_duals (see _duals_module)
+        from resprop.numeric.engine.piecewise_duals import duals
+
+        duals(expr)  # refuses what the piecewise route cannot handle (non-polynomial pieces) now
+        return ActivationRecursions(activation, *_functions(gen, "tabulated"), expr=expr)
     forms = closed_form_dual(expr)
     if forms is not None:  # sin, cos, ... : generate their recursions now, from the same template
         return ActivationRecursions(activation, *_functions(_runtime_module(expr, forms), "custom"))
@@ -118,7 +126,7 @@ class _Tables:
     is constant over the inputs, the general path otherwise."""
 
     def __init__(self, expr: sp.Expr, diag: np.ndarray) -> None:
-        from resprop.numeric.engine import dual_tables
+        dual_tables = _duals_module(expr)
 
         self.dt = dual_tables
         self.expr = expr
@@ -167,8 +175,10 @@ class _Tables:
     @cache  # custom_kernels differentiates and simplifies in SymPy (~0.1 s): once per activation
     def diagonal_callbacks(expr: sp.Expr) -> dict[str, Callable]:
         """Callbacks of the diagonal recursion: <phi^2>, <phi'^2> and <phi'^2 + phi phi''> at each K (1-D)."""
-        from resprop.numeric.engine import dual_tables
+        from resprop.numeric.engine import dual_tables as dt_smooth
         from resprop.numeric.engine.expectations import custom_kernels
+
+        dual_tables = _duals_module(expr)
 
         def unique(fn):
             def callback(l, K, out):
@@ -179,7 +189,17 @@ class _Tables:
 
         return {"mean_phi_sq": unique(lambda d: dual_tables.diagonal(expr, d)[0]),
                 "mean_dphi_sq": unique(lambda d: dual_tables.diagonal(expr, d)[1]),
-                "price_diag": unique(lambda d: custom_kernels(expr).price_diag(d))}  # response mode only
+                "price_diag": unique(lambda d: dual_tables.price_diag(expr, d) if dual_tables is not dt_smooth
+                                     else custom_kernels(expr).price_diag(d))}  # response mode only
+
+
+def _duals_module(expr: sp.Expr):
+    """The module of the tabulated expectations of ``expr``: piecewise_duals for a piecewise activation (abs,
+    sign, floor, ...; same interface: build_table, mean_phi_phi_general, diagonal, price_diag), else dual_tables."""
+    from resprop.numeric.engine import dual_tables, piecewise_duals
+    from resprop.numeric.engine.activation_check import check_activation
+
+    return piecewise_duals if check_activation(expr).piecewise else dual_tables
 
 
 # --------------------------------------------------------------------------- strips
