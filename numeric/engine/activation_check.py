@@ -188,13 +188,13 @@ def _check(key: str) -> CheckedActivation:
     undefined = expr.atoms(AppliedUndef)
     if undefined:
         raise _refuse(f"{expr} contains the undefined function(s) {', '.join(sorted(map(str, undefined)))}")
+    if expr.has(sp.zoo, sp.nan, sp.oo, -sp.oo, sp.AccumBounds):
+        raise _refuse(f"{expr} is not finite (it contains zoo, nan or oo)")
     others = expr.free_symbols - {X}
     if others:
         raise _refuse(f"expression must depend on x only, got the symbol(s) {', '.join(sorted(map(str, others)))}")
     if X not in expr.free_symbols:
         raise _refuse(f"expression must depend on x (got the constant {expr})")
-    if expr.has(sp.zoo, sp.nan, sp.oo, -sp.oo, sp.AccumBounds):
-        raise _refuse(f"{expr} is not finite (it contains zoo, nan or oo)")
     if expr.has(sp.DiracDelta):
         raise _refuse(f"{expr} contains a DiracDelta: a distribution, not a function of x")
     if expr.has(sp.I) and expr.is_real is False:
