@@ -155,6 +155,43 @@ def kernel_cli_cases() -> list[Case]:
     return cases
 
 
+def activation_cases() -> list[Case]:
+    """Issue 23 item 5: activations as a user writes them, through resprop kernel (CLI) and resprop.kernel."""
+    base = {"--inputs": "{tmp}/X.npy", "--depth": "2", "--weight-var": "1.5", "--bias-var": "0.1",
+            "--out": "{tmp}/K.npz"}
+    refused = ("I*x", "x + I", "zoo*x", "sqrt(x)", "Integral(f(x), x)", "1e200*x", "exp(x**2)", "DiracDelta(x)",
+               "floor(x**2)")
+    cases = [Case(f"cli:kernel:activation={text}", "error", ("activation",),
+                  argv=_argv(["kernel"], base | {"--activation": text}), setup=_write_inputs, timeout=60.0)
+             for text in refused]
+    cases += [Case(f"cli:kernel:activation={text}:ntk", "error", ("activation",),
+                   argv=_argv(["kernel", "--ntk"], base | {"--activation": text}), setup=_write_inputs, timeout=60.0)
+              for text in ("sign(x)", "Heaviside(x)", "floor(x)")]
+    cases += [Case(f"cli:kernel:activation={text}", "ok", (), argv=_argv(["kernel"], base | {"--activation": text}),
+                   setup=_write_inputs, check=lambda out: "wrote" in out, timeout=60.0)
+              for text in ("abs(x)", "Max(x, 0)", "Piecewise((x, x > 0), (0, True))", "sign(x)", "Heaviside(x)",
+                           "x*sign(x)", "floor(x)")]
+
+    def one_layer(activation, pair):
+        X = np.array([[1.0, 0.0], [0.6, 0.8]])
+        K0 = 1.5 * X @ X.T / 2 + 0.1
+        d = np.diag(K0)
+        rho = np.clip(K0 / np.sqrt(np.outer(d, d)), -1, 1)
+        ref = K0 + 1.5 * pair(rho, d[:, None], d[None, :]) + 0.1
+
+        def call():
+            from resprop.numeric.engine.kernel import kernel
+            return kernel(X, activation, 1, 1.5, 0.1)
+        return Case(f"py:kernel:activation={activation}", "ok", (), call=call,
+                    check=lambda K: bool(np.allclose(K, ref, rtol=1e-11, atol=0)))
+
+    cases += [one_layer("sign(x)", lambda r, a, b: 2 / np.pi * np.arcsin(r)),
+              one_layer("Heaviside(x)", lambda r, a, b: 0.25 + np.arcsin(r) / (2 * np.pi)),
+              one_layer("abs(x)", lambda r, a, b: 2 / np.pi * np.sqrt(a * b) * (np.sqrt(1 - r * r)
+                                                                               + r * np.arcsin(r)))]
+    return cases
+
+
 def cli_numeric_cases() -> list[Case]:
     cases = []
     for sub, (base, options, defaults) in CLI_NUMERIC.items():
@@ -196,6 +233,7 @@ def cli_numeric_cases() -> list[Case]:
         Case("cli:stable-kernel:scaling=1/sqrt(l)", "either", ("scaling",),
              argv=("stable-kernel", "--depth", "10", "--scaling", "1/sqrt(l)", "--json"), check=_finite_json),
         *kernel_cli_cases(),
+        *activation_cases(),
         Case("cli:j2bar:theta=nan", "error", ("theta",), argv=("j2bar", "nan", "--json")),
         Case("cli:j2bar:theta=ulp-out", "error", ("theta",),
              argv=("j2bar", repr(float(np.nextafter(math.pi, 4.0))), "--digits", "10", "--json")),
