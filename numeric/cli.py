@@ -130,11 +130,14 @@ def cmd_train(args) -> int:
         raise ParameterError("experiment", f"unknown experiment {args.experiment!r}; allowed: "
                                            f"{', '.join([*table, 'all'])}")
     seeds = None
-    if args.seeds is not None:
+    if args.seeds is not None:  # checked before anything is imported or written
+        from resprop.numeric.training.experiments import check_seeds
+
         try:
-            seeds = [int(s) for s in args.seeds.split(",")]
+            seeds = list(check_seeds([int(s) for s in args.seeds.split(",")], "--seeds"))
         except ValueError:
-            raise ParameterError("--seeds", f"must be comma-separated integers >= 0, got {args.seeds!r}") from None
+            raise ParameterError("--seeds", f"must be comma-separated distinct integers in [0, 2^63 - 1], got "
+                                            f"{args.seeds!r}") from None
     from resprop.numeric.training import extra_message, set_progress
 
     message = extra_message()
@@ -307,7 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, metavar="DIR",
                    help="output directory: NAME.json (per-seed metrics, claim rows) and NAME_*.png per experiment")
     p.add_argument("--quick", action="store_true", help="reduced sizes (about a minute per experiment on 2 cores)")
-    p.add_argument("--seeds", default=None, metavar="S,S,...", help="seeds (default: each experiment's own, >= 3)")
+    p.add_argument("--seeds", default=None, metavar="S,S,...",
+                   help="distinct integer seeds in [0, 2^63 - 1] (default: each experiment's own, >= 3); the JAX key "
+                        "uses all 64 bits, so seeds that differ by 2^32 give different runs")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--dataset", default="digits", metavar="NAME",
                    help="images of the experiments that split them with resprop.numeric.training.data (fischer-fig7, "

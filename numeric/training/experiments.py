@@ -35,9 +35,46 @@ import numpy as np
 from resprop.numeric.engine.validation import ParameterError
 
 __all__ = ["Experiment", "ExperimentResult", "experiments", "experiment", "run_experiment", "load_result",
-           "seed_stats", "beyond_spread", "RESULT_SUFFIX"]
+           "seed_stats", "beyond_spread", "RESULT_SUFFIX", "MAX_SEED", "check_seed", "check_seeds"]
 
 RESULT_SUFFIX = ".json"
+
+#: the largest seed: seeds are integers in [0, 2^63 - 1]; the JAX key of a seed is built from all 64 bits
+#: (``resprop.numeric.training.loop.seed_key``: high and low 32-bit halves), so distinct seeds give distinct keys
+MAX_SEED = 2**63 - 1
+
+
+def check_seed(seed, name: str = "seed") -> int:
+    """``seed`` as an int in [0, 2^63 - 1]; booleans, fractional values, non-numbers and numbers out of range are a
+    :class:`ParameterError` naming ``name`` (an integral float such as 2.0 is the integer 2)."""
+    bad = ParameterError(name, f"must be an integer in [0, 2^63 - 1], got {seed!r:.40}")
+    if isinstance(seed, (bool, np.bool_)) or seed is None or isinstance(seed, (str, bytes)):
+        raise bad
+    if isinstance(seed, (int, np.integer)):
+        value = int(seed)
+    else:
+        try:
+            number = float(seed)
+        except (TypeError, ValueError, OverflowError):
+            raise bad from None
+        if np.ndim(seed) != 0 or not number.is_integer() or abs(number) > 2.0**53:  # not exact beyond 2^53
+            raise bad
+        value = int(number)
+    if not 0 <= value <= MAX_SEED:
+        raise bad
+    return value
+
+
+def check_seeds(seeds, name: str = "seeds") -> tuple[int, ...]:
+    """A non-empty sequence of distinct seeds, each checked by :func:`check_seed`."""
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, (Sequence, np.ndarray)):
+        raise ParameterError(name, f"must be a non-empty sequence of distinct integers in [0, 2^63 - 1], "
+                                   f"got {seeds!r:.40}")
+    chosen = tuple(check_seed(s, name) for s in seeds)
+    if not chosen or len(set(chosen)) != len(chosen):
+        raise ParameterError(name, f"must be a non-empty sequence of distinct integers in [0, 2^63 - 1], "
+                                   f"got {list(chosen)}")
+    return chosen
 
 
 @dataclass
@@ -109,9 +146,7 @@ def experiment(name: str) -> Experiment:
 
 def run_experiment(exp: Experiment, out: Path, *, quick: bool, seeds: Sequence[int] | None = None) -> ExperimentResult:
     """Run ``exp`` into the existing directory ``out`` and write ``out/<name>.json``; returns the result."""
-    chosen = tuple(int(s) for s in (exp.seeds if seeds is None else seeds))
-    if not chosen or any(s < 0 for s in chosen) or len(set(chosen)) != len(chosen):
-        raise ParameterError("seeds", f"must be distinct integers >= 0, got {list(chosen)}")
+    chosen = check_seeds(exp.seeds if seeds is None else seeds)
     start = time.perf_counter()
     result = exp.run(bool(quick), Path(out), chosen)
     result.seconds = time.perf_counter() - start

@@ -34,7 +34,7 @@ import numpy as np
 from resprop.numeric.training import progress as _progress_default
 from resprop.numeric.training import require_jax
 
-__all__ = ["History", "train", "langevin", "DTYPE", "DTYPES", "to_numpy"]
+__all__ = ["History", "train", "langevin", "DTYPE", "DTYPES", "to_numpy", "seed_key"]
 
 #: the default floating-point type of a training run
 DTYPE = "float32"
@@ -145,6 +145,18 @@ def _compiled(loss, optimizer, metrics, batch_size: int | None, n: int, dtype: s
     return entry
 
 
+def seed_key(seed: int) -> jax.Array:
+    """The raw ``jax.random`` key (uint32[2], threefry2x32) of an integer seed in [0, 2^63 - 1], from all 64 bits:
+    ``[seed >> 32, seed & 0xFFFFFFFF]``.  This is ``jax.random.PRNGKey(seed)`` for seeds below 2^32 (so runs with
+    small seeds are unchanged) and PRNGKey's own 64-bit form for larger ones, which PRNGKey itself truncates to
+    the low 32 bits unless x64 is enabled: seeds that differ by 2^32 get different keys.  A bad seed (negative,
+    >= 2^63, boolean, fractional) is a ParameterError naming ``seed``."""
+    from resprop.numeric.training.experiments import check_seed
+
+    seed = check_seed(seed)
+    return jnp.asarray(np.array([seed >> 32, seed & 0xFFFFFFFF], dtype=np.uint32))
+
+
 def train(params: Params, loss: Callable[[Params, Any, Any], Any], optimizer: optax.GradientTransformation,
           x: np.ndarray, t: np.ndarray, *, epochs: int, batch_size: int | None = None, seed: int = 0,
           metrics: Metrics | None = None, eval_every: int = 1, progress: bool | None = None,
@@ -161,7 +173,9 @@ def train(params: Params, loss: Callable[[Params, Any, Any], Any], optimizer: op
     ``loss``, ``optimizer`` and ``metrics`` objects for every seed: the compiled loop is then reused.
     """
     from resprop.numeric.engine.validation import ParameterError, integer
+    from resprop.numeric.training.experiments import check_seed
 
+    seed = check_seed(seed)
     epochs = integer("epochs", epochs, 0)
     eval_every = integer("eval_every", eval_every, 1)
     n = int(np.shape(x)[0])
@@ -178,7 +192,7 @@ def train(params: Params, loss: Callable[[Params, Any, Any], Any], optimizer: op
         params = jax.tree_util.tree_map(lambda a: jnp.asarray(a, ftype), params)
         state = optimizer.init(params)
         run, measure = _compiled(loss, optimizer, metrics, batch_size, n, dtype)
-        keys = jax.random.split(jax.random.PRNGKey(seed), max(epochs, 1))
+        keys = jax.random.split(seed_key(seed), max(epochs, 1))
         if measure is not None:
             history.record(0, measure(params))
         from tqdm.auto import tqdm
