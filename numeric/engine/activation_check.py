@@ -387,7 +387,8 @@ def _classify(expr: sp.Expr, pw: sp.Expr) -> CheckedActivation:
     relu = (not lattices and checked.breakpoints == (0.0,) and len(pieces) == 2
             and sp.simplify(pieces[0]) == 0 and sp.simplify(pieces[1] - X) == 0)
     return CheckedActivation(expr=expr, kind="piecewise", pw=pw, breakpoints=checked.breakpoints,
-                             lattices=checked.lattices, jumps=tuple(sorted(jumps, key=abs)), relu=relu, polynomial=polynomial)
+                             lattices=checked.lattices, jumps=tuple(sorted(jumps, key=abs)), relu=relu,
+                             polynomial=polynomial)
 
 
 def require_ntk(activation) -> None:

@@ -101,6 +101,13 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
     whose dual SymPy finds in closed form (sin, cos, ...) gets its recursion generated at run time from the
     same template; others the tabulated recursion (a rho interpolant per layer when every input has the same
     norm, the chunked general path otherwise).
+    Piecewise activations as a user writes them (``abs(x)``, ``Max(x, 0)``, ``Min(x, 0)``, ``sign(x)``,
+    ``Heaviside(x)``, ``floor(x)``, ``ceiling(x)``, ``frac(x)``, ``Piecewise(...)`` with polynomial pieces) are
+    checked once by ``activation_check.check_activation`` (real and finite for real x, x only, growth, breakpoints
+    located by SymPy); Max(x, 0), x*Heaviside(x) and a Piecewise ReLU are the closed-form ``relu``, the others are
+    tabulated by ``piecewise_duals`` (breakpoint-aware quadrature, ~1e-12 relative; floor up to variance ~39).
+    A discontinuous activation (sign, Heaviside, floor) has an NNGP but no NTK: phi' contains a Dirac delta, so
+    ``ntk=True`` raises ParameterError naming ``activation``; kinks (abs, Max) have a finite NTK.
     Raises ParameterError (a ValueError naming the parameter) for bad input and when a kernel leaves the
     float64 range.
     """
