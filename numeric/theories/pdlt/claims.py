@@ -247,14 +247,16 @@ CLAIMS = [
           Tolerance(allowance="(d/128)^2 x theory", scope="d = 1, 2, 4",
                     why="the a/n fit's intercept carries the O(1/n^2) terms at n = 128"), _ratio_vs_corrected),
     Claim("pdlt", "multi-vertex-b25",
-          "n Cov(G_ab, G_cd) of two inputs at 60 degrees, ReLU residual MLP, gamma^2 = 1/2, layer d = 2 (PDLT's layer 3), n = 512",
+          "n Cov(G_ab, G_cd) of two inputs at 60 degrees, ReLU residual MLP, gamma^2 = 1/2, layer d = 2 (PDLT's "
+          "layer 3), n = 512",
           "K_ac K_bd + K_ad K_bc + V by B.25",
-          Criterion("MC above B.25 by more than 8 SE + (l/n) allowance at (11)(11)"),
+          Criterion("MC above B.25 by more than 8 SE + ((l + 1)/n) allowance at (11)(11)"),
           _multi_b25, expected=DOCUMENTED, doc="P6",
           reason="B.25 closes the hierarchy with conditionally Gaussian layers and so drops the same-neuron "
                  "cross-layer source, as B.26 does for one input"),
     Claim("pdlt", "multi-vertex-corrected",
-          "n Cov(G_ab, G_cd) of two inputs at 60 degrees, ReLU residual MLP, gamma^2 = 1/2, layers 0-2 (PDLT's 1-3), n = 512",
+          "n Cov(G_ab, G_cd) of two inputs at 60 degrees, ReLU residual MLP, gamma^2 = 1/2, layers 0-2 (PDLT's "
+          "1-3), n = 512",
           "corrected vertex (B.25 + cross-layer source, pdlt.multi_input_corrected)",
           Tolerance(allowance="((l + 1)/n) x |theory|", scope="every element and layer",
                     why="the theory is leading order in 1/n; the next order is relative O(L/n), L = l + 1 PDLT's "
@@ -263,8 +265,8 @@ CLAIMS = [
           Criterion("|mpmath - closed form| < 1e-25"), _nu_relu),
     Claim("pdlt", "nu-tanh", "nu(gamma = 1/2), tanh (B.35)", "2/3 (1 - g^4) = 0.625",
           Criterion("|slope - nu| < 2e-3"), _nu_tanh),
-    *[Claim("pdlt", f"vertex-n{n}", f"V/(n K^2) at depth {DEPTH} (PDLT's layer {DEPTH + 1}), residual tanh MLP, n = {n}, "
-            "gamma = 1/2",
+    *[Claim("pdlt", f"vertex-n{n}",
+            f"V/(n K^2) at depth {DEPTH} (PDLT's layer {DEPTH + 1}), residual tanh MLP, n = {n}, gamma = 1/2",
             "iterated B.26 (leading order in 1/n)",
             Tolerance(allowance="(L/n) x theory", why="next order is relative O(L/n)"), _vertex_claim(n, seed))
       for n, seed in WIDTHS],

@@ -81,7 +81,8 @@ RESIDUAL_MLP = Kind(
         ),
         "samples": Param(_int_check(2), description="independent network initialisations per grid point"),
         "input_kernel": Param(
-            _float_check(V.positive, "(0, inf)"), required=False, default=1.0, description="input kernel (layer 0; PDLT's K^(1))"
+            _float_check(V.positive, "(0, inf)"), required=False, default=1.0,
+            description="input kernel (layer 0; PDLT's K^(1))",
         ),
         "C_b": Param(
             _float_check(V.nonnegative, "[0, inf)"), required=False, default=0.0, description="bias variance C_b"
