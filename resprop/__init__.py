@@ -12,13 +12,17 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree without an install
     __version__ = "0+unknown"
 
-__all__ = ["kernel", "__version__"]
+__all__ = ["kernel", "predict", "__version__"]
 
 
 def __getattr__(name: str):
-    """``resprop.kernel`` (imported on first use, so that ``import resprop`` stays light)."""
+    """``resprop.kernel`` and ``resprop.predict`` (imported on first use, so that ``import resprop`` stays light)."""
     if name == "kernel":
         from resprop.numeric.engine.kernel import kernel
 
         return kernel
+    if name == "predict":
+        from resprop.numeric.engine.predict import predict
+
+        return predict
     raise AttributeError(f"module 'resprop' has no attribute {name!r}")
