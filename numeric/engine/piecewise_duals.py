@@ -362,6 +362,39 @@ def mean_phi_phi_general(expr, K_aa, K_bb, K_ab, out_phi: Array, out_dphi: Array
     return out_phi, out_dphi
 
 
+@dataclass(frozen=True)
+class GeneralData:
+    """The general path's per-layer data (the interface of ``dual_tables.general_data``): the distinct diagonal
+    values and the activation's key (pair values are computed on demand by PairTable, cached per pair)."""
+
+    key: str
+    values: Array
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.values.nbytes)
+
+
+def general_data(expr, values, rtol: float = 1e-10, cache: bool = True) -> GeneralData:
+    """The data of the general path for the diagonal values ``values`` (deduplicated, sorted)."""
+    vals = np.unique(_variances("K_aa", np.asarray(values, dtype=float).reshape(-1)))
+    key = sp.srepr(check_activation(expr).expr)
+    _duals(key).pieces(float(vals.max()))  # refuses a too-large variance now
+    return GeneralData(key, vals)
+
+
+def mean_phi_phi_strip(data: GeneralData, ia: Array, ib: Array, rho, out_phi: Array,
+                       out_dphi: Array | None = None) -> tuple[Array, Array | None]:
+    """E[phi(u) phi(v)] (and E[phi' phi']) for a strip: rows with diagonal values ``data.values[ia]``, columns
+    ``data.values[ib]``, correlations ``rho`` of shape (ia.size, ib.size)."""
+    da = data.values[np.asarray(ia)][:, None]
+    db = data.values[np.asarray(ib)][None, :]
+    rho = np.asarray(rho, dtype=float)
+    K_ab = rho * np.sqrt(da) * np.sqrt(db)
+    return mean_phi_phi_general(sp.sympify(data.key), np.broadcast_to(da, rho.shape), np.broadcast_to(db, rho.shape),
+                                K_ab, out_phi, out_dphi)
+
+
 def diagonal(expr, d) -> tuple[Array, Array]:
     """(E[phi(u)^2], E[phi'(u)^2]) for u ~ N(0, d) (the second +inf for a discontinuous phi)."""
     return duals(expr).diagonal(d)
@@ -372,5 +405,6 @@ def price_diag(expr, d) -> Array:
     return duals(expr).price_diag(d)
 
 
-__all__ = ["PiecewiseDuals", "PairTable", "build_table", "mean_phi_phi_general", "diagonal", "price_diag", "duals",
+__all__ = ["PiecewiseDuals", "PairTable", "GeneralData", "build_table", "general_data", "mean_phi_phi_strip",
+           "mean_phi_phi_general", "diagonal", "price_diag", "duals",
            "L_OUT", "MAX_BREAKPOINTS"]
