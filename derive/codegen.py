@@ -43,6 +43,13 @@ GENERATED_ACTIVATIONS = ("erf", "tanh", "gelu")
 PANELS_1D = 600
 HALF_WIDTH_1D = 9.0
 GH_ORDER_2D = 128
+#: the graded Gauss--Legendre rule of generated/gauss_hermite.py (see its docstring)
+GL_ORDER = 16
+Z_MAX = 8.5
+Z_EDGES = (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.5)
+FEATURE = 0.25
+J_MAX = 48
+BLOCK_2D = 8
 #: generated_files() keys under this prefix are relative to the repository root, not to generated/
 ROOT_PREFIX = "docs/"
 KERNEL_REFERENCE = "docs/reference/kernels.md"
@@ -352,13 +359,56 @@ def render_domain_module() -> str:
     return render("domain_module.py.j2")
 
 
+#: where the printed phi, phi', phi'' are probed for float64 overflow (far-field series replace them there)
+FAR_PROBE = (-1e7, -1e5, -2e3, -750.0, 750.0, 2e3, 1e5, 1e7)
+
+
+def far_field_series(e: sp.Expr) -> tuple[sp.Expr, sp.Expr] | None:
+    """The asymptotic series of ``e`` at +oo and at -oo (SymPy, 4 terms), if its printed form overflows at large
+    |x| in float64 (e.g. log(1 + exp(x)) at x > 709); None if it does not.  A series SymPy cannot find (or one
+    that itself overflows) raises ValueError."""
+    with_numpy = sp.lambdify(activations.x, e, modules=["scipy", "numpy"])
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        vals = np.asarray(with_numpy(np.array(FAR_PROBE)), dtype=float) + 0 * np.array(FAR_PROBE)
+    if np.all(np.isfinite(vals)):
+        return None
+    t = sp.Symbol("t", positive=True)
+    sides = []
+    for sign in (1, -1):
+        ser = None
+        for form in (e, e.rewrite(sp.exp)):
+            try:
+                ser = sp.series(form.subs(activations.x, sign * t), t, sp.oo, n=4).removeO()
+                break
+            except Exception:  # noqa: BLE001  (PoleError, NotImplementedError, ...)
+                continue
+        far = np.array([p for p in FAR_PROBE if p * sign > 0])
+        with np.errstate(all="ignore"):
+            ok = ser is not None and bool(np.all(np.isfinite(
+                np.asarray(sp.lambdify(t, ser, modules=["scipy", "numpy"])(sign * far), dtype=float))))
+        if not ok:
+            raise ValueError(f"{e} overflows in float64 at large |x| and SymPy finds no usable asymptotic series")
+        sides.append(ser.subs(t, sign * activations.x))
+    return sides[0], sides[1]
+
+
 def render_activation_module(name: str, expr: sp.Expr | None = None) -> str:
     if expr is None:
         expr = activations.activation_expr(name)
     phi, dphi, ddphi = activations.derivatives(expr)
     codes = {"phi": print_numpy(phi), "dphi": print_numpy(dphi), "ddphi": print_numpy(ddphi)}
+    far = []
+    for key, e in (("phi", phi), ("dphi", dphi), ("ddphi", ddphi)):
+        series = far_field_series(e)
+        pair = (e, e) if series is None else series
+        far += [{"name": f"{key}_plus", "code": print_numpy(pair[0])},
+                {"name": f"{key}_minus", "code": print_numpy(pair[1])}]
+    if all(f["code"] == codes[f["name"].rsplit("_", 1)[0]] for f in far):
+        far = []
     return render("activation_module.py.j2", name=name, expr=str(expr), dexpr=str(dphi), ddexpr=str(ddphi),
-                   scipy_imports=scipy_imports(*codes.values()), **codes)
+                  scipy_imports=scipy_imports(*codes.values(), *(f["code"] for f in far)), far=far, **codes)
 
 
 def render_recursion_module(d: Derivation, derivation_path: str, recursions=None) -> str:
@@ -372,7 +422,9 @@ def render_recursion_module(d: Derivation, derivation_path: str, recursions=None
 
 
 def render_gauss_hermite_module() -> str:
-    return render("gauss_hermite.py.j2", panels_1d=PANELS_1D, half_width=HALF_WIDTH_1D, order_2d=GH_ORDER_2D)
+    return render("gauss_hermite.py.j2", panels_1d=PANELS_1D, half_width=HALF_WIDTH_1D, order_2d=GH_ORDER_2D,
+                  gl_order=GL_ORDER, z_max=Z_MAX, z_edges=Z_EDGES, feature=FEATURE, j_max=J_MAX, block_2d=BLOCK_2D,
+                  fixed_edges=2 * len(Z_EDGES) + 2)
 
 
 def _plain_paper(key: str) -> str:

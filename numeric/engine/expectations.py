@@ -10,6 +10,7 @@ custom expression is rendered from the same template and loaded in memory).
 from __future__ import annotations
 
 import hashlib
+import math
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ import resprop.generated.activation_gelu as gh_gelu
 import resprop.generated.activation_tanh as gh_tanh
 import resprop.generated.gaussian as closed
 from resprop.derive import activations
-from resprop.generated.gauss_hermite import PANELS_1D, panel_nodes
+from resprop.generated.gauss_hermite import expect1
 from resprop.numeric.engine.validation import ParameterError
 
 Array = np.ndarray
@@ -41,9 +42,98 @@ class ActivationKernels:
     closed_form: bool
 
 
-def _from_module(name: str, mod: types.ModuleType, closed_form_overrides: dict | None = None) -> ActivationKernels:
+#: variances on which the quadrature of every activation is self-checked (refined rule, every panel halved)
+CHECK_VARIANCES = 10.0 ** np.arange(-8.0, 8.01, 0.5)
+#: agreement of the rule and the refined rule required on CHECK_VARIANCES (relative)
+CHECK_RTOL = 1e-12
+#: an oscillatory activation's closed form (combined exponentials) is used where every variance is >= this
+#: (below, its terms of size 1 cancel to the expectation, O(K) or O(K^2)); the quadrature below
+CLOSED_FORM_MIN_VARIANCE = 1e-2
+
+
+def trusted_variance(mod: types.ModuleType) -> float:
+    """The largest variance K_hi such that on CHECK_VARIANCES <= K_hi the 1-D rules for <phi^2>, <phi'^2> and
+    <phi phi''> agree with the refined rule (every panel halved) to CHECK_RTOL; inf if they agree on all of
+    them (1e-8 .. 1e8: then the activation does not oscillate at large |x| and the graded rules hold at every
+    variance; see `resprop.generated.gauss_hermite`)."""
+    K = CHECK_VARIANCES
+    worst = np.zeros(K.size)
+    for f in (lambda u: mod.phi(u) ** 2, lambda u: mod.dphi(u) ** 2, lambda u: mod.phi(u) * mod.ddphi(u)):
+        a, b = expect1(f, K), expect1(f, K, refined=True)
+        scale = np.maximum(np.abs(b), expect1(lambda u: np.abs(f(u)), K))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            worst = np.maximum(worst, np.where(np.isfinite(a) & np.isfinite(b), np.abs(a - b) / scale, np.inf))
+    bad = np.nonzero(~(worst <= CHECK_RTOL))[0]
+    if bad.size == 0:
+        return math.inf
+    return float(K[bad[0] - 1]) if bad[0] > 0 else 0.0
+
+
+def _guarded(name: str, fn: Callable, k_hi: float, names: tuple[str, ...], closed: Callable | None = None):
+    """``fn`` refusing variances above k_hi (ParameterError naming the variance and the range), or ``closed``
+    where every variance is >= CLOSED_FORM_MIN_VARIANCE."""
+    def wrapped(*args, **kw):
+        ks = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in args[:len(names)]))
+        diag = ks[:2] if len(names) == 3 else ks[:1]
+        lo = np.minimum.reduce(diag) if len(diag) > 1 else diag[0]
+        hi = np.maximum.reduce(diag) if len(diag) > 1 else diag[0]
+        use_closed = (lo >= CLOSED_FORM_MIN_VARIANCE) if closed is not None else np.zeros(lo.shape, dtype=bool)
+        quad = ~use_closed
+        if np.any(hi[quad] > k_hi):
+            which = names[0] if len(names) == 1 or np.any(ks[0][quad] > k_hi) else names[1]
+            where = (f"variances <= {k_hi:g}" if closed is None else
+                     f"variances <= {k_hi:g}, or all >= {CLOSED_FORM_MIN_VARIANCE:g} (closed form)")
+            raise ParameterError(which, f"{name} oscillates at large |x|: its Gaussian expectations are accurate "
+                                        f"(1e-10) for {where}; got {which} = {float(np.max(hi[quad])):g}")
+        if closed is None:
+            return fn(*args, **kw)
+        out = np.empty(lo.shape)
+        if np.any(quad):
+            out[quad] = fn(*(k[quad] for k in ks))
+        if np.any(use_closed):
+            with np.errstate(under="ignore"):
+                out[use_closed] = closed(*(k[use_closed] for k in ks))
+        return out[()] if out.ndim == 0 else out
+    return wrapped
+
+
+def _closed_forms(expr: sp.Expr) -> dict[str, Callable] | None:
+    """Closed forms of an exponential-type activation (sin, sin^2, ...) with the exponentials combined into one
+    exponent each (no overflow of cosh(4 K_ab) exp(-2 K_aa) exp(-2 K_bb) at large K), or None."""
+    from resprop.derive.closed_forms import closed_form_dual
+
+    try:
+        forms, fourth = closed_form_dual(expr), closed_form_dual(sp.expand(expr ** 2))
+    except Exception:  # noqa: BLE001  (no closed form found)
+        return None
+    if forms is None or fourth is None:
+        return None
+    K, Ka, Kb, Kab = sp.symbols("K K_aa K_bb K_ab", real=True)
+    out = {}
+    for key, e, args in (("mean_phi_phi", forms["mean_phi_phi"], (Ka, Kb, Kab)),
+                         ("mean_dphi_dphi", forms["mean_dphi_dphi"], (Ka, Kb, Kab)),
+                         ("mean_phi_sq", forms["mean_phi_sq"], (K,)), ("price_diag", forms["price_diag"], (K,)),
+                         ("mean_phi_sq_phi_sq", fourth["mean_phi_phi"], (Ka, Kb, Kab))):
+        e = sp.powsimp(sp.expand(sp.sympify(e).rewrite(sp.exp)), combine="exp")
+        subs = {sym: arg for sym in e.free_symbols for arg in args if sym.name == arg.name}
+        e = e.xreplace(subs)
+        if not e.free_symbols <= set(args) or e.has(sp.I):
+            return None
+        out[key] = sp.lambdify(args, e, modules="numpy")
+    return out
+
+
+def _from_module(name: str, mod: types.ModuleType, closed_form_overrides: dict | None = None,
+                 expr: sp.Expr | None = None) -> ActivationKernels:
     fns = dict(mean_phi_phi=mod.mean_phi_phi, mean_dphi_dphi=mod.mean_dphi_dphi, mean_phi_sq=mod.mean_phi_sq,
                price_diag=mod.price_diag, mean_phi_sq_phi_sq=mod.mean_phi_sq_phi_sq)
+    k_hi = math.inf if closed_form_overrides or expr is None else trusted_variance(mod)
+    if math.isfinite(k_hi):
+        assert expr is not None
+        closed = _closed_forms(expr)
+        for key in fns:
+            names = ("K",) if key in ("mean_phi_sq", "price_diag") else ("K_aa", "K_bb", "K_ab")
+            fns[key] = _guarded(str(expr), fns[key], k_hi, names, None if closed is None else closed[key])
     fns.update(closed_form_overrides or {})
     with np.errstate(over="ignore"):
         d0 = float(mod.dphi(np.array(0.0))) ** 2
@@ -57,18 +147,23 @@ def erf_mean_phi_sq_phi_sq(K_aa, K_bb, K_ab) -> Array:
     erf(v) = 2 Phi(sqrt2 v) - 1 and E[Phi(a v)^2] as a bivariate normal orthant
     probability in Owen's T gives E[erf(v)^2 | u] = 1 - 8 T(sqrt2 mu / sqrt(1 + 2 s^2), 1/sqrt(1 + 4 s^2))
     (at mu = 0 this is (2/pi) asin(2 s^2 / (1 + 2 s^2)), the erf dual kernel).  The outer integral
-    over u uses composite Gauss--Legendre panels, which resolve the steep erf(u)^2 at large K_aa
-    where Gauss--Hermite does not.
+    over u uses the graded Gauss--Legendre rule of `resprop.generated.gauss_hermite` (any variance).
     """
     from scipy.special import erf, owens_t
 
     K_aa, K_bb, K_ab = np.broadcast_arrays(*(np.asarray(k, dtype=float) for k in (K_aa, K_bb, K_ab)))
-    z, wz = panel_nodes(PANELS_1D)
-    u = np.sqrt(K_aa)[..., None] * z
-    mu = (K_ab / K_aa)[..., None] * u
-    s2 = np.maximum(K_bb - K_ab**2 / K_aa, 0.0)[..., None]
-    inner = 1 - 8 * owens_t(np.sqrt(2) * mu / np.sqrt(1 + 2 * s2), 1 / np.sqrt(1 + 4 * s2))
-    return (erf(u) ** 2 * inner) @ wz
+    out = np.empty(K_ab.shape)
+    for idx in np.ndindex(K_ab.shape):
+        ka, kb, kab = float(K_aa[idx]), float(K_bb[idx]), float(K_ab[idx])
+        c = kab / ka if ka > 0 else 0.0
+        s2 = max(kb - c * kab, 0.0)
+
+        def f(u, c=c, s2=s2):
+            mu = c * u
+            return erf(u) ** 2 * (1 - 8 * owens_t(np.sqrt(2) * mu / np.sqrt(1 + 2 * s2), 1 / np.sqrt(1 + 4 * s2)))
+
+        out[idx] = expect1(f, ka)
+    return out
 
 
 def _linear() -> ActivationKernels:
@@ -201,4 +296,4 @@ def custom_kernels(expr: sp.Expr) -> ActivationKernels:
             f"{expr} grows too fast for its Gaussian expectations to exist at every "
             f"variance (|phi|, |phi'| or |phi''| exceeds {_GROWTH_BOUND:g} on [-12, 12])",
         )
-    return _from_module(name, mod)
+    return _from_module(name, mod, expr=expr)
