@@ -135,9 +135,10 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
     if depth == 0 and not readout:
         return (K0, K0.copy()) if ntk else K0
     lam2 = lam * lam
-    sequences = (np.full(depth, g * g), lam2 * sw, lam2 * sb)
+    skip, weight, bias = np.full(depth, g * g), lam2 * sw, lam2 * sb
     if readout:  # the dense readout on phi(h^(L)): one more layer with gamma = 0, lambda = 1
-        sequences = tuple(np.append(q, last) for q, last in zip(sequences, (0.0, sw, sb)))
+        skip, weight, bias = np.append(skip, 0.0), np.append(weight, sw), np.append(bias, sb)
+    sequences = (skip, weight, bias)
     with np.errstate(all="ignore"):
         try:
             out = propagate(K0, K0.copy() if ntk else None, sequences, "ntk" if ntk else "nngp", rec)
