@@ -237,7 +237,9 @@ def test_pc_rates_generated_kernels():
     assert M.loglog_slope(N * 10, G.pc_depth_term_alpha_half(N * 10, 10.0)) == pytest.approx(-2, abs=5e-3)
     Ls = np.array([4.0, 8, 16, 32, 64])
     assert M.loglog_slope(Ls, G.pc_depth_term_alpha_half(1e9, Ls)) == pytest.approx(1, abs=1e-3)
-    res = M.rates(N, depth=3)
+    res = M.rates(N, depth=1)  # depth 1: the paper's L = 3, the kernels' argument above
+    np.testing.assert_array_equal(res["r"], G.pc_r_scale(N, 3.0, 1.0))
+    assert res["depth"] == 1 and res["L"] == 3
     assert res["slope_r"] == pytest.approx(-0.5, abs=5e-3) and res["slope_D"] == pytest.approx(-0.5, abs=5e-3)
     # Desideratum 4: (1 + L^-2alpha)^(L-2) is bounded (-> e) at alpha = 1/2, explodes below, -> 1 above
     L = np.array([10.0, 100, 1000, 10000])
@@ -304,8 +306,9 @@ def test_bad_numeric_inputs():
         with pytest.raises(ParameterError) as exc:
             M.rates(widths)
         assert exc.value.parameter == "widths (N)"
-    with pytest.raises(ParameterError, match="depth"):
-        M.rates([10, 100], depth=1)
+    with pytest.raises(ParameterError) as exc:
+        M.rates([10, 100], depth=-1)  # depth counts layers after the read-in: >= 0 (L = depth + 2 >= 2)
+    assert exc.value.parameter == "depth" and ">= 0" in str(exc.value)
     with pytest.raises(ParameterError, match="gamma0"):
         M.rates([10, 100], gamma0=-1)
     with pytest.raises(ParameterError, match="N"):

@@ -193,3 +193,111 @@ def test_residual_mlp_sweep_point_depth_convention():
     assert RESIDUAL_MLP.compute({**p, "depth": 0}, 0, 7)["theory_V_over_nK2"] == 0.0
     with pytest.raises(ParameterError):
         RESIDUAL_MLP.params["depth"].check("depth", -1)
+
+
+# --------------------------------------------------------------------------- abcd (Innocenti, Achour & Bogacz 2025)
+# The paper counts L weight matrices: read-in W^(1), L - 2 hidden (MLP) or residual (ResNet, eq. 18) layers, readout
+# W^(L).  resprop's depth counts the layers after the read-in, readout excluded: depth = L - 2 >= 0.  The closed forms
+# below are the paper's, written out here in L = d + 2 (not taken from the generated kernels).
+def _paper_pc_rates(N, L, g0):
+    """Eq. 72 (r, paper's counting on the eq.-15 family), eq. 93 (D-term), eq. 124 (depth term at alpha = 1/2)."""
+    r = L**2 * g0**2 * N**1.5 / (N + 1) ** 2
+    D = N**-0.5 / (1 + 1 / N) ** 2
+    depth_term = (L / N**2) / (1 + L / N) ** 2
+    return r, D, depth_term
+
+
+@pytest.mark.parametrize("depth", [0, 1, 3, 30])
+def test_abcd_rates_at_depth_d_are_the_paper_at_L_d_plus_2(depth):
+    from resprop.numeric.theories.abcd import abcd as AB
+
+    N = np.array([4.0, 64.0, 1024.0])
+    res = AB.rates(N, depth=depth, gamma0=0.7)
+    assert res.depth == depth and res.L == depth + 2
+    r, D, term = _paper_pc_rates(N, depth + 2.0, 0.7)
+    np.testing.assert_allclose(res.r, r, rtol=1e-13)
+    np.testing.assert_allclose(res.D, D, rtol=1e-13)
+    np.testing.assert_allclose(res.depth_term_alpha_half, term, rtol=1e-13)
+
+
+def test_abcd_rates_refuse_negative_depth_and_cli_is_the_function(capsys):
+    from resprop.numeric.theories.abcd import abcd as AB
+
+    with pytest.raises(ParameterError) as exc:
+        AB.rates([10.0], depth=-1)
+    assert exc.value.parameter == "depth"
+    assert main(["abcd", "--widths", "10", "100", "--depth", "0", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["depth"] == 0 and out["L"] == 2
+    r, _, term = _paper_pc_rates(np.array([10.0, 100.0]), 2.0, 1.0)
+    np.testing.assert_allclose(out["r"], r, rtol=1e-13)
+    np.testing.assert_allclose(out["depth_term_alpha_half"], term, rtol=1e-13)
+    assert main(["abcd", "--widths", "10", "--json"]) == 0  # default depth 1 (L = 3)
+    assert json.loads(capsys.readouterr().out)["L"] == 3
+    assert main(["abcd", "--widths", "10", "--depth", "-1", "--json"]) == 2
+    assert "depth" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("depth", [0, 1, 4, 9])
+def test_abcd_expected_s_minus_one_is_the_paper_at_L_d_plus_2(depth):
+    """Eqs 16, 45-47: (L - 1)/(gamma_0^2 N^(2d)) for the MLP; eqs 104-107: L^(2 alpha) ((1 + L^(-2 alpha))^(L-1) - 1)
+    /(gamma_0^2 N^(2d)) for the ResNet (mean-field: d = alpha = 1/2; SP: d = alpha = 0, so 2^(L-1) - 1)."""
+    from resprop.numeric.theories.abcd import predictive_coding as pc
+
+    L, N, g0 = depth + 2.0, 48.0, 1.3
+    assert pc.expected_s_minus_one(N, depth, gamma0=g0) == pytest.approx((L - 1) / (g0**2 * N), rel=1e-13)
+    assert pc.expected_s_minus_one(N, depth, arch="resnet", gamma0=g0) == pytest.approx(
+        L * ((1 + 1 / L) ** (L - 1) - 1) / (g0**2 * N), rel=1e-12)
+    assert pc.expected_s_minus_one(N, depth, arch="resnet", param="sp", gamma0=g0) == pytest.approx(
+        (2 ** (L - 1) - 1) / g0**2, rel=1e-12)
+    with pytest.raises(ParameterError, match="^depth:"):
+        pc.expected_s_minus_one(N, -1)
+
+
+@pytest.mark.parametrize("arch", ["mlp", "resnet"])
+@pytest.mark.parametrize("depth", [0, 1, 3])
+def test_abcd_network_at_depth_d_has_d_layers_between_read_in_and_readout(arch, depth):
+    """init_network(N, d): L = d + 2 weight matrices, d of them N x N (hidden for the MLP, residual blocks for the
+    ResNet); s(theta) is eq. 25 at L = d + 2 from the raw weights, and the equilibrium works at depth 0."""
+    from resprop.numeric.theories.abcd import predictive_coding as pc
+
+    N, D = 5, 3
+    rng = np.random.default_rng(depth)
+    net = pc.init_network(N, depth, d_in=D, arch=arch, param="ntk", rng=rng)  # NTK: gamma = 1, a_l = 1/2
+    assert net.depth == depth and net.L == depth + 2 and len(net.weights) == depth + 2
+    assert [W.shape for W in net.weights] == [(N, D)] + [(N, N)] * depth + [(1, N)]
+    kinds = net.kinds()
+    assert kinds.count("residual") == (depth if arch == "resnet" else 0) and len(kinds) == depth + 2
+    L = depth + 2
+    if arch == "mlp":  # eq. 25: 1 + gamma^-2 sum_{l=2}^{L} N^{-2 a (L - l + 1)} ||W^(L) ... W^(l)||^2, gamma = 1
+        s, prod = 1.0, None
+        for l in range(L, 1, -1):
+            prod = net.weights[l - 1] if prod is None else prod @ net.weights[l - 1]
+            s += N ** (-(L - l + 1)) * np.sum(prod**2)
+        assert pc.s_theta(net) == pytest.approx(s, rel=1e-12)
+    x, y = rng.standard_normal((D, 4)), rng.standard_normal((1, 4))
+    assert pc.equilibrated_energy(net, x, y) == pytest.approx(pc.equilibrated_energy(net, x, y, method="solve"),
+                                                              rel=1e-10)
+    assert len(pc.equilibrium_linear(net, x, y)) == depth + 1  # z_1 .. z_(L-1)
+
+
+def test_abcd_sweeps_and_training_take_depths():
+    """s_theta_sweep fits in the paper's L = depth + 2; the training networks have depth residual blocks and are
+    drawn from the same random stream as before the convention (keyed by L)."""
+    from resprop.numeric.theories.abcd import predictive_coding as pc
+    from resprop.numeric.theories.abcd import training as PT
+
+    sw = pc.s_theta_sweep([16, 64], [0, 6], n_samples=200, seed=3)
+    assert sw.depths.tolist() == [0, 6] and sw.L.tolist() == [2, 8]
+    np.testing.assert_allclose(sw.theory[:, 0], [(2 - 1) / 16, (8 - 1) / 16], rtol=1e-13)
+    with pytest.raises(ParameterError, match="^depths:"):
+        pc.s_theta_sweep([16], [-1], n_samples=10)
+    net = PT.make_network(8, 2, "mean_field", d_in=5, d_out=3, seed=4)
+    assert len(net.weights) == 4 and net.kinds.count("residual") == 2
+    ref = pc.init_network(8, 2, d_in=5, d_out=3, arch="resnet", param="mean_field",
+                          rng=np.random.default_rng([4, 8, 4]))
+    for a, b in zip(net.weights, ref.weights):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ParameterError, match="^depth:"):
+        PT.make_network(8, -1, "mean_field")
+    assert PT.pc_config(True).depths == (2, 14)  # the paper's L = 4, 16

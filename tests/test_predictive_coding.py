@@ -19,23 +19,24 @@ from resprop.numeric.theories.abcd import predictive_coding as pc
 
 
 def _net_and_data(N, L, *, arch="mlp", param="mean_field", activation="linear", d_out=1, seed=0, P=7, D=5):
+    """A network with the paper's L weight matrices (resprop depth L - 2) and data."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((D, P))
     y = rng.standard_normal((d_out, P))
-    net = pc.init_network(N, L, d_in=D, d_out=d_out, arch=arch, param=param, activation=activation, rng=rng)
+    net = pc.init_network(N, L - 2, d_in=D, d_out=d_out, arch=arch, param=param, activation=activation, rng=rng)
     return net, x, y
 
 
 # --------------------------------------------------------------------------- symbolic closed forms
-@pytest.mark.parametrize("depth", [1, 2, 3, 4])
-def test_chain_minimisation_gives_loss_over_s(depth):
-    w = dpc.chain_weights(depth)
-    diff = dpc.chain_energy_by_minimisation(depth, w) - dpc.chain_energy_closed_form(depth, w)
+@pytest.mark.parametrize("L", [1, 2, 3, 4])
+def test_chain_minimisation_gives_loss_over_s(L):
+    w = dpc.chain_weights(L)
+    diff = dpc.chain_energy_by_minimisation(L, w) - dpc.chain_energy_closed_form(L, w)
     assert sp.cancel(diff) == 0
 
 
-def test_width2_depth3_matrix_case_and_lagrange_general_form():
-    assert dpc.width2_depth3_residual() == 0
+def test_width2_L3_matrix_case_and_lagrange_general_form():
+    assert dpc.width2_L3_residual() == 0
     assert dpc.lagrange_residual(5) == 0
 
 
@@ -45,7 +46,7 @@ def test_generated_chain_energy_matches_numeric_minimisation():
         x, y, *w = rng.standard_normal(5) * 1.5
         f = lambda z: 0.5 * ((z[0] - w[0] * x) ** 2 + (z[1] - w[1] * z[0]) ** 2 + (y - w[2] * z[1]) ** 2)  # noqa: E731
         res = optimize.minimize(f, np.zeros(2), method="BFGS", options={"gtol": 1e-12})
-        assert gen.chain_energy_depth3(x, y, *w) == pytest.approx(res.fun, rel=1e-8, abs=1e-14)
+        assert gen.chain_energy_L3(x, y, *w) == pytest.approx(res.fun, rel=1e-8, abs=1e-14)
 
 
 def test_row_norm_gain_matches_monte_carlo():
@@ -119,7 +120,7 @@ def test_vector_output_matrix_form_equals_solve():
 def test_batched_networks_match_one_by_one():
     rng = np.random.default_rng(5)
     x, y = rng.standard_normal((5, 4)), rng.standard_normal((1, 4))
-    net = pc.init_network(6, 4, d_in=5, arch="resnet", batch=(3,), rng=rng)
+    net = pc.init_network(6, 2, d_in=5, arch="resnet", batch=(3,), rng=rng)  # L = 4
     F = pc.equilibrated_energy(net, x, y)
     assert F.shape == (3,)
     for b in range(3):
@@ -130,7 +131,7 @@ def test_batched_networks_match_one_by_one():
 def _eq25_mlp(net):
     """Eq. 25 from raw weights: 1 + gamma^-2 sum_{l=2}^{L} N^{-2 sum_{k>=l} a_k} ||W^(L) ... W^(l)||^2."""
     p = pc.PARAMETERISATIONS[net.param]
-    N, L = net.width, net.depth
+    N, L = net.width, net.L
     gamma = net.gamma0 * N**p.d
     total, prod = 0.0, None
     for l in range(L, 1, -1):
@@ -141,7 +142,7 @@ def _eq25_mlp(net):
 
 def _eq104_resnet(net):
     """Eqs 104-105 from raw weights (mean-field): 1 + (||w||^2 + sum_l ||w prod_{k=l}^{L-1}(I + W/(L^a sqrt N))||^2)/(g0^2 N^2)."""
-    N, L, a = net.width, net.depth, net.alpha
+    N, L, a = net.width, net.L, net.alpha
     w = net.weights[-1]
     total, p = np.sum(w**2), w
     for k in range(L - 1, 1, -1):
@@ -207,7 +208,7 @@ def test_tanh_inference_matches_lbfgs(arch):
     N, P = net.width, x.shape[1]
 
     def f(flat):
-        hidden = [flat[k * N * P:(k + 1) * N * P].reshape(N, P) for k in range(net.depth - 1)]
+        hidden = [flat[k * N * P:(k + 1) * N * P].reshape(N, P) for k in range(net.L - 1)]
         return float(pc.energy(net, x, y, hidden))
 
     z0 = np.concatenate([h.ravel() for h in pc.forward(net, x)[1:-1]])
@@ -235,10 +236,10 @@ def test_activity_gradient_matches_finite_differences_tanh():
 @pytest.mark.parametrize("arch", ["mlp", "resnet"])
 def test_reduced_sampler_has_the_dense_law(arch):
     kw = dict(arch=arch, param="mean_field")
-    dense = pc.sample_s_theta(12, 6, 1500, method="dense", rng=np.random.default_rng(15), **kw)
-    reduced = pc.sample_s_theta(12, 6, 20000, method="reduced", rng=np.random.default_rng(16), **kw)
+    dense = pc.sample_s_theta(12, 4, 1500, method="dense", rng=np.random.default_rng(15), **kw)
+    reduced = pc.sample_s_theta(12, 4, 20000, method="reduced", rng=np.random.default_rng(16), **kw)
     assert stats.ks_2samp(dense, reduced).pvalue > 1e-3
-    expect = 1 + pc.expected_s_minus_one(12, 6, **kw)
+    expect = 1 + pc.expected_s_minus_one(12, 4, **kw)
     for sample in (dense, reduced):
         assert abs(sample.mean() - expect) < 4 * sample.std() / np.sqrt(sample.size)
 
@@ -247,7 +248,7 @@ def test_reduced_sampler_has_the_dense_law(arch):
 @pytest.mark.parametrize("param,exponent", [("mean_field", -1.0), ("sp", 0.0)])
 def test_s_minus_one_width_exponent(arch, param, exponent):
     """Eq. 16: s - 1 = Theta(1/N) under mean-field; Fig. A.19: Theta(1) under SP."""
-    sw = pc.s_theta_sweep([16, 32, 64, 128, 256], [5, 9], arch=arch, param=param, n_samples=3000, seed=17)
+    sw = pc.s_theta_sweep([16, 32, 64, 128, 256], [3, 7], arch=arch, param=param, n_samples=3000, seed=17)
     z = (sw["mean"] - sw["theory"]) / sw["se"]
     assert np.max(np.abs(z)) < 4.5
     for fit in sw["fit_width"]:
@@ -257,12 +258,13 @@ def test_s_minus_one_width_exponent(arch, param, exponent):
 
 def test_resnet_s_minus_one_scales_with_L_over_N():
     """Eq. 19: s - 1 = Theta(L/N) for mean-field ResNets (alpha = 1/2), with constant e - 1 at large depth."""
-    sw = pc.s_theta_sweep([64, 256], [128, 256, 512, 1024], arch="resnet", n_samples=4000, seed=18)
+    sw = pc.s_theta_sweep([64, 256], [126, 254, 510, 1022], arch="resnet", n_samples=4000, seed=18)  # L = 128..1024
+    np.testing.assert_array_equal(sw["L"], [128, 256, 512, 1024])
     for fit, fit_th in zip(sw["fit_depth"], sw["fit_depth_theory"]):
         assert abs(fit["slope"] - fit_th["slope"]) < 4 * fit["slope_se"]
         assert abs(fit["slope"] - 1.0) < 0.02 + 4 * fit["slope_se"]
-    collapse = sw["mean"] * sw["widths"][None, :] / sw["depths"][:, None]
-    err = sw["se"] * sw["widths"][None, :] / sw["depths"][:, None]
+    collapse = sw["mean"] * sw["widths"][None, :] / sw["L"][:, None]
+    err = sw["se"] * sw["widths"][None, :] / sw["L"][:, None]
     assert abs(collapse[-1, -1] - (math.e - 1)) < 4 * err[-1, -1] + 1e-3
     # at equal L/N (L = 256, N = 64 vs L = 1024, N = 256) s - 1 agrees: a function of L/N only
     a, b = (sw["mean"][1, 0], sw["se"][1, 0]), (sw["mean"][3, 1], sw["se"][3, 1])
@@ -275,7 +277,7 @@ def test_rescaling_gradient_entries_are_smaller_than_eq55():
     widths = [32, 64, 128, 256]
     for param, derived, paper in (("mean_field", -2.5, -2.0), ("sp", -1.0, -0.5)):
         rms = np.array([[np.sqrt(np.mean(pc.rescaling_gradient(pc.init_network(
-            N, 5, param=param, rng=np.random.default_rng([19, N, k])))[2] ** 2)) for k in range(8)] for N in widths])
+            N, 3, param=param, rng=np.random.default_rng([19, N, k])))[2] ** 2)) for k in range(8)] for N in widths])
         fit = pc.fit_power_law(widths, rms.mean(1), rms.std(1, ddof=1) / np.sqrt(rms.shape[1]))
         assert abs(fit["slope"] - derived) < 0.2 + 3 * fit["slope_se"]
         assert fit["slope"] < paper - 0.3
@@ -291,11 +293,11 @@ def test_toy_task_shapes_and_labels():
 @pytest.fixture(scope="module")
 def linear_cosines():
     widths = [16, 64, 256, 1024]
-    return {param: pc.cosine_vs_width(widths, 5, param=param, n_seeds=6, seed=20) for param in ("mean_field", "sp")}
+    return {param: pc.cosine_vs_width(widths, 3, param=param, n_seeds=6, seed=20) for param in ("mean_field", "sp")}
 
 
 def test_mean_field_linear_pc_converges_to_bp(linear_cosines):
-    """Corollary 3.2 / Fig. 2: cos -> 1 and ||g_PC - g_BP||/||g_BP|| -> 0 as N grows at fixed L = 5."""
+    """Corollary 3.2 / Fig. 2: cos -> 1 and ||g_PC - g_BP||/||g_BP|| -> 0 as N grows at fixed L = 5 (depth 3)."""
     r = linear_cosines["mean_field"]
     om, om_se = 1 - r["mean"], r["se"]
     assert np.all(np.diff(r["mean"]) > 0)
@@ -326,8 +328,8 @@ def test_sp_linear_pc_gradient_does_not_converge_to_bp(linear_cosines):
 
 def test_tanh_pc_with_gd_inference_converges_to_bp_under_mean_field_only():
     widths = [16, 64, 128]
-    mf = pc.cosine_vs_width(widths, 5, activation="tanh", n_seeds=3, seed=21, gtol=1e-7)
-    sp_ = pc.cosine_vs_width(widths, 5, param="sp", activation="tanh", n_seeds=3, seed=21, gtol=1e-7)
+    mf = pc.cosine_vs_width(widths, 3, activation="tanh", n_seeds=3, seed=21, gtol=1e-7)
+    sp_ = pc.cosine_vs_width(widths, 3, param="sp", activation="tanh", n_seeds=3, seed=21, gtol=1e-7)
     assert mf["mean"][-1] > mf["mean"][0] + 4 * math.hypot(mf["se"][-1], mf["se"][0])
     assert mf["mean"][-1] > 0.97
     assert mf["rel_error_mean"][-1] < 0.5 * mf["rel_error_mean"][0]
@@ -339,18 +341,18 @@ def test_tanh_pc_with_gd_inference_converges_to_bp_under_mean_field_only():
 def test_fig4_few_inference_steps_do_not_reach_bp_in_deep_networks():
     """Fig. 4: with 20 GD inference steps a shallow tanh ResNet reaches its equilibrium gradient, a deep one does not;
     at convergence the deep network's PC gradient is much closer to BP's than after 20 steps."""
-    r = pc.cosine_vs_inference_step(48, [3, 12], [0.02, 0.3], n_iter=20, n_seeds=2, seed=22)
+    r = pc.cosine_vs_inference_step(48, [1, 10], [0.02, 0.3], n_iter=20, n_seeds=2, seed=22)  # L = 3, 12
     children = np.random.SeedSequence(22).spawn(4)
-    for i, L in enumerate((3, 12)):
+    for i, dep in enumerate((1, 10)):
         for k in range(2):  # rebuild the same networks (child i * n_seeds + k) and infer to convergence
             rng = np.random.default_rng(children[i * 2 + k])
             x, y = pc.toy_task(20, 40, rng)
-            net = pc.init_network(48, L, arch="resnet", activation="tanh", rng=rng)
+            net = pc.init_network(48, dep, arch="resnet", activation="tanh", rng=rng)
             g_pc, _, info = pc.pc_weight_gradients(net, x, y, inference="gd", gtol=1e-7, max_iter=200_000)
             assert info.converged
             converged = pc.gradient_cosine(g_pc, pc.bp_weight_gradients(net, x, y))
             few = r["cosine"][i, 1, k]
-            if L == 3:
+            if dep == 1:
                 assert abs(few - converged) < 0.01
                 assert r["cosine"][i, 0, k] < converged - 0.02  # a small step is not enough either
             else:
@@ -359,11 +361,12 @@ def test_fig4_few_inference_steps_do_not_reach_bp_in_deep_networks():
 
 # --------------------------------------------------------------------------- bad input
 @pytest.mark.parametrize("kwargs,name", [
-    (dict(width=0, depth=3), "width"), (dict(width=4.5, depth=3), "width"), (dict(width=4, depth=1), "depth"),
-    (dict(width=4, depth=3, gamma0=-1.0), "gamma0"), (dict(width=4, depth=3, weight_variance=-0.5), "weight_variance"),
-    (dict(width=4, depth=3, alpha=-0.5), "alpha"), (dict(width=4, depth=3, param="xavier"), "param"),
-    (dict(width=4, depth=3, arch="cnn"), "arch"), (dict(width=4, depth=3, activation="relu6"), "activation"),
-    (dict(width=4, depth=3, d_in=0), "d_in"), (dict(width=4, depth=3, gamma0=float("nan")), "gamma0"),
+    (dict(width=0, depth=1), "width"), (dict(width=4.5, depth=1), "width"), (dict(width=4, depth=-1), "depth"),
+    (dict(width=4, depth=2.5), "depth"), (dict(width=4, depth=True), "depth"),
+    (dict(width=4, depth=1, gamma0=-1.0), "gamma0"), (dict(width=4, depth=1, weight_variance=-0.5), "weight_variance"),
+    (dict(width=4, depth=1, alpha=-0.5), "alpha"), (dict(width=4, depth=1, param="xavier"), "param"),
+    (dict(width=4, depth=1, arch="cnn"), "arch"), (dict(width=4, depth=1, activation="relu6"), "activation"),
+    (dict(width=4, depth=1, d_in=0), "d_in"), (dict(width=4, depth=1, gamma0=float("nan")), "gamma0"),
 ])
 def test_bad_network_parameters_name_the_parameter(kwargs, name):
     with pytest.raises(ParameterError, match=f"^{name}:"):
@@ -384,9 +387,11 @@ def test_bad_data_and_solver_inputs():
     with pytest.raises(ParameterError, match="^activation:"):
         pc.equilibrated_energy(tanh_net, x, y)
     with pytest.raises(ParameterError, match="^n_samples:"):
-        pc.sample_s_theta(8, 3, 0)
+        pc.sample_s_theta(8, 1, 0)
     with pytest.raises(ParameterError, match="^width:"):
-        pc.expected_s_minus_one(0.5, 4)
+        pc.expected_s_minus_one(0.5, 2)
+    with pytest.raises(ParameterError, match="^depth:"):
+        pc.expected_s_minus_one(8, -1)
     with pytest.raises(ParameterError, match="^widths:"):
         pc.cosine_vs_width([0, 8])
 

@@ -18,7 +18,7 @@ from resprop.numeric.theories.stable import training as ST  # noqa: E402
 
 
 # --------------------------------------------------------------------------- predictive coding
-def _small_problem(param="mean_field", width=6, depth=4, d_in=5, d_out=3, P=7, seed=0):
+def _small_problem(param="mean_field", width=6, depth=2, d_in=5, d_out=3, P=7, seed=0):  # depth 2: L = 4
     rng = np.random.default_rng(seed)
     net_np = pc.init_network(width, depth, d_in=d_in, d_out=d_out, arch="resnet", param=param, rng=rng)
     x = rng.standard_normal((d_in, P))
@@ -107,9 +107,9 @@ def test_pc_training_deterministic_and_mup_equals_mean_field():
     """Two runs are bit-for-bit equal; and muP and mean-field, which differ by an abc reparameterisation (Table 2),
     compute the same function along the whole GD trajectory with eta = eta_0 gamma^2 N^-c: equal cosines and
     losses up to float32 rounding."""
-    cfg = PT.PCConfig(widths=(8,), depths=(3,), steps=4, batch=16, n_train=64, n_test=32)
-    r1 = PT.train_pairs(8, 3, ("sp", "mean_field", "mup"), (0, 1), cfg)
-    r2 = PT.train_pairs(8, 3, ("sp", "mean_field", "mup"), (0, 1), cfg)
+    cfg = PT.PCConfig(widths=(8,), depths=(1,), steps=4, batch=16, n_train=64, n_test=32)  # depth 1: L = 3
+    r1 = PT.train_pairs(8, 1, ("sp", "mean_field", "mup"), (0, 1), cfg)
+    r2 = PT.train_pairs(8, 1, ("sp", "mean_field", "mup"), (0, 1), cfg)
     for p in r1:
         for a, b in zip(r1[p], r2[p]):
             assert np.array_equal(a["cosine"], b["cosine"]) and np.array_equal(a["loss_bp"], b["loss_bp"])

@@ -6,6 +6,10 @@ l in {2, ..., L}), ``c`` the learning rate eta = eta_0 gamma^2 N^-c, ``d`` the o
 ``alpha`` the residual-branch scale L^-alpha (eq. 18).  For the joint width-depth limit of §4 the width is
 written N = L^nu (``nu`` > 0; nu >= 1 is the paper's "N >> L" regime of Corollary 4.2).
 
+Depth: L here is the paper's, the number of weight matrices (read-in, L - 2 hidden or residual layers, readout;
+eqs. 7-10, 18), in which every result below is stated.  resprop's public ``depth`` (layers after the read-in, the
+readout not counted) is L - 2; resprop.numeric.theories.abcd.abcd.rates and ``resprop abcd --depth`` convert.
+
 How the desiderata become linear constraints
 --------------------------------------------
 Every quantity of the paper's power counting is written as a product of powers of N (of L in depth) --
@@ -103,7 +107,8 @@ PARAMETERS = (
        assumptions=(("real", True),)),
     _P("alpha", "real", r"\alpha", "residual-branch depth exponent alpha (L^-alpha)"),
     _P("N", "[1, inf)", "N", "width N"),  # same symbol as resprop.derive.theories.fischer.N
-    _P("L", "[2, inf)", "L", "depth L", integer=True),  # same symbol as resprop.derive.theories.fischer.depth
+    # same symbol as resprop.derive.theories.fischer.depth
+    _P("L", "[2, inf)", "L", "number of weight matrices L (the paper's depth; resprop depth = L - 2)", integer=True),
     _P("gamma_0", "(0, inf)", r"\gamma_{0}", "output-scale constant gamma_0"),
 )
 a1, a, c, d, alpha, N, L, gamma0 = (p.symbol for p in PARAMETERS)

@@ -17,8 +17,8 @@ What is derived here rather than typed in:
   1/2 sum ||e_k||^2 under it (Lagrange, solved by SymPy with symbolic B_k) gives
   e_k* = B_k^T S^{-1} r and F* = 1/2 r^T S^{-1} r, S = I + sum_{k<L} B_k B_k^T.  For scalar output S is
   the scalar s(theta) of eqs 6, 25 and 104, so F* = MSE / s averaged over the data (eqs 5, 24).
-  ``width2_depth3_residual`` checks the matrix case independently: a width-2, depth-3 network with 14
-  symbolic weights, activities eliminated by solving the 4x4 stationarity system.
+  ``width2_L3_residual`` checks the matrix case independently: a width-2 network with L = 3 weight
+  matrices (resprop depth 1) and 14 symbolic weights, activities eliminated by solving the 4x4 stationarity system.
 * **Eq. 25 and eq. 104-105 are the same formula**: B_k with the scalings of eqs 20-23 gives
   gamma^{-2} N^{-2 sum a} ||W^(L:l)||^2 (eq. 25); with the residual maps of eqs 95-98 it gives
   ||p^(L:l)||^2 / (gamma_0^2 N^2) (eqs 104-105), the first-layer weights never entering.
@@ -50,6 +50,11 @@ Discrepancies with the paper (each pinned by a test in tests/test_predictive_cod
   mean-field: numerically (L = 5) rho = L ||grad s|| / (s ||grad L||) = Theta(1/N) and 1 - cos = Theta(N^{-2}).
   Eq. 110 (residual networks, M_ij = Theta(1) since P ~ I) is consistent with this.
 
+Depth: everything here is written in the paper's L, the number of weight matrices (read-in, L - 2 hidden or
+residual layers, readout), as eqs 5-6, 16, 19, 25 and 104-107 are.  resprop's public ``depth`` (the layers after the
+read-in, readout not counted) is L - 2; resprop.numeric.theories.abcd.predictive_coding converts at its boundary.
+The width-1 chain helpers take ``n_weights`` = L (1..5; L = 1 has no hidden activity).
+
 Notes (not errors): eqs 6 and 25 sum over l = 2..L, i.e. over the error layers k = l - 1 = 1..L-1 of the
 derivation (the first layer's error is the l = 2 term); eq. 16's N^{-2} is gamma^{-2} N^{-2 a_L} with
 gamma = gamma_0 sqrt(N) and a_L = 1/2.
@@ -76,7 +81,7 @@ PARAMETERS = (
     _P("w_2", "real", r"w_{2}", "layer map of layer 2"),
     _P("w_3", "real", r"w_{3}", "layer map of layer 3"),
     _P(
-        "L", "[2, inf)", "L", "number of weight layers L", integer=True
+        "L", "[2, inf)", "L", "number of weight matrices L (the paper's depth; resprop depth = L - 2)", integer=True
     ),  # same symbol as resprop.derive.theories.fischer.depth
     _P("N", "[1, inf)", "N", "width N"),  # same symbol as resprop.derive.theories.fischer.N
     _P("gamma_0", "(0, inf)", r"\gamma_{0}", "output-scale constant gamma_0 (gamma = gamma_0 N^d)"),
@@ -89,15 +94,16 @@ mse, s, x, y, w1, w2, w3, L, N, gamma0, d_exp, alpha, rho, theta = (p.symbol for
 
 
 # --------------------------------------------------------------------------- equilibrated energy
-def chain_weights(depth: int) -> list[sp.Symbol]:
-    return list(sp.symbols(f"w_1:{depth + 1}", real=True))
+def chain_weights(n_weights: int) -> list[sp.Symbol]:
+    return list(sp.symbols(f"w_1:{n_weights + 1}", real=True))
 
 
-def chain_energy_by_minimisation(depth: int, weights=None) -> sp.Expr:
-    """Per-sample PC energy of a width-1 linear chain, minimised over its depth - 1 hidden activities."""
-    w = chain_weights(depth) if weights is None else list(weights)
-    z = [x] + list(sp.symbols(f"z_1:{depth}", real=True)) + [y]
-    energy = sum((z[l] - w[l - 1] * z[l - 1]) ** 2 for l in range(1, depth + 1)) / 2
+def chain_energy_by_minimisation(n_weights: int, weights=None) -> sp.Expr:
+    """Per-sample PC energy of a width-1 linear chain with L = ``n_weights`` weights, minimised over its L - 1
+    hidden activities."""
+    w = chain_weights(n_weights) if weights is None else list(weights)
+    z = [x] + list(sp.symbols(f"z_1:{n_weights}", real=True)) + [y]
+    energy = sum((z[l] - w[l - 1] * z[l - 1]) ** 2 for l in range(1, n_weights + 1)) / 2
     hidden = z[1:-1]
     if hidden:
         sol = sp.solve([sp.diff(energy, v) for v in hidden], hidden, dict=True)[0]
@@ -105,24 +111,24 @@ def chain_energy_by_minimisation(depth: int, weights=None) -> sp.Expr:
     return sp.factor(sp.cancel(sp.together(energy)))
 
 
-def chain_rescaling(depth: int, weights=None) -> sp.Expr:
-    """s = 1 + sum_{l=2}^{L} prod_{k=l}^{L} w_k^2 (eq. 6 for width 1)."""
-    w = chain_weights(depth) if weights is None else list(weights)
-    return 1 + sum(sp.prod([w[k - 1] ** 2 for k in range(l, depth + 1)]) for l in range(2, depth + 1))
+def chain_rescaling(n_weights: int, weights=None) -> sp.Expr:
+    """s = 1 + sum_{l=2}^{L} prod_{k=l}^{L} w_k^2 (eq. 6 for width 1), L = ``n_weights``."""
+    w = chain_weights(n_weights) if weights is None else list(weights)
+    return 1 + sum(sp.prod([w[k - 1] ** 2 for k in range(l, n_weights + 1)]) for l in range(2, n_weights + 1))
 
 
-def chain_energy_closed_form(depth: int, weights=None) -> sp.Expr:
-    w = chain_weights(depth) if weights is None else list(weights)
-    return (y - sp.prod(w) * x) ** 2 / (2 * chain_rescaling(depth, w))
+def chain_energy_closed_form(n_weights: int, weights=None) -> sp.Expr:
+    w = chain_weights(n_weights) if weights is None else list(weights)
+    return (y - sp.prod(w) * x) ** 2 / (2 * chain_rescaling(n_weights, w))
 
 
 @cache
-def chain_energy(depth: int) -> sp.Expr:
-    """Eqs 5-6 for width 1, emitted only after the minimisation reproduces the closed form."""
-    w = chain_weights(depth)
-    if sp.cancel(chain_energy_by_minimisation(depth, w) - chain_energy_closed_form(depth, w)) != 0:
-        raise ArithmeticError(f"depth-{depth} chain: minimised energy differs from (y - f)^2 / (2 s)")
-    return chain_energy_closed_form(depth, w)
+def chain_energy(n_weights: int) -> sp.Expr:
+    """Eqs 5-6 for width 1 and L = ``n_weights``, emitted only after the minimisation reproduces the closed form."""
+    w = chain_weights(n_weights)
+    if sp.cancel(chain_energy_by_minimisation(n_weights, w) - chain_energy_closed_form(n_weights, w)) != 0:
+        raise ArithmeticError(f"L = {n_weights} chain: minimised energy differs from (y - f)^2 / (2 s)")
+    return chain_energy_closed_form(n_weights, w)
 
 
 @cache
@@ -152,8 +158,9 @@ def lagrange_residual(blocks: int = 4) -> sp.Expr:
 
 
 @cache
-def width2_depth3_residual() -> sp.Expr:
-    """Width-2, depth-3 linear PCN with symbolic weights: minimised energy minus (y - f)^2/(2 s)."""
+def width2_L3_residual() -> sp.Expr:
+    """Width-2 linear PCN with L = 3 weight matrices (one hidden layer after the read-in: resprop depth 1) and
+    symbolic weights: minimised energy minus (y - f)^2/(2 s)."""
     A1 = sp.Matrix(2, 1, sp.symbols("p0:2", real=True))
     A2 = sp.Matrix(2, 2, sp.symbols("q0:4", real=True))
     A3 = sp.Matrix(1, 2, sp.symbols("u0:2", real=True))
@@ -203,10 +210,11 @@ def gain_formula(skip: bool) -> sp.Expr:
     return general
 
 
-def expected_s_minus_one(out_gain: sp.Expr, layer_gain: sp.Expr, depth: sp.Expr = L) -> sp.Expr:
-    """E[s] - 1 = sum_{k=1}^{L-1} E||B_k||^2 = out_gain sum_{j=0}^{L-2} layer_gain^j (independent layers)."""
+def expected_s_minus_one(out_gain: sp.Expr, layer_gain: sp.Expr, n_weights: sp.Expr = L) -> sp.Expr:
+    """E[s] - 1 = sum_{k=1}^{L-1} E||B_k||^2 = out_gain sum_{j=0}^{L-2} layer_gain^j (independent layers), L =
+    ``n_weights`` (the paper's L; the sum has resprop's depth + 1 = L - 1 terms)."""
     j = sp.Symbol("j", integer=True, nonnegative=True)
-    return sp.simplify(sp.summation(out_gain * layer_gain**j, (j, 0, depth - 2)))
+    return sp.simplify(sp.summation(out_gain * layer_gain**j, (j, 0, n_weights - 2)))
 
 
 def output_gain() -> sp.Expr:
@@ -345,16 +353,18 @@ def derive_predictive_coding() -> Derivation:
     add("equilibrated_energy", mse / s, [mse, s], "5, 24",
         "F* = L(theta)/s(theta): PC energy at the activity equilibrium of a linear network", r"\mathcal{F}^{*}")
     add(
-        "chain_energy_depth2",
+        "chain_energy_L2",
         chain_energy(2).subs(dict(zip(chain_weights(2), (w1, w2)))),
         [x, y, w1, w2],
         "5-6",
-        "per-sample F* of a width-1 chain with one hidden unit: (y - w2 w1 x)^2 / (2 (1 + w2^2))",
+        "per-sample F* of a width-1 chain with L = 2 weights (one hidden unit, resprop depth 0): "
+        "(y - w2 w1 x)^2 / (2 (1 + w2^2))",
         r"\mathcal{F}^{*}_{2}",
         note="derived by minimising eq. 2",
     )
-    add("chain_energy_depth3", chain_energy(3).subs(dict(zip(chain_weights(3), (w1, w2, w3)))),
-        [x, y, w1, w2, w3], "5-6", "per-sample F* of a width-1 chain with two hidden units", r"\mathcal{F}^{*}_{3}",
+    add("chain_energy_L3", chain_energy(3).subs(dict(zip(chain_weights(3), (w1, w2, w3)))),
+        [x, y, w1, w2, w3], "5-6", "per-sample F* of a width-1 chain with L = 3 weights (two hidden units, resprop "
+        "depth 1)", r"\mathcal{F}^{*}_{3}",
         note="derived by minimising eq. 2")
     add("s_minus_one_mlp_init", s_minus_one_mlp_mean(), [L, N, gamma0, d_exp], "16, 45-47",
         "E[s] - 1 at initialisation for linear MLPs under Desideratum 1 (exact)", r"\mathbb{E}[s] - 1",
@@ -402,8 +412,8 @@ def derive_predictive_coding() -> Derivation:
 STATEMENTS = {
     "equilibrated_energy": r"At the equilibrium of the activities, the predictive-coding energy of a linear network is "
     r"the loss rescaled by $s$.",
-    "chain_energy_depth2": r"Minimising the energy of eq.~(2) over the hidden unit of a width-one chain gives",
-    "chain_energy_depth3": r"Minimising over both hidden units of a width-one chain with two hidden units gives",
+    "chain_energy_L2": r"Minimising the energy of eq.~(2) over the hidden unit of a width-one chain gives",
+    "chain_energy_L3": r"Minimising over both hidden units of a width-one chain with two hidden units gives",
     "s_minus_one_mlp_init": r"At initialisation under Desideratum~1 the expected rescaling of a linear MLP "
     "exceeds one by",
     "s_minus_one_resnet_init": r"For a linear residual network with branches scaled by $L^{-\alpha}$, the expected "

@@ -11,6 +11,12 @@ aliases ``a_l``/``aL``/``a_L`` and ``b_l``/``bL``/``b_L`` name the same exponent
 optionally ``alpha`` (residual-branch exponent, adds Desiderata 4 and 5) and ``nu`` (width-to-depth exponent,
 N = L^nu, > 0; only PC's Desideratum 5 depends on it; default: the width limit first, N >> L).
 Values are exact rationals: ``1/2``, ``0.5``, ``-1``, ``2.5e-1``.
+
+Depth: the public ``depth`` (``rates``, ``cli_abcd``, ``resprop abcd --depth``) follows resprop's one convention
+(docs/api-renames.md): the number of residual (hidden) layers after the read-in, the readout not counted, so
+``depth = L - 2 >= 0`` where L is the paper's number of weight matrices (read-in W^(1), L - 2 hidden or residual
+layers l = 2..L-1, readout W^(L); eqs. 7-10 and 18).  The derivations and generated kernels stay in the paper's L
+(eqs. 72, 93, 124 are written in it); the conversion L = depth + 2 happens here.
 """
 from __future__ import annotations
 
@@ -138,10 +144,12 @@ class Table2(ResultRecord):
 @dataclass(frozen=True)
 class PCRates(ResultRecord):
     """:func:`rates`: the PC rate r, the D-term and the alpha = 1/2 depth term per width, with log-log slopes
-    in the width (None for fewer than two distinct widths)."""
+    in the width (None for fewer than two distinct widths).  ``depth`` is resprop's depth (residual layers between
+    read-in and readout), ``L = depth + 2`` the paper's number of weight matrices the rates are written in."""
 
     width: np.ndarray
-    depth: float
+    depth: int
+    L: int
     gamma0: float
     r: np.ndarray
     D: np.ndarray
@@ -304,23 +312,31 @@ def _widths(widths) -> np.ndarray:
 MAX_WIDTH = 1e100
 
 
-def rates(widths: Sequence[float], depth: int = 3, gamma0: float = 1.0) -> PCRates:
-    """PC-specific terms on the eq.-15 family from the generated kernels, and their fitted log-log slopes."""
+def rates(widths: Sequence[float], depth: int = 1, gamma0: float = 1.0) -> PCRates:
+    """PC-specific terms on the eq.-15 family from the generated kernels, and their fitted log-log slopes.
+
+    ``depth`` (>= 0, default 1) is the number of residual (hidden) layers between the read-in and the readout;
+    the paper's L (number of weight matrices, in which eq. 72's r = L^2 gamma_0^2 N^(3/2)/(N + 1)^2 and eq. 124's
+    depth term (L/N^2)/(1 + L/N)^2 are written) is L = depth + 2.  (Before the depth convention ``depth`` was L:
+    ``rates(w, depth=L)`` is now ``rates(w, depth=L - 2)``, same numbers.)
+    """
     import resprop.generated.abcd as G
 
     N = _widths(widths)
-    L = np.float64(integer("depth (L)", depth, minimum=2, maximum=2**53))
+    depth = integer("depth", depth, minimum=0, maximum=2**53 - 2)
+    L_int = depth + 2  # the paper's L: read-in, depth hidden/residual layers, readout
+    L = np.float64(L_int)
     g0 = float(positive("gamma0", gamma0))
     with np.errstate(over="ignore"):
         r = G.pc_r_scale.unchecked(N, L, np.float64(g0))  # type: ignore[attr-defined]  # validated above; overflow named below
-    V.finite_result("gamma0, L", r, "the PC rate r = L^2 gamma0^2 N^(3/2)/(N + 1)^2")
+    V.finite_result("gamma0, depth", r, "the PC rate r = L^2 gamma0^2 N^(3/2)/(N + 1)^2 (L = depth + 2)")
     if np.any(r == 0):
-        raise ParameterError("gamma0, L", "the PC rate r = L^2 gamma0^2 N^(3/2)/(N + 1)^2 underflows to 0 in float64; "
-                                          "use gamma0 of moderate size")
+        raise ParameterError("gamma0, depth", "the PC rate r = L^2 gamma0^2 N^(3/2)/(N + 1)^2 (L = depth + 2) "
+                                              "underflows to 0 in float64; use gamma0 of moderate size")
     D = G.pc_D_scale(N)
     depth_term = G.pc_depth_term_alpha_half(N, L)
     slopes = N.size >= 2 and np.unique(N).size >= 2
-    return PCRates(width=N, depth=float(L), gamma0=g0, r=r, D=D, depth_term_alpha_half=depth_term,
+    return PCRates(width=N, depth=depth, L=L_int, gamma0=g0, r=r, D=D, depth_term_alpha_half=depth_term,
                    slope_r=loglog_slope(N, r) if slopes else None, slope_D=loglog_slope(N, D) if slopes else None)
 
 
@@ -335,7 +351,8 @@ MEAN_FIELD = {"a1": 0.0, "b1": 0.0, "a": 0.5, "b": 0.0, "c": 0.0, "d": 0.5}
 
 def mlp_pc_terms(widths: Sequence[int], params: dict | None = None, seeds: int = 4, samples: int = 20,
                  input_dim: int = 40, target: float = 3.0, aligned: bool = False, seed: int = 0) -> PCTerms:
-    """|q|, |r|, the D-term and the BP feature term of a 3-layer linear MLP under (a1, b1, a, b, c, d), by Monte Carlo.
+    """|q|, |r|, the D-term and the BP feature term of a linear MLP with L = 3 weight matrices (depth 1: one hidden
+    N x N layer after the read-in) under (a1, b1, a, b, c, d), by Monte Carlo.
 
     gamma_0 = eta_0 = 1, weights W^(1) (N x D), W^(2) (N x N), w^(3) (N), and ``samples`` inputs (default
     P = 20 in D = 40 dimensions, the paper's toy task, A.8), each treated
@@ -402,8 +419,9 @@ def mlp_pc_terms(widths: Sequence[int], params: dict | None = None, seeds: int =
 
 # --------------------------------------------------------------------------- CLI helper
 def cli_abcd(check_args: list[str] | None = None, as_json: bool = False, reading: str = "paper",
-             widths: Sequence[float] | None = None, depth: int = 3, gamma0: float = 1.0) -> int:
-    """`resprop abcd`: the family and Table 2, or --check KEY=VALUE ..., or --widths N ... (PC rates)."""
+             widths: Sequence[float] | None = None, depth: int = 1, gamma0: float = 1.0) -> int:
+    """`resprop abcd`: the family and Table 2, or --check KEY=VALUE ..., or --widths N ... (PC rates at ``depth``
+    residual layers, L = depth + 2 weight matrices)."""
     import json
 
     if check_args:

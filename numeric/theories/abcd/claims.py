@@ -124,7 +124,7 @@ def _ds_dw(ctx) -> Evidence:
 
     ws = [32, 64, 128, 256]
     rms = np.array([[np.sqrt(np.mean(pc.rescaling_gradient(pc.init_network(
-        N, 5, param="mean_field", rng=np.random.default_rng([19, N, k])))[2] ** 2)) for k in range(8)] for N in ws])
+        N, 3, param="mean_field", rng=np.random.default_rng([19, N, k])))[2] ** 2)) for k in range(8)] for N in ws])
     fit = pc.fit_power_law(ws, rms.mean(1), rms.std(1, ddof=1) / np.sqrt(rms.shape[1]))
     return Evidence(-2.5, mc(fit["slope"], fit["slope_se"], "weighted log-log fit, N = 32..256, 8 networks each"),
                     holds=abs(fit["slope"] + 2.5) < 0.2 + 3 * fit["slope_se"] and fit["slope"] < -2.3)
@@ -134,7 +134,7 @@ def _energy(ctx) -> Evidence:
     from resprop.numeric.theories.abcd import predictive_coding as pc
 
     rng = np.random.default_rng(0)
-    net = pc.init_network(16, 5, d_in=5, rng=rng)
+    net = pc.init_network(16, 3, d_in=5, rng=rng)  # depth 3: L = 5 weight matrices
     x, y = rng.standard_normal((5, 7)), rng.standard_normal((1, 7))
     closed = float(pc.equilibrated_energy(net, x, y))
     gd = pc.inference_gd(net, x, y, gtol=1e-10)
@@ -168,7 +168,8 @@ def _s_grid(ctx) -> Evidence:
                     compare=(g["mean"], g["se"], g["theory"], 0.0),
                     details={"depths": g["depths"], "widths": g["widths"], "mc_mean": g["mean"], "mc_se": g["se"],
                              "theory": g["theory"]},
-                    quantity=f"E[s - 1] at initialisation, mean-field MLP, L = {g['depths'][i]}, N = {g['widths'][j]}")
+                    quantity=f"E[s - 1] at initialisation, mean-field MLP, depth {g['depths'][i]} (L = {g['L'][i]}), "
+                             f"N = {g['widths'][j]}")
 
 
 def _s_width(arch: str, param: str, target: float):
@@ -184,14 +185,14 @@ def _s_width(arch: str, param: str, target: float):
 def _s_deep(ctx) -> Evidence:
     pc_data = _pc_data(ctx.quick)
     deep = pc_data["s_deep"]
-    Nd, Ld = int(deep["widths"][0]), int(deep["depths"][-1])
+    Nd, Ld = int(deep["widths"][0]), int(deep["L"][-1])  # the paper's L = depth + 2 (eq. 19)
     col = float(deep["mean"][-1, 0] * Nd / Ld)
     col_se = float(deep["se"][-1, 0] * Nd / Ld)
     col_th = float(deep["theory"][-1, 0] * Nd / Ld)
     return Evidence(col_th, mc(col, col_se, f"{pc_data['settings']['s_samples']} networks"),
                     compare=(col, col_se, col_th, 0.0), holds=abs(col_th - (math.e - 1)) < 0.01,
                     note=f"the constant is e - 1 = {math.e - 1:.4f}",
-                    quantity=f"N (s - 1)/L, mean-field ResNet alpha = 1/2, N = {Nd}, L = {Ld}")
+                    quantity=f"N (s - 1)/L, mean-field ResNet alpha = 1/2, N = {Nd}, depth {Ld - 2} (L = {Ld})")
 
 
 def _cos_mf(ctx) -> Evidence:
@@ -244,12 +245,13 @@ CLAIMS = [
           Criterion("|slope + 5/2| < 0.2 + 3 SE, and below the paper's -2 by > 0.3"), _ds_dw,
           expected=DOCUMENTED, doc="A10",
           reason="the sum over N in eq. 53 has random signs at initialisation and grows as sqrt(N)"),
-    Claim("abcd", "energy-l-over-s", "equilibrated energy F* = L/s (eqs. 25, 104-105), linear MLP N = 16, L = 5",
+    Claim("abcd", "energy-l-over-s", "equilibrated energy F* = L/s (eqs. 25, 104-105), linear MLP N = 16, depth 3 "
+          "(L = 5)",
           "F* = L/s", Criterion("closed form = GD inference to 1e-7 relative, and = L/s to 1e-9"), _energy),
     Claim("abcd", "s-grid", "E[s - 1] at initialisation, mean-field MLP", "Theta(L/N) (eq. 16)",
           Tolerance(k=4.5, scope="every (L, N) point of the grid", lhs="|MC - (L-1)/N|"), _s_grid),
     *[Claim("abcd", f"s-width-{arch}-{param.replace('_', '-')}",
-            f"width exponent of s - 1, {arch}, {pretty}, L = 5", paper,
+            f"width exponent of s - 1, {arch}, {pretty}, depth 3 (L = 5)", paper,
             Tolerance(lhs="|MC slope - exact-expectation slope|", also="exact slope within 0.1 of the claim"),
             _s_width(arch, param, target))
       for arch, param, pretty, target, paper in (("mlp", "mean_field", "mean-field", -1.0, "-1 (eq. 16)"),
@@ -257,7 +259,7 @@ CLAIMS = [
                                                  ("mlp", "sp", "SP", 0.0, "0 (Fig. A.19)"))],
     Claim("abcd", "s-deep-e-minus-1", "N (s - 1)/L, mean-field ResNet alpha = 1/2", "Theta(1) (eq. 19)",
           Tolerance(lhs="|MC - exact|", also="exact within 0.01 of the limit e - 1"), _s_deep),
-    Claim("abcd", "cos-mean-field", "1 - cos(PC, BP) width exponent, linear MLP, mean-field, L = 5",
+    Claim("abcd", "cos-mean-field", "1 - cos(PC, BP) width exponent, linear MLP, mean-field, depth 3 (L = 5)",
           "-> 0 (Corollary 3.2)",
           Criterion("|slope + 2| < 0.3 + 3 SE (pre-asymptotic), cos > 0.99 at the largest width"), _cos_mf),
     Claim("abcd", "sp-gradient-size", "||g_PC - g_BP||/||g_BP||, linear MLP, SP", "PC != BP under SP (Fig. A.18)",

@@ -22,7 +22,9 @@ def add_subcommands(sub) -> None:
                    help="paper: every layer's own update at order one (eq. 15); literal: total dh/dt = Theta(1)")
     p.add_argument("--widths", nargs="+", type=float, default=None, metavar="N",
                    help="evaluate the PC-specific rates on the eq.-15 family at these widths (N >= 1)")
-    p.add_argument("--depth", type=int, default=3, help="depth L for --widths (>= 2)")
+    p.add_argument("--depth", type=int, default=1,
+                   help="for --widths: residual (hidden) layers between read-in and readout (>= 0); the paper's "
+                        "L (weight matrices) is depth + 2")
     add_parameter_option(p, declared("abcd", "gamma_0"), flag="--gamma0", default=1.0, help="for --widths")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_abcd)

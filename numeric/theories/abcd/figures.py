@@ -6,15 +6,18 @@
     (left) s(theta) - 1 at initialisation vs L/N for mean-field linear MLPs and residual networks
     (alpha = 1/2), Monte Carlo means with SEs (exact O(L) sampler) against the exact expectations
     (L - 1)/N and L((1 + 1/L)^{L-1} - 1)/N, with the asymptote (e - 1) L/N (eq. 19) and fitted
-    exponents; (right) s - 1 vs N at L = 5: Theta(1/N) under mean-field (eq. 16), Theta(1) under SP
+    exponents; (right) s - 1 vs N at depth 3 (L = 5): Theta(1/N) under mean-field (eq. 16), Theta(1) under SP
     (Fig. A.19), and the ResNet depth exponent at large L.
 ``abcd_pc_cosine_vs_width.png``
     cos(PC, BP) of the weight gradients on the toy task of App. A.8 (P = 20, D = 40, labels +-1) vs width:
-    (a) linear MLPs, L = 5, at initialisation (exact equilibrium) and after PC training (Fig. 2 right,
-    Fig. A.18 right); (b) tanh MLPs and ResNets, L = 5, GD inference to convergence (Figs A.1, A.20);
+    (a) linear MLPs, depth 3 (L = 5), at initialisation (exact equilibrium) and after PC training (Fig. 2 right,
+    Fig. A.18 right); (b) tanh MLPs and ResNets, depth 3 (L = 5), GD inference to convergence (Figs A.1, A.20);
     (c) ||g_PC - g_BP|| / ||g_BP||, which vanishes under mean-field and tends to 1 - 1/s under SP;
-    (d) Fig. 4: tanh ResNets at fixed width after 20 inference steps of size beta, depths 3 and 16
-    (the paper's 2 and 16; a depth-2 ResNet here has no tanh block), with the values at convergence.
+    (d) Fig. 4: tanh ResNets at fixed width after 20 inference steps of size beta, depths 1 and 14 (L = 3 and 16;
+    the paper's L = 2 and 16, but L = 2, depth 0, has no tanh block), with the values at convergence.
+
+``depth`` is resprop's (residual/hidden layers between read-in and readout); the axes and labels also give the
+paper's L = depth + 2 (number of weight matrices), in which eqs. 16 and 19 are written.
 
 The figures only plot what :mod:`resprop.numeric.theories.abcd.predictive_coding` computes (``pc_figure_data``).
 """
@@ -37,20 +40,27 @@ __all__ = ["make_figures", "pc_figure_data", "FIGURE_NAMES"]
 
 FIGURE_NAMES = ("abcd_pc_s_theta_vs_L_over_N.png", "abcd_pc_cosine_vs_width.png")
 _DPI = 110
-#: Fig. 4 uses depths 2 and 16; here L counts weight matrices and a depth-2 ResNet has no residual (tanh) block,
-#: so the shallow network is depth 3 (one tanh block).
-FIG4_DEPTHS = (3, 16)
+#: Fig. 4 uses the paper's L = 2 and 16 (weight matrices); L = 2 (depth 0) has no residual (tanh) block, so the
+#: shallow network here is depth 1 (L = 3, one tanh block) and the deep one depth 14 (L = 16).
+FIG4_DEPTHS = (1, 14)
 _PARAM_STYLE = {"mean_field": ("C0", "-", "mean-field"), "sp": ("C3", "--", "SP")}
 
 
+def _depths(*Ls: int) -> tuple[int, ...]:
+    """resprop depths for the paper's L (weight matrices): depth = L - 2."""
+    return tuple(L - 2 for L in Ls)
+
+
 def _settings(quick: bool) -> dict:
+    """Sizes; the s(theta) grids are chosen in the paper's L (powers of two) and stored as depths L - 2."""
     if quick:
-        return {"s_widths": (16, 32, 64, 128, 256), "s_depths": (4, 8, 16, 32, 64), "s_deep": (64, 128, 256, 512, 1024),
+        return {"s_widths": (16, 32, 64, 128, 256), "s_depths": _depths(4, 8, 16, 32, 64),
+                "s_deep": _depths(64, 128, 256, 512, 1024),
                 "s_samples": 2000, "lin_widths": (8, 16, 32, 64, 128, 256, 512), "lin_seeds": 4,
                 "tanh_widths": (16, 32, 64, 128), "tanh_seeds": 2, "tanh_archs": ("mlp",), "train_steps": 100,
                 "train_widths": (16, 64, 256), "fig4_width": 48, "fig4_seeds": 2, "gtol": 1e-6}
-    return {"s_widths": (16, 32, 64, 128, 256, 512, 1024), "s_depths": (4, 8, 16, 32, 64, 128),
-            "s_deep": (64, 128, 256, 512, 1024, 2048, 4096), "s_samples": 20000,
+    return {"s_widths": (16, 32, 64, 128, 256, 512, 1024), "s_depths": _depths(4, 8, 16, 32, 64, 128),
+            "s_deep": _depths(64, 128, 256, 512, 1024, 2048, 4096), "s_samples": 20000,
             "lin_widths": (8, 16, 32, 64, 128, 256, 512, 1024, 2048), "lin_seeds": 8,
             "tanh_widths": (16, 32, 64, 128, 256, 512), "tanh_seeds": 4, "tanh_archs": ("mlp", "resnet"),
             "train_steps": 300, "train_widths": (16, 32, 64, 128, 256, 512, 1024), "fig4_width": 512,
@@ -67,16 +77,16 @@ def pc_figure_data(quick: bool = False, seed: int = 0) -> dict:
     data["s_grid"] = {arch: pc.s_theta_sweep(cfg["s_widths"], cfg["s_depths"], arch=arch, param="mean_field",
                                              n_samples=cfg["s_samples"], seed=next(seeds))
                       for arch in ("mlp", "resnet")}
-    data["s_width"] = {(arch, param): pc.s_theta_sweep(cfg["s_widths"], [5], arch=arch, param=param,
+    data["s_width"] = {(arch, param): pc.s_theta_sweep(cfg["s_widths"], [3], arch=arch, param=param,
                                                        n_samples=cfg["s_samples"], seed=next(seeds))
                        for arch in ("mlp", "resnet") for param in ("mean_field", "sp")}
     data["s_deep"] = pc.s_theta_sweep([256], cfg["s_deep"], arch="resnet", param="mean_field",
                                       n_samples=cfg["s_samples"], seed=next(seeds))
     # cosines
-    data["cos_linear"] = {(arch, param): pc.cosine_vs_width(cfg["lin_widths"], 5, arch=arch, param=param,
+    data["cos_linear"] = {(arch, param): pc.cosine_vs_width(cfg["lin_widths"], 3, arch=arch, param=param,
                                                             n_seeds=cfg["lin_seeds"], seed=next(seeds))
                           for arch in ("mlp", "resnet") for param in ("mean_field", "sp")}
-    data["cos_tanh"] = {(arch, param): pc.cosine_vs_width(cfg["tanh_widths"], 5, arch=arch, param=param,
+    data["cos_tanh"] = {(arch, param): pc.cosine_vs_width(cfg["tanh_widths"], 3, arch=arch, param=param,
                                                           activation="tanh", n_seeds=cfg["tanh_seeds"],
                                                           seed=next(seeds), gtol=cfg["gtol"])
                         for arch in cfg["tanh_archs"] for param in ("mean_field", "sp")}
@@ -88,7 +98,7 @@ def pc_figure_data(quick: bool = False, seed: int = 0) -> dict:
             for N in cfg["train_widths"]:
                 rng = np.random.default_rng([s0, N])
                 x, y = pc.toy_task(20, 40, rng)
-                net = pc.init_network(N, 5, param=param, rng=rng)
+                net = pc.init_network(N, 3, param=param, rng=rng)  # L = 5 (Fig. 2)
                 rec = pc.train_linear(net, x, y, steps=cfg["train_steps"], record_every=cfg["train_steps"])
                 rows.append((rec["cosine"][-1], rec["rel_error"][-1], rec["loss"][-1], rec["s"][-1]))
             train[param] = {"widths": np.array(cfg["train_widths"]), "cosine": np.array([r[0] for r in rows]),
@@ -99,8 +109,8 @@ def pc_figure_data(quick: bool = False, seed: int = 0) -> dict:
                                                n_iter=20, n_seeds=cfg["fig4_seeds"], seed=next(seeds))
     s_ref = next(seeds)
     data["fig4_converged"] = {
-        L: pc.cosine_vs_width([cfg["fig4_width"]], L, arch="resnet", activation="tanh", n_seeds=cfg["fig4_seeds"],
-                              seed=s_ref, gtol=cfg["gtol"], max_iter=500_000) for L in FIG4_DEPTHS}
+        dep: pc.cosine_vs_width([cfg["fig4_width"]], dep, arch="resnet", activation="tanh", n_seeds=cfg["fig4_seeds"],
+                                seed=s_ref, gtol=cfg["gtol"], max_iter=500_000) for dep in FIG4_DEPTHS}
     return data
 
 
@@ -118,12 +128,12 @@ def _fig_s_theta(path: Path, data: dict) -> Path:
     for arch, marker in (("mlp", "o"), ("resnet", "s")):
         g = data["s_grid"][arch]
         depths, widths = g["depths"], g["widths"]
-        for i, L in enumerate(depths):
+        for i, (dep, L) in enumerate(zip(depths, g["L"])):  # the paper's L = depth + 2
             col = cmap(i / max(1, len(depths) - 1))
             ratio = L / widths
             ax.errorbar(ratio, g["mean"][i], yerr=g["se"][i], fmt=marker, ms=4.5, color=col,
                         mfc=col if arch == "mlp" else "none", lw=0.8,
-                        label=f"L = {L}" if arch == "mlp" else None)
+                        label=f"depth {dep} (L = {L})" if arch == "mlp" else None)
             ax.plot(ratio, g["theory"][i], ":" if arch == "mlp" else "-", color=col, lw=0.9)
         slopes = [f["slope"] for f in g["fit_width"]]
         ses = [f["slope_se"] for f in g["fit_width"]]
@@ -134,7 +144,7 @@ def _fig_s_theta(path: Path, data: dict) -> Path:
     ax.plot(r, (math.e - 1) * r, "k-.", lw=0.9, label="(e - 1) L/N (eq. 19)")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("L / N")
+    ax.set_xlabel("L / N (L = depth + 2 weight matrices)")
     ax.set_ylabel("s(θ) - 1 at initialisation")
     ax.set_title("mean-field, γ₀ = 1: MLP (filled ●, exact ···), ResNet α = ½ (open ■, exact —)", fontsize=9)
     ax.legend(fontsize=7.5, ncol=2, loc="upper left")
@@ -150,17 +160,17 @@ def _fig_s_theta(path: Path, data: dict) -> Path:
     fd = deep["fit_depth"][0]
     bx.set_xscale("log", base=2)
     bx.set_yscale("log")
-    bx.set_xlabel("width N (L = 5)")
+    bx.set_xlabel("width N (depth 3, L = 5)")
     bx.set_ylabel("s(θ) - 1")
     bx.set_title("Θ(1/N) under mean-field (eq. 16), Θ(1) under SP (Fig. A.19)", fontsize=9)
     bx.legend(fontsize=7.5, loc="center right")
-    last = deep["mean"][-1, 0] * deep["widths"][0] / deep["depths"][-1]
+    last = deep["mean"][-1, 0] * deep["widths"][0] / deep["L"][-1]
     bx.text(
         0.02,
         0.03,
-        f"ResNet mean-field, N = {deep['widths'][0]}, L = {deep['depths'][0]}..{deep['depths'][-1]}: "
-        f"depth exponent {fd['slope']:.4f} ± {fd['slope_se']:.4f} (exact {deep['fit_depth_theory'][0]['slope']:.4f});\n"
-        f"N (s - 1)/L at L = {deep['depths'][-1]}: {last:.3f} (e - 1 = {math.e - 1:.3f})",
+        f"ResNet mean-field, N = {deep['widths'][0]}, L = {deep['L'][0]}..{deep['L'][-1]} (depth L - 2): "
+        f"L-exponent {fd['slope']:.4f} ± {fd['slope_se']:.4f} (exact {deep['fit_depth_theory'][0]['slope']:.4f});\n"
+        f"N (s - 1)/L at L = {deep['L'][-1]}: {last:.3f} (e - 1 = {math.e - 1:.3f})",
         transform=bx.transAxes,
         fontsize=7,
         va="bottom",
@@ -194,8 +204,8 @@ def _fig_cosine(path: Path, data: dict) -> Path:
                     mfc=col if arch == "mlp" else "none", ms=4, label=f"tanh {arch} {lab}")
         cx.errorbar(r["widths"], r["rel_error_mean"], yerr=r["rel_error_se"], color=col, ls=ls, marker="^", ms=4,
                     alpha=0.7, label=f"tanh {arch} {lab}")
-    for a, title in ((ax, "(a) linear MLP, L = 5: exact equilibrium"),
-                     (bx, "(b) tanh, L = 5: GD inference to convergence")):
+    for a, title in ((ax, "(a) linear MLP, depth 3 (L = 5): exact equilibrium"),
+                     (bx, "(b) tanh, depth 3 (L = 5): GD inference to convergence")):
         a.set_xscale("log", base=2)
         a.set_xlabel("width N")
         a.set_ylabel("cos(∇F, ∇L)")
@@ -209,11 +219,12 @@ def _fig_cosine(path: Path, data: dict) -> Path:
     cx.set_title("(c) PC = BP needs equal gradients: → 0 under mean-field, → 1 - 1/s under SP", fontsize=9)
     cx.legend(fontsize=6.8, ncol=2, loc="lower left")
     f4 = data["fig4"]
-    for i, L in enumerate(f4["depths"]):
-        dx.errorbar(f4["betas"], f4["mean"][i], yerr=f4["se"][i], marker="o", ms=4, label=f"L = {L}")
-    for i, (L, ref) in enumerate(data["fig4_converged"].items()):
+    for i, dep in enumerate(f4["depths"]):
+        dx.errorbar(f4["betas"], f4["mean"][i], yerr=f4["se"][i], marker="o", ms=4,
+                    label=f"depth {dep} (L = {dep + 2})")
+    for i, (dep, ref) in enumerate(data["fig4_converged"].items()):
         dx.axhline(ref["mean"][0], color=f"C{i}", ls=":", lw=1.0,
-                   label=f"L = {L}, inference to convergence ({int(np.mean(ref['iterations']))} steps)")
+                   label=f"depth {dep}, inference to convergence ({int(np.mean(ref['iterations']))} steps)")
     dx.set_xscale("log")
     dx.set_xlabel("activity step β (per sample; the paper's β on F is P β)")
     dx.set_ylabel("cos(∇F, ∇L)")

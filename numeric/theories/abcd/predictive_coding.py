@@ -1,6 +1,6 @@
 """Predictive coding (PC) vs backprop (BP): Innocenti, Achour & Bogacz (2025), numerically.
 
-Networks (eqs 7-12 and 95-98) of width N and depth L (L weight matrices, L - 1 hidden layers), input
+Networks (eqs 7-12 and 95-98) of width N with L weight matrices (the paper's depth L: L - 1 hidden layers), input
 dimension D and output dimension n_out, with trainable weights W^(l) ~ N(0, v N^{-b_l}) and layer maps
 multiplied by fixed constants:
 
@@ -33,6 +33,14 @@ of the row vector u_l = A_L ... A_{l+1} it multiplies, so u_l W =d ||u_l|| sigma
 only norms are needed: ||u||^2 picks up a factor c^2 sigma^2 chi^2_N per MLP layer and
 (1 + c sigma g_1)^2 + c^2 sigma^2 chi^2_{N-1} per residual block (O(L) per sample at any N);
 ``method="dense"`` draws full weight matrices to validate it.
+
+Depth convention (docs/api-renames.md): every public ``depth`` here is resprop's one depth, the number of layers
+after the read-in z_1 (layer 0) and before the readout: ``depth = L - 2 >= 0``.  For ``resnet`` these are the
+residual blocks l = 2..L-1 of eq. 18 / 97; for ``mlp`` (no skips) they are the hidden N x N layers l = 2..L-1
+(the same count of N x N weight matrices W^(2..L-1); the read-in W^(1) and the readout W^(L) are not counted).
+``depth = 0`` (L = 2) is read-in and readout only.  The paper's formulas are written in L (eqs. 6, 16, 19, 25,
+104-107) and so is everything inside this module: ``L = depth + 2`` at the public boundary, ``PCNetwork.L``
+is the number of weight matrices and ``PCNetwork.depth`` is L - 2.
 """
 from __future__ import annotations
 
@@ -97,12 +105,18 @@ class PCNetwork:
     alpha: float
 
     @property
-    def depth(self) -> int:
+    def L(self) -> int:
+        """The paper's L: the number of weight matrices (read-in, depth hidden/residual layers, readout)."""
         return len(self.weights)
+
+    @property
+    def depth(self) -> int:
+        """resprop's depth: the hidden (mlp) or residual (resnet) layers between read-in and readout, L - 2."""
+        return len(self.weights) - 2
 
     def kinds(self) -> list[str]:
         """Layer kinds: 'act' phi(cWz), 'linear' cWz, 'residual' z + cW phi(z)."""
-        L = self.depth
+        L = self.L
         if self.arch == "mlp":
             hidden = "linear" if self.activation == "linear" else "act"
             return [hidden] * (L - 1) + ["linear"]
@@ -119,7 +133,7 @@ def _param(name: str) -> Parameterisation:
 
 def _check_common(width, depth, gamma0, alpha, weight_variance):
     width = V.integer("width", width, 1)
-    depth = V.integer("depth", depth, 2)
+    depth = V.integer("depth", depth, 0)
     gamma0 = float(V.positive("gamma0", gamma0))
     if alpha is not None:
         alpha = float(V.nonnegative("alpha", alpha))
@@ -127,14 +141,14 @@ def _check_common(width, depth, gamma0, alpha, weight_variance):
     return width, depth, gamma0, alpha, weight_variance
 
 
-def _layer_constants(p: Parameterisation, arch: str, width: int, depth: int, d_in: int, gamma0: float,
+def _layer_constants(p: Parameterisation, arch: str, width: int, n_weights: int, d_in: int, gamma0: float,
                      alpha: float, weight_variance: float):
-    """(multiplier, weight variance) of each layer."""
-    N, L = float(width), float(depth)
+    """(multiplier, weight variance) of each of the ``n_weights`` = L layers (the branch scale is L^-alpha)."""
+    N, L = float(width), float(n_weights)
     gamma = gamma0 * N**p.d
     mult = [N ** (-p.a1) / np.sqrt(d_in)]
     var = [weight_variance * N ** (-p.b1)]
-    for _ in range(2, depth):
+    for _ in range(2, n_weights):
         mult.append(N ** (-p.a) * (L ** (-alpha) if arch == "resnet" else 1.0))
         var.append(weight_variance * N ** (-p.b))
     mult.append(N ** (-p.a) / gamma)
@@ -146,9 +160,11 @@ def init_network(width: int, depth: int, *, d_in: int = 40, d_out: int = 1, arch
                  param: str = "mean_field", activation: str = "linear", gamma0: float = 1.0,
                  alpha: float | None = None, weight_variance: float = 1.0, batch: tuple[int, ...] = (),
                  rng: np.random.Generator | None = None) -> PCNetwork:
-    """Draw W^(l) ~ N(0, weight_variance N^{-b_l}) (eq. 12).
+    """Draw W^(l) ~ N(0, weight_variance N^{-b_l}) (eq. 12), l = 1..L with L = depth + 2.
 
-    ``alpha`` (residual networks only) defaults to the parameterisation's: 1/2 for mean-field and muP
+    ``depth`` (>= 0): residual blocks (``resnet``) or hidden N x N layers (``mlp``) between the read-in W^(1) and
+    the readout W^(L) (module docstring); the paper's L is depth + 2 (``init_network(N, L - 2)`` is the paper's
+    depth-L network).  ``alpha`` (residual networks only) defaults to the parameterisation's: 1/2 for mean-field and muP
     (§4), 0 for SP and NTK (no depth scaling).  ``batch`` prepends axes of independent networks.
     """
     width, depth, gamma0, alpha, weight_variance = _check_common(width, depth, gamma0, alpha, weight_variance)
@@ -160,9 +176,10 @@ def init_network(width: int, depth: int, *, d_in: int = 40, d_out: int = 1, arch
     alpha = p.alpha if alpha is None else alpha
     batch = tuple(V.integer("batch", b, 1) for b in batch)
     rng = np.random.default_rng() if rng is None else rng
-    mult, var = _layer_constants(p, arch, width, depth, d_in, gamma0, alpha, weight_variance)
-    dims = [d_in] + [width] * (depth - 1) + [d_out]
-    weights = tuple(rng.standard_normal(batch + (dims[l + 1], dims[l])) * np.sqrt(var[l]) for l in range(depth))
+    L = depth + 2
+    mult, var = _layer_constants(p, arch, width, L, d_in, gamma0, alpha, weight_variance)
+    dims = [d_in] + [width] * (L - 1) + [d_out]
+    weights = tuple(rng.standard_normal(batch + (dims[l + 1], dims[l])) * np.sqrt(var[l]) for l in range(L))
     return PCNetwork(weights, tuple(mult), arch, activation, p.name, width, gamma0, alpha)
 
 
@@ -250,7 +267,7 @@ def _right_mul(net, l, u):
 def forward(net: PCNetwork, x) -> list[np.ndarray]:
     """Feed-forward activities [x, z_1, ..., z_{L-1}, f]."""
     zs = [np.asarray(x, float)]
-    for l in range(1, net.depth + 1):
+    for l in range(1, net.L + 1):
         zs.append(_predict(net, l, zs[-1]))
     return zs
 
@@ -264,25 +281,26 @@ def mse_loss(net: PCNetwork, x, y) -> np.ndarray:
 
 def _errors(net, x, y, hidden):
     zs = [x] + list(hidden) + [y]
-    return zs, [zs[l] - _predict(net, l, zs[l - 1]) for l in range(1, net.depth + 1)]
+    return zs, [zs[l] - _predict(net, l, zs[l - 1]) for l in range(1, net.L + 1)]
 
 
 def energy(net: PCNetwork, x, y, hidden: Sequence[np.ndarray]) -> np.ndarray:
     """F(z, theta) of eq. 2 at hidden activities z_1..z_{L-1} (each (..., N, P))."""
     x, y = _check_data(net, x, y)
-    if len(hidden) != net.depth - 1:
-        raise ParameterError("hidden", f"needs depth - 1 = {net.depth - 1} activity arrays, got {len(hidden)}")
+    if len(hidden) != net.L - 1:
+        raise ParameterError("hidden", f"needs depth + 1 = {net.L - 1} activity arrays (z_1..z_(L-1)), "
+                                       f"got {len(hidden)}")
     _, errs = _errors(net, x, y, hidden)
     return 0.5 * sum(np.sum(e**2, axis=(-2, -1)) for e in errs) / x.shape[-1]
 
 
 def _activity_grad(net, zs, errs):
     """dF_mu/dz_l for l = 1..L-1 (per-sample energy, no 1/P)."""
-    return [errs[l - 1] - _vjp_z(net, l + 1, zs[l], errs[l]) for l in range(1, net.depth)]
+    return [errs[l - 1] - _vjp_z(net, l + 1, zs[l], errs[l]) for l in range(1, net.L)]
 
 
 def _energy_weight_grads(net, zs, errs, n_samples):
-    return [-_vjp_w(net, l, zs[l - 1], errs[l - 1]) / n_samples for l in range(1, net.depth + 1)]
+    return [-_vjp_w(net, l, zs[l - 1], errs[l - 1]) / n_samples for l in range(1, net.L + 1)]
 
 
 def bp_weight_gradients(net: PCNetwork, x, y) -> list[np.ndarray]:
@@ -290,8 +308,8 @@ def bp_weight_gradients(net: PCNetwork, x, y) -> list[np.ndarray]:
     x, y = _check_data(net, x, y)
     zs = forward(net, x)
     g = (zs[-1] - y) / x.shape[-1]
-    grads: list[np.ndarray] = [np.empty(0)] * net.depth  # every entry replaced below
-    for l in range(net.depth, 0, -1):
+    grads: list[np.ndarray] = [np.empty(0)] * net.L  # every entry replaced below
+    for l in range(net.L, 0, -1):
         grads[l - 1] = _vjp_w(net, l, zs[l - 1], g)
         g = _vjp_z(net, l, zs[l - 1], g)
     return grads
@@ -309,7 +327,7 @@ def _backward_rows(net) -> list[np.ndarray]:
     W_out = net.weights[-1]
     eye = np.broadcast_to(np.eye(W_out.shape[-2]), W_out.shape[:-2] + (W_out.shape[-2],) * 2)
     rows = [eye]
-    for l in range(net.depth, 1, -1):
+    for l in range(net.L, 1, -1):
         rows.append(_right_mul(net, l, rows[-1]))
     return rows[::-1]
 
@@ -333,7 +351,7 @@ def rescaling_gradient(net: PCNetwork) -> list[np.ndarray]:
         raise ParameterError("net", "ds/dW needs scalar output (d_out = 1)")
     rows = _backward_rows(net)
     grads, m = [], None
-    for l in range(1, net.depth + 1):
+    for l in range(1, net.L + 1):
         W = net.weights[l - 1]
         if m is None:
             grads.append(np.zeros_like(W))
@@ -353,7 +371,7 @@ def equilibrium_linear(net: PCNetwork, x, y) -> list[np.ndarray]:
     r = y - forward(net, x)[-1]
     lam = np.linalg.solve(S, r)
     z, hidden = x, []
-    for l in range(1, net.depth):
+    for l in range(1, net.L):
         z = _predict(net, l, z) + _T(rows[l - 1]) @ lam
         hidden.append(z)
     return hidden
@@ -361,7 +379,7 @@ def equilibrium_linear(net: PCNetwork, x, y) -> list[np.ndarray]:
 
 def _stacked_system(net, x, y):
     """The energy as 1/2 ||D z - b||^2 per sample: D (..., L N_out_total, (L-1) N), b (..., rows, P)."""
-    L, N = net.depth, net.width
+    L, N = net.L, net.width
     n_rows = [N] * (L - 1) + [net.weights[-1].shape[-2]]
     batch = net.weights[0].shape[:-2]
     D = np.zeros(batch + (sum(n_rows), (L - 1) * N))
@@ -394,7 +412,7 @@ def equilibrated_energy(net: PCNetwork, x, y, method: str = "closed_form") -> np
         D, b = _stacked_system(net, x, y)
         z = np.linalg.solve(_T(D) @ D, _T(D) @ b)
         N = net.width
-        hidden = [z[..., k * N:(k + 1) * N, :] for k in range(net.depth - 1)]
+        hidden = [z[..., k * N:(k + 1) * N, :] for k in range(net.L - 1)]
         return energy(net, x, y, hidden)
     if net.weights[-1].shape[-2] == 1:
         return gen.equilibrated_energy(mse_loss(net, x, y), s_theta(net))
@@ -426,8 +444,8 @@ def _max_curvature(net, x, n_iter: int = 60, seed: int = 0) -> float:
         v = [u / nrm for u in v]
         # J_e v: de_l = dz_l - J_l dz_{l-1}, dz_0 = 0, dz_L = 0
         dz = [np.zeros_like(zs[0])] + v + [np.zeros_like(zs[-1])]
-        de = [dz[l] - (_jvp_z(net, l, zs[l - 1], dz[l - 1]) if l >= 2 else 0) for l in range(1, net.depth + 1)]
-        hv = [de[l - 1] - _vjp_z(net, l + 1, zs[l], de[l]) for l in range(1, net.depth)]
+        de = [dz[l] - (_jvp_z(net, l, zs[l - 1], dz[l - 1]) if l >= 2 else 0) for l in range(1, net.L + 1)]
+        hv = [de[l - 1] - _vjp_z(net, l + 1, zs[l], de[l]) for l in range(1, net.L)]
         lam_b = sum(np.sum(a * b, axis=(-2, -1)) for a, b in zip(v, hv))
         lam = float(np.max(lam_b))
         v = hv
@@ -452,8 +470,9 @@ def inference_gd(net: PCNetwork, x, y, *, beta: float | None = None, max_iter: i
     if hidden0 is None:
         hidden = forward(net, x)[1:-1]
     else:
-        if len(hidden0) != net.depth - 1:
-            raise ParameterError("hidden0", f"needs depth - 1 = {net.depth - 1} arrays, got {len(hidden0)}")
+        if len(hidden0) != net.L - 1:
+            raise ParameterError("hidden0", f"needs depth + 1 = {net.L - 1} arrays (z_1..z_(L-1)), "
+                                            f"got {len(hidden0)}")
         hidden = [np.array(h, float) for h in hidden0]
     trace = []
     it = 0
@@ -526,10 +545,12 @@ class PowerLawFit(ResultRecord):
 @dataclass(frozen=True)
 class SThetaSweep(ResultRecord):
     """:func:`s_theta_sweep`: mean, SE and exact expectation of s - 1 on the (depth, width) grid, and the fits
-    (None when the grid has too few points for them)."""
+    (None when the grid has too few points for them).  ``depths`` are resprop depths, ``L = depths + 2`` the
+    paper's numbers of weight matrices; ``fit_depth*`` and ``fit_ratio*`` are exponents in L and L/N (eqs. 16, 19)."""
 
     widths: np.ndarray
     depths: np.ndarray
+    L: np.ndarray
     mean: np.ndarray
     se: np.ndarray
     theory: np.ndarray
@@ -608,15 +629,21 @@ def pc_bp_cosine_closed_form(net: PCNetwork, x, y) -> ClosedFormCosine:
 # --------------------------------------------------------------------------- s(theta) at initialisation
 def expected_s_minus_one(width, depth, *, arch: str = "mlp", param: str = "mean_field", gamma0: float = 1.0,
                          alpha: float | None = None):
-    """Exact E[s] - 1 at initialisation (generated kernels s_minus_one_mlp_init / s_minus_one_resnet_init)."""
+    """Exact E[s] - 1 at initialisation (generated kernels s_minus_one_mlp_init / s_minus_one_resnet_init).
+
+    ``depth`` (>= 0, arrays allowed) counts the hidden/residual layers between read-in and readout; the kernels
+    are the paper's eqs. 16, 45-47 (MLP: (L - 1)/(gamma_0^2 N^(2d))) and 104-107 (ResNet) in L = depth + 2.
+    """
     arch = V.choice("arch", arch, ARCHITECTURES)
     p = _param(param)
     N = V.positive("width", width)
-    L = V.real("depth", depth)
+    depth = V.real("depth", depth)
     if (N < 1).any():
         raise ParameterError("width", f"must be >= 1, got {N.min():g}")
-    if (L < 2).any():
-        raise ParameterError("depth", f"must be >= 2, got {L.min():g}")
+    if (depth < 0).any():
+        raise ParameterError("depth", f"must be >= 0 (residual layers after the read-in; L = depth + 2), "
+                                      f"got {depth.min():g}")
+    L = depth + 2.0
     gamma0 = float(V.positive("gamma0", gamma0))
     alpha = p.alpha if alpha is None else float(V.nonnegative("alpha", alpha))
     if arch == "mlp":
@@ -628,8 +655,9 @@ def sample_s_theta(width: int, depth: int, n_samples: int, *, arch: str = "mlp",
                    gamma0: float = 1.0, alpha: float | None = None, weight_variance: float = 1.0,
                    method: str = "reduced", rng: np.random.Generator | None = None) -> np.ndarray:
     """n_samples independent draws of s(theta) at initialisation (``reduced``: exact O(L) law; ``dense``: full
-    weights)."""
+    weights), for ``depth`` hidden/residual layers (L = depth + 2 weight matrices)."""
     width, depth, gamma0, alpha, weight_variance = _check_common(width, depth, gamma0, alpha, weight_variance)
+    L = depth + 2
     n_samples = V.integer("n_samples", n_samples, 1)
     arch = V.choice("arch", arch, ARCHITECTURES)
     method = V.choice("method", method, ("reduced", "dense"))
@@ -638,17 +666,17 @@ def sample_s_theta(width: int, depth: int, n_samples: int, *, arch: str = "mlp",
     rng = np.random.default_rng() if rng is None else rng
     if method == "dense":
         out = np.empty(n_samples)
-        chunk = max(1, int(2e7 // (depth * width * width + 1)))
+        chunk = max(1, int(2e7 // (L * width * width + 1)))
         for i in range(0, n_samples, chunk):
             k = min(chunk, n_samples - i)
             net = init_network(width, depth, d_in=1, arch=arch, param=param, gamma0=gamma0, alpha=alpha,
                                weight_variance=weight_variance, batch=(k,), rng=rng)
             out[i:i + k] = s_theta(net)
         return out
-    mult, var = _layer_constants(p, arch, width, depth, 1, gamma0, alpha, weight_variance)
+    mult, var = _layer_constants(p, arch, width, L, 1, gamma0, alpha, weight_variance)
     norm2 = mult[-1] ** 2 * var[-1] * rng.chisquare(width, n_samples)  # ||B_{L-1}||^2 = ||A_L||^2
     total = norm2.copy()
-    for l in range(depth - 1, 1, -1):  # B_{l-1} = B_l A_l, layers L-1..2
+    for l in range(L - 1, 1, -1):  # B_{l-1} = B_l A_l, layers L-1..2
         cs2 = mult[l - 1] ** 2 * var[l - 1]
         if arch == "mlp":
             gain = cs2 * rng.chisquare(width, n_samples)
@@ -683,36 +711,38 @@ def s_theta_sweep(widths: Sequence[int], depths: Sequence[int], *, arch: str = "
                   method: str = "reduced") -> SThetaSweep:
     """Mean and SE of s - 1 on a (depth, width) grid, exact expectations, and fitted log-log exponents.
 
+    ``depths`` (>= 0) are resprop depths (hidden/residual layers); the fits use the paper's L = depth + 2.
     ``fit_width[i]``: exponent of s - 1 in N at depths[i] (Eq. 16 predicts -1 under mean-field, 0 under SP);
-    ``fit_depth[j]``: exponent in L at widths[j]; ``fit_ratio``: pooled exponent in L/N; each with the same
-    fit applied to the exact expectation (``*_theory``) for comparison.
+    ``fit_depth[j]``: exponent in L at widths[j]; ``fit_ratio``: pooled exponent in L/N (eq. 19); each with the
+    same fit applied to the exact expectation (``*_theory``) for comparison.
     """
     widths = [V.integer("widths", w, 1) for w in widths]
-    depths = [V.integer("depths", L, 2) for L in depths]
+    depths = [V.integer("depths", d, 0) for d in depths]
+    Ls = [d + 2 for d in depths]
     seed = V.integer("seed", seed, 0)
     children = np.random.SeedSequence(seed).spawn(len(depths) * len(widths))
     mean = np.empty((len(depths), len(widths)))
     se = np.empty_like(mean)
-    for i, L in enumerate(depths):
+    for i, dep in enumerate(depths):
         for j, N in enumerate(widths):
             rng = np.random.default_rng(children[i * len(widths) + j])
-            sm1 = sample_s_theta(N, L, n_samples, arch=arch, param=param, gamma0=gamma0, alpha=alpha,
+            sm1 = sample_s_theta(N, dep, n_samples, arch=arch, param=param, gamma0=gamma0, alpha=alpha,
                                  method=method, rng=rng) - 1.0
             mean[i, j], se[i, j] = sm1.mean(), sm1.std(ddof=1) / np.sqrt(n_samples)
-    Ng, Lg = np.meshgrid(np.array(widths, float), np.array(depths, float))
-    theory = expected_s_minus_one(Ng, Lg, arch=arch, param=param, gamma0=gamma0, alpha=alpha)
+    Ng, Lg = np.meshgrid(np.array(widths, float), np.array(Ls, float))
+    theory = expected_s_minus_one(Ng, Lg - 2, arch=arch, param=param, gamma0=gamma0, alpha=alpha)
     out: dict = {}
     if len(widths) > 1:
         out["fit_width"] = [fit_power_law(widths, mean[i], se[i]) for i in range(len(depths))]
         out["fit_width_theory"] = [fit_power_law(widths, theory[i], se[i]) for i in range(len(depths))]
     if len(depths) > 1:
-        out["fit_depth"] = [fit_power_law(depths, mean[:, j], se[:, j]) for j in range(len(widths))]
-        out["fit_depth_theory"] = [fit_power_law(depths, theory[:, j], se[:, j]) for j in range(len(widths))]
+        out["fit_depth"] = [fit_power_law(Ls, mean[:, j], se[:, j]) for j in range(len(widths))]
+        out["fit_depth_theory"] = [fit_power_law(Ls, theory[:, j], se[:, j]) for j in range(len(widths))]
     if mean.size > 1 and len(set((Lg / Ng).ravel())) > 1:
         out["fit_ratio"] = fit_power_law(Lg / Ng, mean, se)
         out["fit_ratio_theory"] = fit_power_law(Lg / Ng, theory, se)
-    return SThetaSweep(widths=np.array(widths), depths=np.array(depths), mean=mean, se=se, theory=theory, arch=arch,
-                       param=param, **out)
+    return SThetaSweep(widths=np.array(widths), depths=np.array(depths), L=np.array(Ls), mean=mean, se=se,
+                       theory=theory, arch=arch, param=param, **out)
 
 
 # --------------------------------------------------------------------------- cosine sweeps on the toy task
@@ -740,11 +770,13 @@ def _mean_se(values: np.ndarray, axis: int = -1):
     return values.mean(axis=axis), se
 
 
-def cosine_vs_width(widths: Sequence[int], depth: int = 5, *, arch: str = "mlp", param: str = "mean_field",
+def cosine_vs_width(widths: Sequence[int], depth: int = 3, *, arch: str = "mlp", param: str = "mean_field",
                     activation: str = "linear", n_seeds: int = 5, seed: int = 0, n_samples: int = 20,
                     d_in: int = 40, gamma0: float = 1.0, alpha: float | None = None, inference: str | None = None,
                     blas_threads: int | None = 1, **gd_kwargs) -> CosineVsWidth:
     """cos(PC, BP) and ||g_PC - g_BP||/||g_BP|| at initialisation on the toy task of App. A.8, per width.
+
+    ``depth`` (default 3: the paper's L = 5 of Fig. 2) counts hidden/residual layers, L = depth + 2.
 
     Each (width, seed) pair draws its own data set and weights from child k of SeedSequence(seed).
     ``inference`` defaults to ``exact`` for linear and ``gd`` for tanh networks (``gd_kwargs`` go to
@@ -824,21 +856,23 @@ def cosine_vs_inference_step(width: int, depths: Sequence[int], betas: Sequence[
                              gamma0: float = 1.0, blas_threads: int | None = 1) -> CosineVsInferenceStep:
     """Fig. 4: cos(PC, BP) after ``n_iter`` GD inference steps of size beta, for several depths at fixed width.
 
+    ``depths`` (>= 0) count residual blocks (L = depth + 2; the paper's Fig. 4 L = 16 is depth 14).
+
     beta is per-sample (the paper's step on F = (1/P) sum F_mu is P beta).  Diverged inference gives NaN.
     """
     width = V.integer("width", width, 1)
-    depths = [V.integer("depths", L, 2) for L in depths]
+    depths = [V.integer("depths", d, 0) for d in depths]
     betas = [float(V.positive("betas", b)) for b in betas]
     n_iter = V.integer("n_iter", n_iter, 0)
     n_seeds = V.integer("n_seeds", n_seeds, 1)
     children = np.random.SeedSequence(V.integer("seed", seed, 0)).spawn(len(depths) * n_seeds)
     cos = np.full((len(depths), len(betas), n_seeds), np.nan)
     with _blas(blas_threads):
-        for i, L in enumerate(depths):
+        for i, dep in enumerate(depths):
             for k in range(n_seeds):
                 rng = np.random.default_rng(children[i * n_seeds + k])
                 x, y = toy_task(n_samples, d_in, rng)
-                net = init_network(width, L, d_in=d_in, arch=arch, param=param, activation=activation,
+                net = init_network(width, dep, d_in=d_in, arch=arch, param=param, activation=activation,
                                    gamma0=gamma0, rng=rng)
                 g_bp = bp_weight_gradients(net, x, y)
                 for j, b in enumerate(betas):

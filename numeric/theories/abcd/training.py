@@ -24,6 +24,10 @@ trains with Adam on CIFAR-10 / Fashion-MNIST at widths up to 2048; here GD (the 
 on digits at widths 16-256.  ``pcx`` (the other maintained JAX PC library) requires jax < 0.5 and cannot be
 installed next to this project's JAX; ``fabricpc`` (jax >= 0.7) can, and the tests use it, when installed, as an
 independent check of the equilibrium and of the PC weight gradient.
+
+Depth: ``depth`` (``make_network``, ``train_pairs``, ``PCConfig.depths``, ``fig4_config``) is resprop's one depth,
+the number of residual blocks between the read-in and the readout; the paper's L (weight matrices) is depth + 2.
+Claims, summary keys (``<param>_depth<d>_N<N>_...``) and figures name the depth and give L = depth + 2.
 """
 from __future__ import annotations
 
@@ -81,11 +85,14 @@ class Network:
 
 def make_network(width: int, depth: int, param: str, activation: str = "linear", seed: int = 0,
                  d_in: int = 64, d_out: int = N_CLASSES, gamma0: float = 1.0) -> Network:
-    """A residual PC network from ``predictive_coding.init_network`` (arch resnet, alpha the parameterisation's)."""
+    """A residual PC network from ``predictive_coding.init_network`` (arch resnet, alpha the parameterisation's)
+    with ``depth`` (>= 0) residual blocks, L = depth + 2 weight matrices."""
     from resprop.numeric.theories.abcd import predictive_coding as pc
 
+    depth = V.integer("depth", depth, 0)
+    # the random stream is keyed by the paper's L = depth + 2 (as before the depth convention: same weights)
     net = pc.init_network(width, depth, d_in=d_in, d_out=d_out, arch="resnet", param=param, activation=activation,
-                          gamma0=gamma0, rng=np.random.default_rng([seed, width, depth]))
+                          gamma0=gamma0, rng=np.random.default_rng([seed, width, depth + 2]))
     p = pc.PARAMETERISATIONS[net.param]
     eta_scale = (gamma0 * width**p.d) ** 2 * float(width) ** (-p.c)
     return Network(tuple(np.asarray(w, float) for w in net.weights), tuple(float(c) for c in net.multipliers),
@@ -204,6 +211,8 @@ def gradient_cosine(g1, g2):
 # --------------------------------------------------------------------------- training
 @dataclass(frozen=True)
 class PCConfig:
+    """Sizes of the experiment; ``depths`` are residual blocks (L = depth + 2 weight matrices)."""
+
     widths: tuple[int, ...]
     depths: tuple[int, ...]
     steps: int
@@ -216,8 +225,8 @@ class PCConfig:
 
 def pc_config(quick: bool) -> PCConfig:
     if quick:
-        return PCConfig(widths=(8, 32, 128), depths=(4, 16), steps=40, batch=64, n_train=1024, n_test=500)
-    return PCConfig(widths=(16, 32, 64, 128, 256), depths=(4, 8, 16, 32), steps=200, batch=64, n_train=1280,
+        return PCConfig(widths=(8, 32, 128), depths=(2, 14), steps=40, batch=64, n_train=1024, n_test=500)  # L 4, 16
+    return PCConfig(widths=(16, 32, 64, 128, 256), depths=(2, 6, 14, 30), steps=200, batch=64, n_train=1280,
                     n_test=517)
 
 
@@ -266,11 +275,11 @@ def _batches(seed: int, cfg: PCConfig) -> np.ndarray:
 
 def train_pairs(width: int, depth: int, params, seeds, cfg: PCConfig, activation: str = "linear",
                 inference: str = "exact", betas=(0.1,), inf_steps: int = 100) -> dict[str, list[dict[str, Any]]]:
-    """Train a PC and a BP copy of each (parameterisation, seed) initialisation at one (width, depth), all in one
-    vmapped call (see module docstring); returns per parameterisation a list over seeds of: per step
-    cos(g_PC, g_BP) along the PC trajectory and both mini-batch losses, final test accuracies and full
-    training-set MSE.  With several ``betas`` (GD inference step sizes, per sample) the keys are
-    ``"<param>@beta=<beta>"``."""
+    """Train a PC and a BP copy of each (parameterisation, seed) initialisation at one (width, depth) (``depth``
+    residual blocks, L = depth + 2 weight matrices), all in one vmapped call (see module docstring); returns per
+    parameterisation a list over seeds of: per step cos(g_PC, g_BP) along the PC trajectory and both mini-batch
+    losses, final test accuracies and full training-set MSE.  With several ``betas`` (GD inference step sizes, per
+    sample) the keys are ``"<param>@beta=<beta>"``."""
     import jax.numpy as jnp
 
     params, seeds, betas = tuple(params), tuple(seeds), tuple(float(b) for b in betas)
@@ -278,7 +287,8 @@ def train_pairs(width: int, depth: int, params, seeds, cfg: PCConfig, activation
     nets = {(p, s): make_network(width, depth, p, activation, s) for p in params for s in seeds}
     data = {s: digits_columns(s, cfg.n_train, cfg.n_test) for s in seeds}
     f32 = jnp.float32
-    weights = [jnp.asarray(np.stack([nets[(p, s)].weights[l] for p, _, s in combos]), f32) for l in range(depth)]
+    weights = [jnp.asarray(np.stack([nets[(p, s)].weights[l] for p, _, s in combos]), f32)
+               for l in range(len(nets[combos[0][0], combos[0][2]].weights))]
     mults = jnp.asarray(np.array([nets[(p, s)].multipliers for p, _, s in combos]), f32)
     etas = np.array([cfg.eta0 * nets[(p, s)].eta_scale for p, _, s in combos])
     stack = lambda i, dt: jnp.asarray(np.stack([data[s][i] for _, _, s in combos]), dt)  # noqa: E731
@@ -301,7 +311,7 @@ def train_pairs(width: int, depth: int, params, seeds, cfg: PCConfig, activation
 class GridResult:
     config: PCConfig
     seeds: tuple[int, ...]
-    #: runs[param][(depth, width)] -> list over seeds of train_pair's dicts
+    #: runs[param][(depth, width)] -> list over seeds of train_pair's dicts (depth: residual blocks, L - 2)
     runs: dict[str, dict[tuple[int, int], list[dict[str, Any]]]]
     seconds: float
     extra: dict[str, Any] = field(default_factory=dict)
@@ -311,9 +321,9 @@ class GridResult:
         first / last step)."""
         cfg = self.config
         out = np.empty((len(cfg.depths), len(cfg.widths), len(self.seeds)))
-        for i, L in enumerate(cfg.depths):
+        for i, dep in enumerate(cfg.depths):
             for j, N in enumerate(cfg.widths):
-                for k, r in enumerate(self.runs[param][(L, N)]):
+                for k, r in enumerate(self.runs[param][(dep, N)]):
                     c = r["cosine"]
                     finite = c[np.isfinite(c)]  # a diverging run (SP at depth) is averaged over its finite steps
                     out[i, j, k] = {"mean_over_training": finite.mean() if finite.size else np.nan, "first": c[0],
@@ -322,7 +332,7 @@ class GridResult:
 
     def final(self, param: str, key: str) -> np.ndarray:
         cfg = self.config
-        return np.array([[[r[key] for r in self.runs[param][(L, N)]] for N in cfg.widths] for L in cfg.depths])
+        return np.array([[[r[key] for r in self.runs[param][(dep, N)]] for N in cfg.widths] for dep in cfg.depths])
 
 
 def width_depth_grid(quick: bool = True, seeds=(0, 1, 2), cfg: PCConfig | None = None) -> GridResult:
@@ -332,19 +342,20 @@ def width_depth_grid(quick: bool = True, seeds=(0, 1, 2), cfg: PCConfig | None =
     seeds = tuple(V.integer("seeds", s, 0) for s in seeds)
     t0 = time.perf_counter()
     runs: dict[str, dict[tuple[int, int], list[dict[str, Any]]]] = {p: {} for p in cfg.params}
-    for L in cfg.depths:
+    for dep in cfg.depths:
         for N in cfg.widths:
-            for p, r in train_pairs(N, L, cfg.params, seeds, cfg).items():
-                runs[p][(L, N)] = r
+            for p, r in train_pairs(N, dep, cfg.params, seeds, cfg).items():
+                runs[p][(dep, N)] = r
     return GridResult(cfg, seeds, runs, time.perf_counter() - t0)
 
 
 def fig4_config(quick: bool) -> dict[str, Any]:
-    """Fig. 4 sizes: the paper's N = 2048, L in {2, 16}, 20 inference steps; here L = 3 (a depth-2 ResNet has no
-    tanh block) and 16; run in the full experiment only (GD inference costs 20 forward-backward passes a step)."""
+    """Fig. 4 sizes: the paper's N = 2048, L in {2, 16} (weight matrices), 20 inference steps; here depths 1 and 14
+    (L = 3 and 16: L = 2, depth 0, has no tanh block); run in the full experiment only (GD inference costs 20
+    forward-backward passes a step)."""
     if quick:
-        return {"width": 32, "depths": (3, 16), "betas": (0.05, 0.4), "steps": 4, "inf_steps": 20}
-    return {"width": 256, "depths": (3, 16), "betas": (0.05, 0.1, 0.2, 0.4), "steps": 30, "inf_steps": 20}
+        return {"width": 32, "depths": (1, 14), "betas": (0.05, 0.4), "steps": 4, "inf_steps": 20}
+    return {"width": 256, "depths": (1, 14), "betas": (0.05, 0.1, 0.2, 0.4), "steps": 30, "inf_steps": 20}
 
 
 def inference_step_sweep(seeds, settings: dict[str, Any]) -> dict[str, Any]:
@@ -354,10 +365,10 @@ def inference_step_sweep(seeds, settings: dict[str, Any]) -> dict[str, Any]:
     cfg = PCConfig(widths=(settings["width"],), depths=settings["depths"], steps=settings["steps"], batch=64,
                    n_train=1024, n_test=500)
     out: dict[str, Any] = {"settings": settings, "cosine": {}}
-    for L in settings["depths"]:
-        r = train_pairs(settings["width"], L, ("mean_field",), seeds, cfg, activation="tanh", inference="gd",
+    for dep in settings["depths"]:
+        r = train_pairs(settings["width"], dep, ("mean_field",), seeds, cfg, activation="tanh", inference="gd",
                         betas=settings["betas"], inf_steps=settings["inf_steps"])
-        out["cosine"][L] = {float(b): np.stack([x["cosine"] for x in r[f"mean_field@beta={float(b):g}"]])
+        out["cosine"][dep] = {float(b): np.stack([x["cosine"] for x in r[f"mean_field@beta={float(b):g}"]])
                             for b in settings["betas"]}
     return out
 
@@ -372,66 +383,67 @@ def _claims(g: GridResult) -> tuple[dict[str, Any], list[dict]]:
     from resprop.numeric.training.experiments import beyond_spread, seed_stats
 
     cfg, n = g.config, len(g.seeds)
-    Nmin, Nmax, Lmin, Lmax = cfg.widths[0], cfg.widths[-1], cfg.depths[0], cfg.depths[-1]
+    Nmin, Nmax, Dmin, Dmax = cfg.widths[0], cfg.widths[-1], cfg.depths[0], cfg.depths[-1]
     summary: dict[str, Any] = {}
     cos = {p: g.cosine(p) for p in cfg.params}
     for p in cfg.params:
-        for i, L in enumerate(cfg.depths):
+        for i, dep in enumerate(cfg.depths):
             for j, N in enumerate(cfg.widths):
-                summary[f"{p}_L{L}_N{N}_cosine_mean_over_training"] = seed_stats(cos[p][i, j])
+                summary[f"{p}_depth{dep}_N{N}_cosine_mean_over_training"] = seed_stats(cos[p][i, j])
                 for key in ("train_mse_pc", "train_mse_bp", "accuracy_pc", "accuracy_bp"):
-                    summary[f"{p}_L{L}_N{N}_{key}"] = seed_stats(g.final(p, key)[i, j])
+                    summary[f"{p}_depth{dep}_N{N}_{key}"] = seed_stats(g.final(p, key)[i, j])
     rows = []
     mf = cos["mean_field"]
 
     def grid_values(c):
-        return {f"L={L}, N={N}": seed_stats(c[i, j]) for i, L in enumerate(cfg.depths) for j, N in
+        return {f"depth={dep}, N={N}": seed_stats(c[i, j]) for i, dep in enumerate(cfg.depths) for j, N in
                 enumerate(cfg.widths)}
 
-    for i, L in enumerate(cfg.depths):
+    for i, dep in enumerate(cfg.depths):
         ok, st = beyond_spread(mf[i, -1], mf[i, 0])
         rows.append(row(
             f"Fig. 1 on digits: cos(g_PC, g_BP) (mean over {cfg.steps} training steps), mean-field linear ResNet "
-            f"L = {L}: width {Nmax} minus width {Nmin}",
+            f"depth {dep} (L = {dep + 2}): width {Nmax} minus width {Nmin}",
             "PC gradients converge to BP's as the width grows (N >> L, Corollary 4.2)",
             {f"N={N}": seed_stats(mf[i, j]) for j, N in enumerate(cfg.widths)},
             {"mean": st["mean"], "se": st["sd"] / math.sqrt(n), "method": f"{n} seeds, paired"},
             passed=ok, check="mean(cos(N_max) - cos(N_min)) > 1 sd over seeds"))
     ok, st = beyond_spread(mf[0, 0], mf[-1, 0])
     rows.append(row(
-        f"Fig. 1 on digits: cos(g_PC, g_BP), mean-field, width {Nmin}: depth {Lmin} minus depth {Lmax}",
+        f"Fig. 1 on digits: cos(g_PC, g_BP), mean-field, width {Nmin}: depth {Dmin} minus depth {Dmax} "
+        f"(L = {Dmin + 2}, {Dmax + 2})",
         "the PC-BP agreement degrades as depth approaches width (s - 1 = Theta(L/N), eq. 19)",
         grid_values(mf), {"mean": st["mean"], "se": st["sd"] / math.sqrt(n), "method": f"{n} seeds, paired"},
         passed=ok, check="mean(cos(L_min) - cos(L_max)) > 1 sd over seeds"))
     st = seed_stats(mf[0, -1])
     rows.append(row(
-        f"Fig. 1 on digits: cos(g_PC, g_BP), mean-field, N = {Nmax} >> L = {Lmin}",
+        f"Fig. 1 on digits: cos(g_PC, g_BP), mean-field, N = {Nmax} >> L = {Dmin + 2} (depth {Dmin})",
         "PC computes (nearly) the BP gradient when N >> L",
         st, {"mean": st["mean"], "se": st["sd"] / math.sqrt(n), "method": f"{n} seeds"},
         passed=st["mean"] - st["sd"] > 0.99, check="mean - sd > 0.99"))
     if "sp" in cos:
-        for i, L in enumerate(cfg.depths):
-            bad = sum(int(np.sum(~np.isfinite(r["cosine"]))) for r in g.runs["sp"][(L, Nmax)])
+        for i, dep in enumerate(cfg.depths):
+            bad = sum(int(np.sum(~np.isfinite(r["cosine"]))) for r in g.runs["sp"][(dep, Nmax)])
             ok, st = beyond_spread(mf[i, -1], cos["sp"][i, -1])
             rows.append(row(
-                f"Fig. A.18 on digits: cos(g_PC, g_BP) at N = {Nmax}, L = {L}: mean-field minus SP",
+                f"Fig. A.18 on digits: cos(g_PC, g_BP) at N = {Nmax}, depth {dep} (L = {dep + 2}): mean-field minus SP",
                 "under SP the PC gradients differ from BP's (no convergence with width)",
                 {"mean-field": seed_stats(mf[i, -1]), "SP": seed_stats(cos["sp"][i, -1])},
                 {"mean": st["mean"], "se": st["sd"] / math.sqrt(n), "method": f"{n} seeds, paired"},
                 passed=ok, check="mean(cos_MF - cos_SP) > 1 sd over seeds",
-                note=f"SP BP-trained runs (all widths) with a non-finite final MSE at L = {L}: "
+                note=f"SP BP-trained runs (all widths) with a non-finite final MSE at depth {dep}: "
                      f"{int(np.sum(~np.isfinite(g.final('sp', 'train_mse_bp')[i])))} of "
                      f"{g.final('sp', 'train_mse_bp')[i].size}" + (
                          f"; SP PC training diverged: {bad} non-finite steps of {cfg.steps} x "
                          f"{n} seeds, averaged over the finite ones (no depth scaling: the residual stream's "
-                         f"variance grows as 2^L)" if bad else "")))
+                         f"variance grows as 2^depth)" if bad else "")))
     rel = np.abs(g.final("mean_field", "train_mse_pc") - g.final("mean_field", "train_mse_bp")) / \
         g.final("mean_field", "train_mse_bp")
-    for i, L in enumerate(cfg.depths):
+    for i, dep in enumerate(cfg.depths):
         ok, st = beyond_spread(rel[i, 0], rel[i, -1])
         rows.append(row(
-            f"Fig. A.17 (right) on digits: |MSE_PC - MSE_BP| / MSE_BP after {cfg.steps} steps, mean-field, L = {L}: "
-            f"width {Nmin} minus width {Nmax}",
+            f"Fig. A.17 (right) on digits: |MSE_PC - MSE_BP| / MSE_BP after {cfg.steps} steps, mean-field, depth {dep} "
+            f"(L = {dep + 2}): width {Nmin} minus width {Nmax}",
             "PC- and BP-trained networks follow the same training curve at large width",
             {f"N={N}": seed_stats(rel[i, j]) for j, N in enumerate(cfg.widths)},
             {"mean": st["mean"], "se": st["sd"] / math.sqrt(n), "method": f"{n} seeds, paired"},
@@ -456,9 +468,9 @@ def _figures(g: GridResult, out) -> list:
                 ax.text(j, i, f"{c[i, j]:.3f}", ha="center", va="center", fontsize=7,
                         color="w" if c[i, j] < 0.6 else "k")
         ax.set_xticks(range(len(cfg.widths)), [str(N) for N in cfg.widths])
-        ax.set_yticks(range(len(cfg.depths)), [str(L) for L in cfg.depths])
+        ax.set_yticks(range(len(cfg.depths)), [f"{dep} (L = {dep + 2})" for dep in cfg.depths])
         ax.set_xlabel("width N")
-        ax.set_ylabel("depth L")
+        ax.set_ylabel("depth (residual blocks; L = depth + 2)")
         ax.set_title(_PRETTY[p], fontsize=9)
     fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="cos(g_PC, g_BP), mean over training")
     fig.suptitle(f"Innocenti et al. Fig. 1 on digits: linear ResNets, PC (exact equilibrium) vs BP, {cfg.steps} GD "
@@ -469,18 +481,18 @@ def _figures(g: GridResult, out) -> list:
 
     fig, axes = plt.subplots(2, len(cfg.depths), figsize=(4.6 * len(cfg.depths), 6.6), squeeze=False)
     steps = np.arange(cfg.steps)
-    for i, L in enumerate(cfg.depths):
+    for i, dep in enumerate(cfg.depths):
         for j, N in enumerate(cfg.widths):
             col = plt.cm.viridis(j / max(1, len(cfg.widths) - 1))
             for p, ls in (("mean_field", "-"), ("sp", ":")):
                 if p not in cfg.params:
                     continue
-                c = np.stack([r["cosine"] for r in g.runs[p][(L, N)]])
+                c = np.stack([r["cosine"] for r in g.runs[p][(dep, N)]])
                 axes[0, i].plot(steps, c.mean(0), ls, color=col, label=f"{_PRETTY[p].split(' ')[0]} N={N}")
-            runs = g.runs["mean_field"][(L, N)]
+            runs = g.runs["mean_field"][(dep, N)]
             axes[1, i].plot(steps, np.mean([r["loss_pc"] for r in runs], 0), "-", color=col, label=f"PC N={N}")
             axes[1, i].plot(steps, np.mean([r["loss_bp"] for r in runs], 0), "--", color=col, label=f"BP N={N}")
-        axes[0, i].set_title(f"L = {L}", fontsize=9)
+        axes[0, i].set_title(f"depth {dep} (L = {dep + 2})", fontsize=9)
         axes[0, i].set_ylabel("cos(g_PC, g_BP)")
         axes[0, i].set_ylim(-0.05, 1.02)
         axes[1, i].set_ylabel("mini-batch MSE (mean-field)")
@@ -501,29 +513,29 @@ def _fig4_claims(f4: dict[str, Any]) -> list[dict]:
     from resprop.numeric.training.experiments import beyond_spread, seed_stats
 
     st_ = f4["settings"]
-    L_sh, L_dp = st_["depths"][0], st_["depths"][-1]
+    D_sh, D_dp = st_["depths"][0], st_["depths"][-1]  # depths (residual blocks), L = depth + 2
     b_lo, b_hi = float(st_["betas"][0]), float(st_["betas"][-1])
     c = {L: {b: v.mean(axis=1) for b, v in d.items()} for L, d in f4["cosine"].items()}  # mean over training
-    n = len(next(iter(c[L_sh].values())))
-    ok1, d1 = beyond_spread(c[L_sh][b_lo], c[L_dp][b_lo])
-    ok2, d2 = beyond_spread(c[L_dp][b_hi], c[L_dp][b_lo])
+    n = len(next(iter(c[D_sh].values())))
+    ok1, d1 = beyond_spread(c[D_sh][b_lo], c[D_dp][b_lo])
+    ok2, d2 = beyond_spread(c[D_dp][b_hi], c[D_dp][b_lo])
     common = f"tanh mean-field ResNets, N = {st_['width']}, {st_['inf_steps']} GD inference steps"
     return [
-        row(f"Fig. 4 on digits: cos(g_PC, g_BP) at beta = {b_lo:g}, depth {L_sh} minus depth {L_dp} ({common})",
+        row(f"Fig. 4 on digits: cos(g_PC, g_BP) at beta = {b_lo:g}, depth {D_sh} minus depth {D_dp} ({common})",
             "deeper PCNs need larger activity step sizes beta for PC and BP gradients to align",
-            {f"L={L}, beta={b:g}": seed_stats(v) for L, d in c.items() for b, v in d.items()},
+            {f"depth={dep}, beta={b:g}": seed_stats(v) for dep, d in c.items() for b, v in d.items()},
             {"mean": d1["mean"], "se": d1["sd"] / math.sqrt(n), "method": f"{n} seeds, paired"},
             passed=ok1, check="mean difference > 1 sd over seeds"),
-        row(f"Fig. 4 on digits: cos(g_PC, g_BP) at depth {L_dp}, beta = {b_hi:g} minus beta = {b_lo:g} ({common})",
+        row(f"Fig. 4 on digits: cos(g_PC, g_BP) at depth {D_dp}, beta = {b_hi:g} minus beta = {b_lo:g} ({common})",
             "with a large enough beta the gradients align again at depth (as long as an equilibrium is reached)",
-            {f"beta={b:g}": seed_stats(v) for b, v in c[L_dp].items()},
+            {f"beta={b:g}": seed_stats(v) for b, v in c[D_dp].items()},
             {"mean": d2["mean"], "se": d2["sd"] / math.sqrt(n), "method": f"{n} seeds, paired"},
-            passed=ok2 and float(np.mean(c[L_dp][b_hi])) > 0.9,
+            passed=ok2 and float(np.mean(c[D_dp][b_hi])) > 0.9,
             check="mean difference > 1 sd over seeds and cos at the largest beta > 0.9",
-            note=f"cos at L = {L_dp}, beta = {b_hi:g}: {float(np.mean(c[L_dp][b_hi])):.3f}; per-sample GD on the "
+            note=f"cos at depth {D_dp}, beta = {b_hi:g}: {float(np.mean(c[D_dp][b_hi])):.3f}; per-sample GD on the "
                  f"activities is unstable above beta = 2/lambda_max = 0.45 (Gauss-Newton lambda_max = 4.4-4.6 at "
                  f"initialisation, predictive_coding._max_curvature), and {st_['inf_steps']} steps carry the "
-                 f"output error only part of the way down {L_dp} layers"),
+                 f"output error only part of the way down {D_dp + 2} layers"),
     ]
 
 
@@ -535,14 +547,14 @@ def _fig4_figure(f4: dict[str, Any], out) -> Path:
 
     st_ = f4["settings"]
     fig, axes = plt.subplots(1, len(st_["depths"]), figsize=(4.6 * len(st_["depths"]), 3.5), squeeze=False)
-    for ax, L in zip(axes[0], st_["depths"]):
-        for k, (b, v) in enumerate(f4["cosine"][L].items()):
+    for ax, dep in zip(axes[0], st_["depths"]):
+        for k, (b, v) in enumerate(f4["cosine"][dep].items()):
             t = np.arange(v.shape[1])
             ax.plot(t, v.mean(0), color=plt.cm.plasma(k / max(1, len(st_["betas"]) - 1)), label=f"beta = {b:g}")
         ax.set_ylim(-0.05, 1.02)
         ax.set_xlabel("training step t")
         ax.set_ylabel("cos(g_PC, g_BP)")
-        ax.set_title(f"L = {L}", fontsize=9)
+        ax.set_title(f"depth {dep} (L = {dep + 2})", fontsize=9)
         ax.legend(fontsize=7)
     fig.suptitle(f"Innocenti et al. Fig. 4 on digits: tanh mean-field ResNets, N = {st_['width']}, "
                  f"{st_['inf_steps']} GD inference steps", fontsize=9)
@@ -563,9 +575,9 @@ def run(quick: bool, out, seeds: tuple[int, ...]):
     cfg = g.config
     per_seed: dict[int, dict[str, Any]] = {}
     for k, s in enumerate(g.seeds):
-        per_seed[int(s)] = {f"{p}_L{L}_N{N}": {key: (v.tolist() if isinstance(v, np.ndarray) else v)
-                                               for key, v in g.runs[p][(L, N)][k].items()}
-                            for p in cfg.params for L in cfg.depths for N in cfg.widths}
+        per_seed[int(s)] = {f"{p}_depth{dep}_N{N}": {key: (v.tolist() if isinstance(v, np.ndarray) else v)
+                                                     for key, v in g.runs[p][(dep, N)][k].items()}
+                            for p in cfg.params for dep in cfg.depths for N in cfg.widths}
     settings: dict[str, Any] = {k: getattr(cfg, k) for k in cfg.__dataclass_fields__}
     settings["inference"] = "exact equilibrium (linear networks)"
     if not quick:  # Fig. 4 (GD inference on tanh networks): full size only, see fig4_config
@@ -574,8 +586,8 @@ def run(quick: bool, out, seeds: tuple[int, ...]):
         figures.append(_fig4_figure(f4, out))
         settings["fig4"] = f4["settings"]
         for k, s in enumerate(g.seeds):
-            per_seed[int(s)]["fig4_cosine"] = {f"L={L}, beta={b:g}": v[k].tolist()
-                                               for L, d in f4["cosine"].items() for b, v in d.items()}
+            per_seed[int(s)]["fig4_cosine"] = {f"depth={dep}, beta={b:g}": v[k].tolist()
+                                               for dep, d in f4["cosine"].items() for b, v in d.items()}
     return ExperimentResult(name=NAME, theory="abcd", quick=quick, seeds=tuple(seeds), per_seed=per_seed,
                             summary=summary, figures=figures, claims=rows, settings=settings)
 
