@@ -388,7 +388,7 @@ def far_field_series(e: sp.Expr) -> tuple[sp.Expr, sp.Expr] | None:
         with np.errstate(all="ignore"):
             ok = ser is not None and bool(np.all(np.isfinite(
                 np.asarray(sp.lambdify(t, ser, modules=["scipy", "numpy"])(sign * far), dtype=float))))
-        if not ok:
+        if not ok or ser is None:
             raise ValueError(f"{e} overflows in float64 at large |x| and SymPy finds no usable asymptotic series")
         sides.append(ser.subs(t, sign * activations.x))
     return sides[0], sides[1]
