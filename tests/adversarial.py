@@ -116,7 +116,7 @@ CLI_NUMERIC = {
                       {"--depth": ("int", 1), "--angle": "angle", "--sigma-w2": "pos", "--sigma-b2": "nonneg",
                        "--d-in": ("int", 1)},
                       {"--depth": "10"}),
-    "abcd": (["abcd", "--json"], {"--depth": ("int", 2), "--gamma0": "pos"}, {"--widths": "10"}),
+    "abcd": (["abcd", "--json"], {"--depth": ("int", 0), "--gamma0": "pos"}, {"--widths": "10"}),
 }
 
 #: options that accept real numbers but where 'huge' cannot be answered (documented upper limits)
