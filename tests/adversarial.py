@@ -155,6 +155,145 @@ def kernel_cli_cases() -> list[Case]:
     return cases
 
 
+def _npy_cases() -> dict[str, tuple[Callable[[Path], Any], str]]:
+    """Bad --inputs files of resprop kernel: (writer of tmp/X.npy, label)."""
+    def header_only(shape):
+        def make(p):
+            with open(p, "wb") as fh:
+                np.lib.format.write_array_header_1_0(fh, {"descr": "<f8", "fortran_order": False, "shape": shape})
+                fh.write(b"\0" * 64)
+        return make
+
+    def truncated(p):
+        np.save(p, np.ones((10, 3)))
+        p.write_bytes(p.read_bytes()[:-8])
+
+    def too_big(p):  # a valid file whose P x P kernel cannot fit in the memory available now
+        from resprop.numeric.engine.inputs import PEAK_FACTOR, available_memory
+
+        have = available_memory() or 2**40
+        np.save(p, np.zeros((int(math.sqrt(have / (8 * PEAK_FACTOR[False]))) + 100, 1)))
+
+    return {
+        "empty": lambda p: p.write_bytes(b""),
+        "truncated": truncated,
+        "header-1e12": header_only((10**6, 10**6)),
+        "pickled-object": lambda p: np.save(p, np.array([[1.0, None]], dtype=object), allow_pickle=True),
+        "ragged": lambda p: np.save(p, np.array([[1.0, 2.0], [3.0]], dtype=object), allow_pickle=True),
+        "1-D": lambda p: np.save(p, np.ones(4)),
+        "3-D": lambda p: np.save(p, np.ones((2, 2, 2))),
+        "P=0": lambda p: np.save(p, np.ones((0, 3))),
+        "complex": lambda p: np.save(p, np.ones((3, 2), complex)),
+        "strings": lambda p: np.save(p, np.array([["1", "2"], ["3", "4"]])),
+        "bool": lambda p: np.save(p, np.ones((3, 2), bool)),
+        "nan": lambda p: np.save(p, np.array([[1.0, np.nan]])),
+        "text": lambda p: p.write_text("1 2\n3 4\n"),
+        "memory": too_big,
+    }
+
+
+def kernel_file_cases() -> list[Case]:
+    """Issue 23 items 4-5: resprop kernel's --out through output.py (foreign files, links, siblings, its own
+    previous output) and its --inputs read header-first (bad .npy files, the memory of the P x P results)."""
+    base = {"--inputs": "{tmp}/X.npy", "--activation": "erf", "--depth": "3", "--weight-var": "1.5",
+            "--bias-var": "0.1", "--out": "{tmp}/K.npz"}
+    cases = []
+    for label, make in _npy_cases().items():
+        def setup(tmp, make=make):
+            make(tmp / "X.npy")
+            return "out"
+        cases.append(Case(f"cli:kernel:inputs-file={label}", "error", ("inputs",), argv=_argv(["kernel"], base),
+                          setup=setup, after=lambda tmp: not (tmp / "K.npz").exists(), timeout=60.0))
+
+    def foreign(tmp):
+        _write_inputs(tmp)
+        (tmp / "K.npz").write_bytes(b"user data")
+        return "out"
+
+    def link(tmp):
+        _write_inputs(tmp)
+        (tmp / "real.npz").write_bytes(b"user data")
+        (tmp / "K.npz").symlink_to("real.npz")
+        return "out"
+
+    def sibling(tmp):
+        _write_inputs(tmp)
+        (tmp / "K.npz.partial.npz").write_bytes(b"user data")
+        return "out"
+
+    def own(tmp):
+        from resprop.numeric.engine.output import write_manifest
+
+        _write_inputs(tmp)
+        np.savez(tmp / "K.npz", nngp=np.eye(5))
+        write_manifest(tmp / "K.npz", "file", "resprop kernel")
+        return "out"
+
+    def refreshed(tmp):  # the own output was replaced by the result of this run
+        with np.load(tmp / "K.npz") as f:
+            return f["nngp"].shape == (5, 5) and not np.array_equal(f["nngp"], np.eye(5))
+
+    cases += [
+        Case("cli:kernel:out=foreign-file", "error", ("out", "K.npz"), argv=_argv(["kernel"], base), setup=foreign,
+             after=lambda tmp: (tmp / "K.npz").read_bytes() == b"user data", timeout=60.0),
+        Case("cli:kernel:out=symlink", "error", ("out", "symbolic link"), argv=_argv(["kernel"], base), setup=link,
+             after=lambda tmp: (tmp / "K.npz").is_symlink() and (tmp / "real.npz").read_bytes() == b"user data",
+             timeout=60.0),
+        Case("cli:kernel:out=foreign-partial-sibling", "ok", (), argv=_argv(["kernel"], base), setup=sibling,
+             after=lambda tmp: (tmp / "K.npz.partial.npz").read_bytes() == b"user data",
+             check=lambda out: "wrote" in out, timeout=60.0),
+        Case("cli:kernel:out=own-previous-output", "ok", (), argv=_argv(["kernel"], base), setup=own,
+             after=refreshed, check=lambda out: "wrote" in out, timeout=60.0),
+        Case("cli:kernel:out=foreign-and-inputs-missing", "error", ("out", "K.npz"),  # --out is checked first
+             argv=_argv(["kernel"], base | {"--inputs": "{tmp}/missing.npy", "--depth": "1000000"}),
+             setup=lambda tmp: (tmp / "K.npz").write_bytes(b"user data") and "out", timeout=60.0),
+    ]
+
+    def api_memory():
+        from resprop.numeric.engine.inputs import PEAK_FACTOR, available_memory
+        from resprop.numeric.engine.kernel import kernel
+
+        have = available_memory() or 2**40
+        return kernel(np.zeros((int(math.sqrt(have / (8 * PEAK_FACTOR[True]))) + 100, 1)), "erf", 2, 1.5, 0.1,
+                      ntk=True)
+
+    cases += [
+        Case("py:kernel:X=ragged", "error", ("X",), call=_api("resprop.kernel", [[1.0, 2.0], [3.0]], "erf", 2, 1.5,
+                                                              0.1)),
+        Case("py:kernel:X=strings", "error", ("X",), call=_api("resprop.kernel", np.array([["1", "2"]]), "erf", 2,
+                                                               1.5, 0.1)),
+        Case("py:kernel:X=bool", "error", ("X",), call=_api("resprop.kernel", np.ones((2, 2), bool), "erf", 2, 1.5,
+                                                            0.1)),
+        Case("py:kernel:X=memory", "error", ("X",), call=api_memory, timeout=60.0),
+        Case("py:kernel:sigma_w2=True", "error", ("sigma_w2",),
+             call=_api("resprop.kernel", np.ones((2, 2)), "erf", 2, True, 0.1)),
+        Case("py:kernel:sigma_b2=False", "error", ("sigma_b2",),
+             call=_api("resprop.kernel", np.ones((2, 2)), "erf", 2, 1.5, False)),
+    ]
+    return cases
+
+
+def train_seed_cases() -> list[Case]:
+    """Issue 23 item 7: seeds are integers in [0, 2^63 - 1], refused up front (nothing is trained or written)."""
+    cases = [Case(f"cli:train:seeds={text}", "error", ("seeds",),
+                  argv=("train", "fischer-fig7", "--quick", f"--seeds={text}", "--out", "{tmp}/train"),
+                  after=lambda tmp: not (tmp / "train").exists())
+             for text in ("1.5", "True", str(2**63), "1,1", "", "1e3")]
+    cases += [Case(f"py:train:check_seeds={seeds!r}", "error", ("seeds",),
+                   call=_api("resprop.numeric.training.experiments.check_seeds", seeds))
+              for seeds in ([2**63], [-1], [True], [0.5], [], [3, 3])]
+    cases.append(Case("py:train:seed_key(2^32+5)!=seed_key(5)", "ok", (),
+                      call=lambda: [np.asarray(_seed_key(s)).tolist() for s in (5, 2**32 + 5)],
+                      check=lambda keys: keys == [[0, 5], [1, 5]]))
+    return cases
+
+
+def _seed_key(seed):
+    from resprop.numeric.training.loop import seed_key
+
+    return seed_key(seed)
+
+
 def activation_cases() -> list[Case]:
     """Issue 23 item 5: activations as a user writes them, through resprop kernel (CLI) and resprop.kernel."""
     base = {"--inputs": "{tmp}/X.npy", "--depth": "2", "--weight-var": "1.5", "--bias-var": "0.1",
@@ -233,6 +372,8 @@ def cli_numeric_cases() -> list[Case]:
         Case("cli:stable-kernel:scaling=1/sqrt(l)", "either", ("scaling",),
              argv=("stable-kernel", "--depth", "10", "--scaling", "1/sqrt(l)", "--json"), check=_finite_json),
         *kernel_cli_cases(),
+        *kernel_file_cases(),
+        *train_seed_cases(),
         *activation_cases(),
         Case("cli:j2bar:theta=nan", "error", ("theta",), argv=("j2bar", "nan", "--json")),
         Case("cli:j2bar:theta=ulp-out", "error", ("theta",),

@@ -159,8 +159,9 @@ def read_inputs(path, ntk: bool = False, name: str = "inputs") -> np.ndarray:
                     shape, fortran, dtype = fmt.read_array_header_1_0(fh)
                 elif version == (2, 0):
                     shape, fortran, dtype = fmt.read_array_header_2_0(fh)
-                else:  # 3.0 (utf-8 field names): only reached by structured dtypes, refused below
-                    shape, fortran, dtype = fmt._read_array_header(fh, version)  # noqa: SLF001
+                else:  # 3.0: numpy.save writes it only for structured dtypes with non-ASCII field names
+                    raise ParameterError(name, f"{where}is a .npy file of format version {version[0]}.{version[1]} "
+                                               "(a structured dtype); need a plain (P, d_in) float array")
             except (ValueError, EOFError, SyntaxError, TypeError) as exc:
                 raise ParameterError(name, f"{where}is not a .npy array file ({' '.join(str(exc).split())[:120]})") \
                     from None

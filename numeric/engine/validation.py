@@ -28,6 +28,11 @@ class ParameterError(ValueError):
 
 
 def _array(name: str, value) -> np.ndarray:
+    if isinstance(value, (str, bytes)):  # "1.5" is text, not a number (np.asarray(..., float) would parse it)
+        raise ParameterError(name, f"must be a real number (or an array of them), got the string {_brief(value)}")
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, np.ndarray) and value.dtype.kind == "b"
+                                                and value.ndim == 0):
+        raise ParameterError(name, f"must be a real number (or an array of them), got a boolean {_brief(value)}")
     try:
         complex_ = value is not None and np.iscomplexobj(value)
     except (TypeError, ValueError):  # a ragged nested sequence
@@ -84,7 +89,8 @@ def integer(name: str, value, minimum: int = 1, maximum: int | None = None) -> i
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         out, bad = int(value), int(value) < minimum
     else:
-        out, bad = None, value is None or isinstance(value, (bool, np.bool_)) or np.iscomplexobj(value)
+        out, bad = None, (value is None or isinstance(value, (bool, np.bool_, str, bytes))
+                          or np.iscomplexobj(value))
         if not bad:
             try:
                 number = float(value)
