@@ -235,7 +235,7 @@ def cmd_kernel(args) -> int:
             X = read_inputs(args.inputs, ntk=args.ntk, name="--inputs")  # header, size and memory before the data
             try:
                 result = kernel(X, args.activation, args.depth, args.weight_var, args.bias_var, gamma=args.gamma,
-                                branch_scale=branch, ntk=args.ntk)
+                                branch_scale=branch, ntk=args.ntk, readout=args.readout)
             except V.ParameterError as exc:  # name the options, not the Python parameters
                 names = ", ".join(options.get(n.strip(), n.strip()) for n in exc.parameter.split(","))
                 raise V.ParameterError(names, str(exc).split(": ", 1)[1]) from None
@@ -273,20 +273,32 @@ def build_parser() -> argparse.ArgumentParser:
     for th in registry.theories().values():  # each theory's own subcommands
         if th.cli:
             th.load("cli")(sub)
-    p = sub.add_parser("kernel", help="NNGP (and NTK) of a residual network for inputs X.npy, written to K.npz")
+    p = sub.add_parser(
+        "kernel", help="NNGP (and NTK) of a residual network for inputs X.npy, written to K.npz",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="The infinite-width NNGP (and NTK) of a residual network (docs/kernel.md):\n"
+                    "  read-in   h0 = W_in x + b_in:  K0 = S x.x'/d_in + B, Theta0 = K0\n"
+                    "  L blocks  h_l = G h_(l-1) + lambda_l (W_l phi(h_(l-1)) + b_l),  l = 1..L  (--depth L)\n"
+                    "            W ~ N(0, S/n), b ~ N(0, B): NTK parameterisation, every layer trained\n"
+                    "  readout   none (the kernel of h_L), or with --readout y = W_out phi(h_L) + b_out\n"
+                    "--depth counts the residual layers after the input (as everywhere in resprop); --gamma 0 is a\n"
+                    "plain fully connected network (Lee et al. 2018: --depth L = L hidden layers, output included).")
     p.add_argument("--inputs", required=True, metavar="X.npy",
                    help="inputs, a (P, d_in) array of integers or floats saved by numpy.save (no pickles, booleans "
                         "or complex numbers); its header, size and the memory of the P x P results are checked "
                         "before the data are read")
     p.add_argument("--activation", required=True, metavar="EXPR",
                    help="erf, relu, tanh, gelu, silu, linear or a SymPy expression in x, e.g. 'sin(x)'")
-    p.add_argument("--depth", required=True, type=int, metavar="L", help="number of residual blocks (>= 0)")
+    p.add_argument("--depth", required=True, type=int, metavar="L",
+                   help="number of residual blocks after the read-in (>= 0)")
     p.add_argument("--weight-var", required=True, type=float, metavar="S", help="sigma_w^2 > 0")
     p.add_argument("--bias-var", required=True, type=float, metavar="B", help="sigma_b^2 >= 0")
     p.add_argument("--gamma", type=float, default=1.0, metavar="G", help="skip gain gamma (default 1)")
     p.add_argument("--branch-scale", default="1", metavar="LAMBDA",
                    help="branch scale lambda: a number or a SymPy expression in l and L, e.g. '1/sqrt(L)'")
     p.add_argument("--ntk", action="store_true", help="also compute the NTK (array 'ntk')")
+    p.add_argument("--readout", action="store_true",
+                   help="add the dense readout y = W_out phi(h_L) + b_out (same S, B); default: the kernel of h_L")
     p.add_argument("--out", required=True, metavar="K.npz",
                    help="output .npz with arrays nngp (and ntk), written atomically with a sidecar manifest "
                         ".K.npz.resprop-manifest.json; an existing file is replaced only if resprop wrote it")

@@ -75,3 +75,18 @@ def test_relu_mlp_matches_arc_cosine_loop():
 def test_readout_must_be_a_bool(bad):
     with pytest.raises(ParameterError, match="readout"):
         resprop.kernel(np.ones((2, 2)), "erf", 1, 1.0, 0.0, readout=bad)
+
+
+def test_cli_readout_flag(tmp_path):
+    from resprop.numeric.cli import main
+
+    X = np.random.default_rng(6).standard_normal((5, 3))
+    np.save(tmp_path / "X.npy", X)
+    out = tmp_path / "K.npz"
+    code = main(["kernel", "--inputs", str(tmp_path / "X.npy"), "--activation", "erf", "--depth", "2", "--weight-var",
+                 "1.25", "--bias-var", "0.05", "--branch-scale", "0.5", "--ntk", "--readout", "--out", str(out)])
+    assert code == 0
+    with np.load(out) as f:
+        Kr, Tr = _reference(X, 2, 1.25, 0.05, 1.0, 0.5, readout=True)
+        np.testing.assert_allclose(f["nngp"], Kr, rtol=1e-12)
+        np.testing.assert_allclose(f["ntk"], Tr, rtol=1e-12)
