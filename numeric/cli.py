@@ -6,6 +6,7 @@ import json
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 from resprop import registry
 from resprop.numeric.cli_support import OptionRefused, interrupted
@@ -249,6 +250,87 @@ def cmd_kernel(args) -> int:
     return 0
 
 
+def _load_array(path: str, option: str, npz_key: str | None = None):
+    """A float array from a .npy file (or the array ``npz_key`` of a .npz), never unpickled; errors name the
+    option."""
+    import numpy as np
+
+    from resprop.numeric.engine import validation as V
+
+    try:
+        data = np.load(path, allow_pickle=False)
+        if isinstance(data, np.lib.npyio.NpzFile):
+            with data:
+                if npz_key not in data.files:
+                    raise V.ParameterError(option, f"{path!r} has no array {npz_key!r} (write it with resprop kernel"
+                                                   f"{' --ntk' if npz_key == 'ntk' else ''})")
+                arr = data[npz_key]
+        else:
+            arr = data
+    except V.ParameterError:
+        raise
+    except (OSError, ValueError, EOFError, KeyError) as exc:
+        raise V.ParameterError(option, f"cannot read an array from {path!r}: {_one_line(exc)}") from None
+    arr = np.asarray(arr)
+    if arr.dtype.kind not in "iuf":
+        raise V.ParameterError(option, f"{path!r} must hold integers or floats, got dtype {arr.dtype}")
+    return arr.astype(float)
+
+
+def cmd_predict(args) -> int:
+    """resprop predict: GP posterior / NTK gradient flow on the test rows of a kernel written by resprop kernel."""
+    import numpy as np
+
+    from resprop.numeric.engine import validation as V
+    from resprop.numeric.engine.output import Publication
+    from resprop.numeric.engine.predict import predict
+
+    if Path(args.out).suffix != ".npz":
+        raise V.ParameterError("--out", f"must be a .npz file, got {args.out!r}")
+    pub = Publication(args.out, "file", "resprop predict")  # the path is checked before any work
+    K = _load_array(args.kernel, "--kernel", "nngp")
+    if K.ndim != 2 or K.shape[0] != K.shape[1]:
+        raise V.ParameterError("--kernel", f"nngp must be a square (P, P) array, got shape {K.shape}")
+    P = K.shape[0]
+    n = V.integer("--train", args.train, minimum=1, maximum=max(1, P - 1))
+    y = _load_array(args.targets, "--targets")
+    if y.ndim not in (1, 2) or y.shape[0] not in (n, P):
+        raise V.ParameterError("--targets", f"must have {n} (training) or {P} (all) rows, got shape {y.shape}")
+    theta = _load_array(args.kernel, "--kernel", "ntk") if args.ntk else None
+    options = {"k_train": "--kernel", "k_test": "--kernel", "k_test_diag": "--kernel", "ntk_train": "--kernel",
+               "ntk_test": "--kernel", "y_train": "--targets", "t": "--time", "learning_rate": "--learning-rate",
+               "regulariser": "--regulariser", "validation_fraction": "--validation-fraction", "seed": "--seed"}
+    try:
+        with pub:
+            try:
+                res = predict(K[:n, :n], y[:n], K[n:, :n], k_test_diag=np.diagonal(K)[n:].copy(),
+                              ntk_train=None if theta is None else theta[:n, :n],
+                              ntk_test=None if theta is None else theta[n:, :n],
+                              t=args.time if args.ntk else np.inf, learning_rate=args.learning_rate,
+                              regulariser=args.regulariser, validation_fraction=args.validation_fraction,
+                              seed=args.seed)
+            except V.ParameterError as exc:
+                names = ", ".join(options.get(m.strip(), m.strip()) for m in exc.parameter.split(","))
+                raise V.ParameterError(names, str(exc).split(": ", 1)[1]) from None
+            arrays: dict[str, Any] = {"mean": res.mean, "regulariser": np.array(res.regulariser)}
+            if res.variance is not None:
+                arrays["variance"] = res.variance
+            np.savez(pub.path, **arrays)
+            out = pub.commit()
+    except KeyboardInterrupt as exc:
+        return interrupted(exc, args.out)
+    summary = {"mode": res.mode, "train": n, "test": P - n, "regulariser": res.regulariser,
+               "regulariser_source": res.regulariser_source, "solver": res.solver}
+    if y.shape[0] == P:
+        err = res.mean - y[n:]
+        summary["test_mse"] = float(np.mean(err * err))
+        if y.ndim == 2 and y.shape[1] > 1:
+            summary["test_accuracy"] = float(np.mean(np.argmax(res.mean, 1) == np.argmax(y[n:], 1)))
+    print(json.dumps(summary) if args.json else f"wrote {out}: mean, variance ({P - n} test rows); " +
+          ", ".join(f"{k} {v}" for k, v in summary.items()))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="resprop", description=__doc__)
     parser.add_argument("--debug", action="store_true",
@@ -303,6 +385,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output .npz with arrays nngp (and ntk), written atomically with a sidecar manifest "
                         ".K.npz.resprop-manifest.json; an existing file is replaced only if resprop wrote it")
     p.set_defaults(func=cmd_kernel)
+    p = sub.add_parser("predict",
+                       help="GP posterior (or NTK gradient flow) on the test rows of a resprop kernel output")
+    p.add_argument("--kernel", required=True, metavar="K.npz",
+                   help="output of resprop kernel (array nngp; ntk with --ntk) for the training inputs followed by "
+                        "the test inputs")
+    p.add_argument("--train", required=True, type=int, metavar="N", help="the first N rows are the training inputs")
+    p.add_argument("--targets", required=True, metavar="Y.npy",
+                   help="targets, (N,) or (N, C); with P rows the test rows are used to report the test error")
+    p.add_argument("--ntk", action="store_true", help="NTK gradient flow (Lee et al. 2019) instead of the GP posterior")
+    p.add_argument("--time", type=float, default=float("inf"), metavar="T", help="training time t (--ntk; default inf)")
+    p.add_argument("--learning-rate", type=float, default=1.0, metavar="ETA", help="eta of the gradient flow (--ntk)")
+    p.add_argument("--regulariser", type=float, default=None, metavar="S2",
+                   help="ridge / noise variance s^2 >= 0 (default: chosen on a validation split)")
+    p.add_argument("--validation-fraction", type=float, default=0.2, metavar="F",
+                   help="share of training rows held out to choose the regulariser (default 0.2)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the validation split")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--out", required=True, metavar="P.npz", help="output .npz with arrays mean, variance, regulariser")
+    p.set_defaults(func=cmd_predict)
     p = sub.add_parser("theories", help="list the registered theories (slug, title, citation, subcommands)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_theories)

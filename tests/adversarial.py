@@ -803,10 +803,11 @@ def _equal(a, b) -> bool:
 
 
 def all_cases() -> list[Case]:
-    from adversarial_kernel_api import kernel_api_cases  # resprop.kernel's Python API
+    from adversarial_kernel_api import kernel_api_cases, predict_api_cases, predict_cli_cases
     from adversarial_writers import writer_cases  # signals and concurrency on every writer (subprocesses)
 
     return (cli_numeric_cases() + path_cases() + sweep_spec_cases() + api_cases() + kernel_api_cases()
+            + predict_cli_cases() + predict_api_cases()
             + writer_cases())
 
 

@@ -130,3 +130,103 @@ def kernel_api_cases():
             add(f"{flag}={label}", "error", (flag,), **{flag: value})
     add("ntk=True", "ok", (), check=_matches(reference(X, ntk=True)), ntk=True)
     return cases
+
+
+def _predict_files(tmp):
+    """K.npz (nngp, ntk) of 30 digits-like inputs and Y.npy (30, 3); returns the output name."""
+    import resprop
+
+    rng = np.random.default_rng(11)
+    X = rng.standard_normal((30, 4)) * np.linspace(0.5, 2.0, 30)[:, None]
+    K, T = resprop.kernel(X, "erf", 2, 1.25, 0.05, ntk=True)
+    np.savez(tmp / "K.npz", nngp=K, ntk=T)
+    np.savez(tmp / "K_nngp_only.npz", nngp=K)
+    np.save(tmp / "Y.npy", np.sin(X[:, :3]))
+    np.save(tmp / "Y_short.npy", np.ones(7))
+    np.save(tmp / "Y_obj.npy", np.array([None] * 30, dtype=object), allow_pickle=True)
+    np.save(tmp / "Y_str.npy", np.array(["a"] * 30))
+    return "P.npz"
+
+
+def _predict_reference(out) -> bool:
+    """The JSON summary of an accepted run: the GP with s^2 = 1e-3 on the 20 training rows, recomputed by a direct
+    solve here."""
+    import resprop
+
+    rng = np.random.default_rng(11)
+    X = rng.standard_normal((30, 4)) * np.linspace(0.5, 2.0, 30)[:, None]
+    K = reference(X, "erf", depth=2)
+    Y = np.sin(X[:, :3])
+    mean = K[20:, :20] @ np.linalg.solve(K[:20, :20] + 1e-3 * np.eye(20), Y[:20])
+    del resprop
+    return isinstance(out, dict) and out.get("regulariser") == 1e-3 and math.isclose(
+        out["test_mse"], float(np.mean((mean - Y[20:]) ** 2)), rel_tol=1e-8)
+
+
+def predict_cli_cases():
+    import adversarial
+
+    Case = adversarial.Case
+    base = {"--kernel": "{tmp}/K.npz", "--train": "20", "--targets": "{tmp}/Y.npy", "--regulariser": "1e-3",
+            "--out": "{out}"}
+
+    def argv(extra=(), **change):
+        values = {**base, **change}
+        return ("predict", *[a for kv in values.items() for a in kv], "--json", *extra)
+
+    cases = [Case("cli:predict:ok", "ok", (), argv=argv(), setup=_predict_files, check=_predict_reference)]
+    for opt, bad in [("--train", ["nan", "-1", "0", "30", "31", "abc", ""]),
+                     ("--regulariser", ["nan", "-1", "inf", "abc", "-5e-324"]),
+                     ("--learning-rate", ["nan", "0", "-1", "inf"]),
+                     ("--validation-fraction", ["nan", "0", "1", "-0.1", "2"]),
+                     ("--seed", ["-1", "abc"]),
+                     ("--kernel", ["{tmp}/missing.npz", "{tmp}", "{tmp}/Y.npy", "{tmp}/Y_str.npy"]),
+                     ("--targets", ["{tmp}/missing.npy", "{tmp}/Y_short.npy", "{tmp}/Y_obj.npy", "{tmp}/Y_str.npy",
+                                    "{tmp}/K.npz"])]:
+        for i, text in enumerate(bad):
+            cases.append(Case(f"cli:predict:{opt.lstrip('-')}={i}", "error", (opt.lstrip("-"),),
+                              argv=argv(**{opt: text}), setup=_predict_files))
+    for i, text in enumerate(["-1", "nan", "abc"]):
+        cases.append(Case(f"cli:predict:time={i}", "error", ("time",), argv=argv(("--ntk", "--time", text)),
+                          setup=_predict_files))
+    cases.append(Case("cli:predict:ntk-missing", "error", ("kernel",),
+                      argv=argv(("--ntk",), **{"--kernel": "{tmp}/K_nngp_only.npz"}), setup=_predict_files))
+    cases.append(Case("cli:predict:no-regulariser", "ok", (), argv=argv(**{"--regulariser": "1e-3"}),
+                      setup=_predict_files, check=_predict_reference))
+    return cases
+
+
+def predict_api_cases():
+    import adversarial
+
+    Case = adversarial.Case
+    K = reference(np.random.default_rng(12).standard_normal((12, 3)), "erf", depth=2)
+    y = np.arange(12.0)
+
+    def call(**change):
+        def run():
+            import resprop
+
+            kw = dict(k_train=K[:8, :8], y_train=y[:8], k_test=K[8:, :8], regulariser=1e-3)
+            kw.update(change)
+            return resprop.predict(kw.pop("k_train"), kw.pop("y_train"), kw.pop("k_test"), **kw)
+        return run
+
+    mean = K[8:, :8] @ np.linalg.solve(K[:8, :8] + 1e-3 * np.eye(8), y[:8])
+    cases = [Case("api:predict:ok", "ok", (), call=call(),
+                  check=lambda r: bool(np.allclose(r.mean, mean, rtol=1e-9, atol=0)))]
+    for name, values in [("k_train", [None, np.ones((8, 7)), np.full((8, 8), np.nan), "K", np.ones((8, 8), bool)]),
+                         ("y_train", [None, np.ones(7), np.array(["a"] * 8), np.full(8, np.inf)]),
+                         ("k_test", [None, np.ones((4, 7)), np.full((4, 8), np.nan)]),
+                         ("regulariser", [-1.0, math.nan, math.inf, True, "1e-3"]),
+                         ("learning_rate", [0.0, -1.0, math.nan, True]),
+                         ("validation_fraction", [0.0, 1.0, math.nan]),
+                         ("seed", [-1, 1.5, True, 2**64]),
+                         ("block_rows", [0, -3, 1.5]),
+                         ("k_test_diag", [np.ones(3), np.full(4, np.nan)])]:
+        for i, v in enumerate(values):
+            cases.append(Case(f"api:predict:{name}={i}", "error", (name,), call=call(**{name: v})))
+    cases.append(Case("api:predict:t-without-ntk", "error", ("t",), call=call(t=3.0)))
+    cases.append(Case("api:predict:ntk-t-negative", "error", ("t",),
+                      call=call(ntk_train=K[:8, :8], ntk_test=K[8:, :8], t=-1.0)))
+    return cases

@@ -176,3 +176,42 @@ def test_bad_input_names_the_parameter(change, param):
     with pytest.raises(ParameterError) as err:
         P.predict(args.pop("k_train"), args.pop("y_train"), args.pop("k_test"), **args)
     assert param in str(err.value)
+
+
+def test_cli_predict_end_to_end(tmp_path, capsys):
+    """resprop kernel then resprop predict on digits: the written mean equals resprop.predict on the same blocks."""
+    import json
+
+    from resprop.numeric.cli import main
+
+    X, Y, n = _digits(150, 50, seed=2)
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "Y.npy", Y)
+    assert main(["kernel", "--inputs", str(tmp_path / "X.npy"), "--activation", "relu", "--depth", "3", "--weight-var",
+                 "2", "--bias-var", "0.01", "--ntk", "--out", str(tmp_path / "K.npz")]) == 0
+    capsys.readouterr()
+    assert main(["predict", "--kernel", str(tmp_path / "K.npz"), "--train", str(n), "--targets",
+                 str(tmp_path / "Y.npy"), "--json", "--out", str(tmp_path / "P.npz")]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    K = resprop.kernel(X, "relu", 3, 2.0, 0.01)
+    ref = resprop.predict(K[:n, :n], Y[:n], K[n:, :n], k_test_diag=np.diagonal(K)[n:])
+    with np.load(tmp_path / "P.npz") as f:
+        np.testing.assert_allclose(f["mean"], ref.mean, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(f["variance"], ref.variance, rtol=1e-8, atol=1e-12)
+    assert summary["regulariser"] == ref.regulariser and summary["test_accuracy"] > 0.8
+    assert main(["predict", "--kernel", str(tmp_path / "K.npz"), "--train", str(n), "--targets",
+                 str(tmp_path / "Y.npy"), "--ntk", "--time", "10", "--json", "--out", str(tmp_path / "Q.npz")]) == 0
+    # a foreign file at --out is never replaced; a missing ntk array and bad --train are one-line errors
+    (tmp_path / "foreign.npz").write_bytes(b"user data")
+    np.save(tmp_path / "short.npy", Y[:10])
+    for argv, name in [(["--out", str(tmp_path / "foreign.npz")], "out"), (["--train", "0"], "--train"),
+                       (["--train", "200"], "--train"), (["--targets", str(tmp_path / "short.npy")], "--targets"),
+                       (["--kernel", str(tmp_path / "Y.npy")], "--kernel"), (["--regulariser", "-1"], "--regulariser"),
+                       (["--kernel", str(tmp_path / "nothing.npz")], "--kernel")]:
+        base = {"--kernel": str(tmp_path / "K.npz"), "--train": str(n), "--targets": str(tmp_path / "Y.npy"),
+                "--out": str(tmp_path / "R.npz")}
+        base.update(dict(zip(argv[::2], argv[1::2])))
+        code = main(["predict", *[a for kv in base.items() for a in kv]])
+        err = capsys.readouterr().err
+        assert code == 2 and name in err, (argv, err)
+    assert (tmp_path / "foreign.npz").read_bytes() == b"user data"

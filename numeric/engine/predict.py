@@ -83,6 +83,7 @@ def _matrix(name: str, A, shape: tuple[int | None, int | None]):
     if A is None:
         raise V.ParameterError(name, "is required")
     if _in_memory(A) or not (hasattr(A, "shape") and hasattr(A, "dtype")):
+        _not_boolean(name, A)
         arr = V.real(name, A)
         if arr.ndim != 2:
             raise V.ParameterError(name, f"must be a 2-D array, got shape {arr.shape}")
@@ -99,7 +100,13 @@ def _matrix(name: str, A, shape: tuple[int | None, int | None]):
     return arr
 
 
+def _not_boolean(name: str, value) -> None:
+    if isinstance(value, np.ndarray) and value.dtype.kind == "b":
+        raise V.ParameterError(name, "must hold numbers, not booleans (convert with .astype(float) if meant)")
+
+
 def _targets(y_train, n: int) -> tuple[np.ndarray, bool]:
+    _not_boolean("y_train", y_train)
     y = V.real("y_train", y_train)
     vector = y.ndim == 1
     if vector:
