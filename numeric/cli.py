@@ -236,7 +236,7 @@ def cmd_kernel(args) -> int:
             X = read_inputs(args.inputs, ntk=args.ntk, name="--inputs")  # header, size and memory before the data
             try:
                 result = kernel(X, args.activation, args.depth, args.weight_var, args.bias_var, gamma=args.gamma,
-                                branch_scale=branch, ntk=args.ntk, readout=args.readout)
+                                branch_scale=branch, ntk=args.ntk, readout=args.readout, progress=not args.quiet)
             except V.ParameterError as exc:  # name the options, not the Python parameters
                 names = ", ".join(options.get(n.strip(), n.strip()) for n in exc.parameter.split(","))
                 raise V.ParameterError(names, str(exc).split(": ", 1)[1]) from None
@@ -379,6 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--branch-scale", default="1", metavar="LAMBDA",
                    help="branch scale lambda: a number or a SymPy expression in l and L, e.g. '1/sqrt(L)'")
     p.add_argument("--ntk", action="store_true", help="also compute the NTK (array 'ntk')")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (shown on stderr after a second otherwise)")
     p.add_argument("--readout", action="store_true",
                    help="add the dense readout y = W_out phi(h_L) + b_out (same S, B); default: the kernel of h_L")
     p.add_argument("--out", required=True, metavar="K.npz",

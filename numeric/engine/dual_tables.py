@@ -751,55 +751,103 @@ def _chunks(shape: tuple[int, ...], limit: int) -> Iterator[tuple[slice | int, .
             yield (i, *rest)
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class _DiagData:
-    values: Array          # distinct diagonal values (sorted)
-    coefT: Array           # (K + 1, n_values): a_k(d) (transposed: one row per k)
-    logtail_f: Array       # (levels, n_values): 0.5 log(T(K_l) / A^2)
-    logtail_g: Array
-    levels: tuple[int, ...]
+    """Everything the general path needs about one set of diagonal values (read-only once built, so that any
+    number of threads may share it): the tables of every pair of values (``tables``, when there are at most
+    ``MAX_TABLE_PAIRS`` pairs), else the Hermite coefficients of every value and their log tails."""
+
+    act: Activation
+    values: Array                  # distinct diagonal values (sorted)
+    rtol: float
+    coefT: Array | None = None     # (K + 1, n_values): a_k(d) (transposed: one row per k)
+    logtail_f: Array | None = None  # (levels, n_values): 0.5 log(T(K_l) / A^2)
+    logtail_g: Array | None = None
+    levels: tuple[int, ...] = ()
+    tables: dict[tuple[int, int], DualTable] | None = None
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.values, self.coefT, self.logtail_f, self.logtail_g)
+        return sum(a.nbytes for a in arrays if a is not None)
 
 
-#: per (activation, variance): (Hermite coefficients computed so far, E phi^2, E phi'^2); LRU within a byte cap
-_DIAG_CACHE: OrderedDict[tuple[str, float], tuple[Array, float, float]] = OrderedDict()
+#: diagonal data of recent ``mean_phi_phi_general`` calls, keyed by (activation, the bytes of the sorted distinct
+#: values, rtol): whole immutable `_DiagData` objects, LRU within ``_DIAG_CACHE_BYTES``.  A lookup takes a reference
+#: under the lock and never reads an entry after releasing it, so an entry evicted by another thread stays valid for
+#: whoever holds it.  (The kernel engine does not rely on it: it builds each layer's data once with
+#: `general_data` before the strips of the layer run, and passes it to them.)
+_DIAG_CACHE: OrderedDict[tuple[str, bytes, float], _DiagData] = OrderedDict()
 _DIAG_CACHE_BYTES = 64 << 20
 _DIAG_LOCK = threading.Lock()
 
 
-def _diag_store(act: Activation, values: Array, K: int, moments: tuple[Array, Array] | None = None) -> None:
-    """Compute the coefficients a_0..a_K of ``values`` and put them in the cache."""
-    if moments is None:
-        with _DIAG_LOCK:
-            moments = (np.array([_DIAG_CACHE[(act.key, v)][1] for v in values]),
-                       np.array([_DIAG_CACHE[(act.key, v)][2] for v in values]))
-    coef, _ = _hermite_coefficients(act, values, K, estimate=False)
+def _diag_store(key: tuple[str, bytes, float], data: _DiagData) -> None:
+    """Put ``data`` in the cache (not if it alone exceeds the cap), evicting the least recently used entries."""
+    if data.nbytes > _DIAG_CACHE_BYTES:
+        return
     with _DIAG_LOCK:
-        for v, c, m1, m2 in zip(values.tolist(), coef, moments[0].tolist(), moments[1].tolist()):
-            _DIAG_CACHE[(act.key, v)] = (c, m1, m2)
-            _DIAG_CACHE.move_to_end((act.key, v))
-        total = sum(e[0].nbytes for e in _DIAG_CACHE.values())
-        while total > _DIAG_CACHE_BYTES and len(_DIAG_CACHE) > values.size:
-            _, (c, _, _) = _DIAG_CACHE.popitem(last=False)
-            total -= c.nbytes
+        _DIAG_CACHE[key] = data
+        _DIAG_CACHE.move_to_end(key)
+        total = sum(e.nbytes for e in _DIAG_CACHE.values())
+        while total > _DIAG_CACHE_BYTES and len(_DIAG_CACHE) > 1:
+            _, old = _DIAG_CACHE.popitem(last=False)
+            total -= old.nbytes
 
 
-def _diag_data(act: Activation, values: Array, tol: float) -> _DiagData:
-    """Hermite coefficients of every distinct diagonal value (cached per value across calls), with a common K
-    raised (``_next_terms``) until every value's relative tails T / A^2 are <= tol, so that every pair is
-    certified on all of [-1, 1] (or K = K_LADDER[-1]); and the log tails at the ladder levels."""
+def general_data(expr: sp.Expr | str, values, rtol: float = 1e-10, cache: bool = True,
+                 moments: tuple[Array, Array] | None = None) -> _DiagData:
+    """The diagonal data of the general path for the diagonal values ``values`` (any array of variances > 0; its
+    distinct values are used): tables of every pair when there are at most ``MAX_TABLE_PAIRS`` pairs, else the
+    Hermite coefficients and log tails of every value (`_diag_data`).  Pass it as ``data=`` to
+    `mean_phi_phi_general` or to `mean_phi_phi_strip` to evaluate many chunks of one set of diagonals: it is
+    computed once and read-only afterwards, so threads share it safely; the result of an element depends only on
+    the element and on this set of values, not on the chunking.  ``cache=False`` bypasses ``_DIAG_CACHE``;
+    ``moments``: (E[phi^2], E[phi'^2]) at the sorted distinct values if the caller has them (from `diagonal`)."""
+    act = activation(expr)
+    vals = np.unique(np.asarray(values, dtype=float).reshape(-1))
+    if vals.size == 0 or not (np.all(np.isfinite(vals)) and vals[0] > 0):
+        raise ParameterError("K_aa", "diagonal variances must be finite and > 0")
+    if not (0 < float(rtol) < 1):
+        raise ParameterError("rtol", f"must lie in (0, 1), got {rtol!r}")
+    if moments is not None and not all(np.shape(m) == vals.shape for m in moments):
+        raise ParameterError("moments", "must be two arrays, one value per distinct diagonal value")
+    return _general_data(act, vals, float(rtol), cache, moments)
+
+
+def _general_data(act: Activation, values: Array, rtol: float, cache: bool,
+                  moments: tuple[Array, Array] | None = None) -> _DiagData:
+    key = (act.key, values.tobytes(), rtol)
+    if cache:
+        with _DIAG_LOCK:
+            hit = _DIAG_CACHE.get(key)
+            if hit is not None:
+                _DIAG_CACHE.move_to_end(key)
+                return hit
+    if values.size * values.size <= MAX_TABLE_PAIRS:
+        v = values.tolist()
+        tables = {(i, j): build_table(act.expr, v[i], v[j], rtol) for i in range(len(v)) for j in range(len(v))}
+        data = _DiagData(act, values, rtol, tables=tables)
+    else:
+        data = _diag_data(act, values, rtol, moments)
+    if cache:
+        _diag_store(key, data)
+    return data
+
+
+def _diag_data(act: Activation, values: Array, rtol: float, moments: tuple[Array, Array] | None = None
+               ) -> _DiagData:
+    """Hermite coefficients of every distinct diagonal value (all computed together, on one grid), with a common
+    K raised (``_next_terms``) until every value's relative tails T / A^2 are <= tol = rtol / 50, so that every
+    pair is certified on all of [-1, 1] (or K = K_LADDER[-1]); and the log tails at the ladder levels.  A pure
+    function of (activation, values, rtol)."""
+    tol = rtol / 50
     k_max = K_LADDER[-1]
-    with _DIAG_LOCK:
-        missing = np.array([v for v in values.tolist() if (act.key, v) not in _DIAG_CACHE])
-    if missing.size:
-        m_phi, m_dphi, _ = _diag_moments(act, missing)
-        _diag_store(act, missing, 65, (m_phi, m_dphi))
+    m_phi, m_dphi = (np.asarray(m, dtype=float) for m in moments) if moments is not None else \
+        _diag_moments(act, values)[:2]
+    K = 65
     while True:
-        with _DIAG_LOCK:
-            entries = [_DIAG_CACHE[(act.key, v)] for v in values.tolist()]
-        K = min(k_max, min(e[0].size for e in entries) - 1)
-        coef = np.stack([e[0][:K + 1] for e in entries])
-        m_phi = np.array([e[1] for e in entries])
-        m_dphi = np.array([e[2] for e in entries])
+        coef, _ = _hermite_coefficients(act, values, K, estimate=False)
         k = np.arange(K + 1, dtype=float)
         Tf = np.maximum(m_phi[:, None] - np.cumsum(coef * coef, axis=1), 0.0) + 8 * _EPS * m_phi[:, None]
         Tg = (np.maximum(m_dphi[:, None] * values[:, None] - np.cumsum(k[1:] * coef[:, 1:] ** 2, axis=1), 0.0)
@@ -810,9 +858,7 @@ def _diag_data(act: Activation, values: Array, tol: float) -> _DiagData:
         ok = np.nonzero(worst <= tol)[0]
         if ok.size or K >= k_max:
             break
-        want = min(k_max, _ladder(_next_terms(np.sqrt(worst), math.sqrt(tol), k_max), 16))
-        short = np.array([v for v, e in zip(values.tolist(), entries) if e[0].size < want + 1])
-        _diag_store(act, short, want)
+        K = min(k_max, _ladder(_next_terms(np.sqrt(worst), math.sqrt(tol), k_max), 16))
     K = int(ok[0]) if ok.size else K
     ladder = tuple(lv for lv in K_LADDER if lv < K) + (K,)
     lf = np.empty((len(ladder), values.size))
@@ -820,7 +866,7 @@ def _diag_data(act: Activation, values: Array, tol: float) -> _DiagData:
     for j, lv in enumerate(ladder):
         lf[j] = 0.5 * np.log(rf[:, lv])
         lg[j] = 0.5 * np.log(rg[:, lv - 1])  # g has K terms
-    return _DiagData(values=values, coefT=np.ascontiguousarray(coef[:, :K + 1].T), logtail_f=lf, logtail_g=lg,
+    return _DiagData(act, values, rtol, coefT=np.ascontiguousarray(coef[:, :K + 1].T), logtail_f=lf, logtail_g=lg,
                      levels=ladder)
 
 
@@ -851,10 +897,13 @@ def _value_index(values: Array, arr: Array, limit: int) -> Array | None:
 
 
 def mean_phi_phi_general(expr: sp.Expr | str, K_aa, K_bb, K_ab, out_phi: Array, out_dphi: Array | None = None,
-                         byte_budget: int = 64 * 2**20, rtol: float = 1e-10) -> tuple[Array, Array | None]:
+                         byte_budget: int = 64 * 2**20, rtol: float = 1e-10, data: _DiagData | None = None
+                         ) -> tuple[Array, Array | None]:
     """E[phi(u) phi(v)] (into ``out_phi``) and E[phi'(u) phi'(v)] (into ``out_dphi`` if given) for
     (u, v) ~ N(0, [[K_aa, K_ab], [K_ab, K_bb]]), elementwise over arrays of one (broadcast) shape.
 
+    ``data``: the diagonal data (`general_data`) of a set of values containing every value of K_aa and K_bb
+    (then ``rtol`` is the data's); by default it is built for the distinct values of this call.
     Memory: chunks of the flattened shape whose temporaries stay below ``byte_budget`` bytes, plus the
     Hermite coefficients of the distinct diagonal values (n_diag x K).  See the module docstring for the
     method and its cost."""
@@ -865,43 +914,32 @@ def mean_phi_phi_general(expr: sp.Expr | str, K_aa, K_bb, K_ab, out_phi: Array, 
         if o is not None and (o.shape != shape or o.dtype != np.float64):
             raise ParameterError(name, f"must be a float64 array of shape {shape}")
     byte_budget = max(int(byte_budget), 1 << 16)
-    per_element = 8 * 24  # bytes of chunk temporaries per element (inputs, rho, indices, sorting, Horner)
-    limit = max(256, byte_budget // per_element)
-    values = _unique_values((K_aa, K_bb), limit)
-    if values.size == 0:
-        return out_phi, out_dphi
-    if not (np.all(np.isfinite(values)) and values[0] > 0):
-        raise ParameterError("K_aa", "diagonal variances must be finite and > 0")
+    limit = max(256, byte_budget // _PER_ELEMENT)
+    given = data is not None
+    if data is None:
+        values = _unique_values((K_aa, K_bb), limit)
+        if values.size == 0:
+            return out_phi, out_dphi
+        if not (np.all(np.isfinite(values)) and values[0] > 0):
+            raise ParameterError("K_aa", "diagonal variances must be finite and > 0")
+        data = _general_data(act, values, float(rtol), cache=True)
+    elif data.act.key != act.key:
+        raise ParameterError("data", "was built for another activation")
+    values = data.values
     want_g = out_dphi is not None
-    tol = rtol / 50
-
-    if values.size * values.size <= MAX_TABLE_PAIRS:
-        for sl in _chunks(shape, limit):
-            da, db, kab = K_aa[sl], K_bb[sl], K_ab[sl]
-            pair_a = np.searchsorted(values, da)
-            pair_b = np.searchsorted(values, db)
-            code = np.asarray(pair_a * values.size + pair_b)
-            rho = np.asarray(kab / np.sqrt(da * db))
-            o_f = np.empty(rho.shape)
-            o_g = np.empty(rho.shape)
-            for c in np.unique(code):
-                mask = code == c
-                table = build_table(act.expr, float(values[c // values.size]), float(values[c % values.size]), rtol)
-                rf, rg = np.empty(int(mask.sum())), np.empty(int(mask.sum()))
-                table.both(rho[mask], rf, rg)
-                o_f[mask], o_g[mask] = rf, rg
-            out_phi[sl] = o_f
-            if want_g:
-                assert out_dphi is not None
-                out_dphi[sl] = o_g
-        return out_phi, out_dphi
-
-    data = _diag_data(act, values, tol)
     index_a, index_b = _value_index(values, K_aa, limit), _value_index(values, K_bb, limit)
+    if given:
+        for idx, arr in ((index_a, K_aa), (index_b, K_bb)):
+            if idx is not None:
+                _check_index(values, _compact(idx), _compact(arr))
     for sl in _chunks(shape, limit):
         ia = np.searchsorted(values, K_aa[sl].reshape(-1)) if index_a is None else index_a[sl].reshape(-1)
         ib = np.searchsorted(values, K_bb[sl].reshape(-1)) if index_b is None else index_b[sl].reshape(-1)
-        f, g = _series_chunk(act, data, ia, ib, K_ab[sl], tol, want_g, byte_budget)
+        if given:
+            for idx, arr, pre in ((ia, K_aa, index_a), (ib, K_bb, index_b)):
+                if pre is None:
+                    _check_index(values, idx, arr[sl].reshape(-1))
+        f, g = _series_chunk(act, data, ia, ib, K_ab[sl], data.rtol / 50, want_g, byte_budget)
         out_phi[sl] = f.reshape(out_phi[sl].shape)
         if want_g:
             assert out_dphi is not None
@@ -909,14 +947,76 @@ def mean_phi_phi_general(expr: sp.Expr | str, K_aa, K_bb, K_ab, out_phi: Array, 
     return out_phi, out_dphi
 
 
+#: bytes of chunk temporaries per element (inputs, rho, indices, sorting, Horner)
+_PER_ELEMENT = 8 * 24
+#: elements per Horner pass of the series (its ~8 work arrays stay in L2); results do not depend on it
+SERIES_BLOCK = 8192
+#: temporaries of one chunk of rows in `mean_phi_phi_strip`; results do not depend on it
+STRIP_BYTE_BUDGET = 16 * 2**20
+
+
+def _check_index(values: Array, idx: Array, arr: Array) -> None:
+    if idx.size and not np.array_equal(values[np.minimum(idx, values.size - 1)], arr):
+        raise ParameterError("data", "does not hold every diagonal value of K_aa and K_bb")
+
+
+def mean_phi_phi_strip(data: _DiagData, ia: Array, ib: Array, rho: Array, out_phi: Array,
+                       out_dphi: Array | None = None, byte_budget: int | None = None) -> tuple[Array, Array | None]:
+    """The general path on an (h, n) block of correlations ``rho`` whose rows have the diagonal values
+    ``data.values[ia]`` (ia of length h) and columns ``data.values[ib]`` (length n): what the kernel engine's
+    strips call, with the data of the layer built once (`general_data`).  ``rho`` is clipped into [-1, 1];
+    the result of an element depends only on (its values, its rho) and ``data``; ``byte_budget`` (default
+    ``STRIP_BYTE_BUDGET``) bounds the temporaries of one chunk of rows."""
+    byte_budget = STRIP_BYTE_BUDGET if byte_budget is None else byte_budget
+    rho = np.asarray(rho, dtype=float)
+    h, n = rho.shape
+    ia, ib = np.asarray(ia, dtype=np.intp), np.asarray(ib, dtype=np.intp)
+    want_g = out_dphi is not None
+    limit = max(256, max(int(byte_budget), 1 << 16) // _PER_ELEMENT)
+    rows = max(1, limit // max(n, 1))
+    for r0 in range(0, h, rows):
+        r1 = min(h, r0 + rows)
+        ja, jb = np.repeat(ia[r0:r1], n), np.tile(ib, r1 - r0)
+        f, g = _eval_rho(data, ja, jb, np.array(rho[r0:r1], dtype=float).reshape(-1), want_g, byte_budget)
+        out_phi[r0:r1] = f.reshape(r1 - r0, n)
+        if want_g:
+            assert out_dphi is not None
+            out_dphi[r0:r1] = g.reshape(r1 - r0, n)
+    return out_phi, out_dphi
+
+
 def _series_chunk(act: Activation, data: _DiagData, ia: Array, ib: Array, kab: Array, tol: float, want_g: bool,
                   byte_budget: int) -> tuple[Array, Array]:
     """f and g at one chunk: ia, ib index the diagonal values of the elements, kab their covariances."""
     sa = np.sqrt(data.values)
-    da_sqrt, db_sqrt = sa[ia], sa[ib]
-    rho = np.asarray(kab, dtype=float).reshape(-1) / da_sqrt
-    rho /= db_sqrt
+    rho = np.asarray(kab, dtype=float).reshape(-1) / sa[ia]
+    rho /= sa[ib]
+    return _eval_rho(data, ia, ib, rho, want_g, byte_budget)
+
+
+def _eval_rho(data: _DiagData, ia: Array, ib: Array, rho: Array, want_g: bool, byte_budget: int
+              ) -> tuple[Array, Array]:
+    """f and g at elements (values[ia], values[ib], rho) (1-D; rho is clipped in place into [-1, 1])."""
     np.clip(rho, -1.0, 1.0, out=rho)
+    if data.tables is not None:
+        n = data.values.size
+        code = ia * n + ib
+        f = np.empty(rho.size)
+        g = np.empty(rho.size)
+        for c in np.unique(code).tolist():
+            mask = code == c
+            rf, rg = data.tables[(c // n, c % n)].both(rho[mask])
+            f[mask], g[mask] = rf, rg
+        return f, g
+    return _series_rho(data, ia, ib, rho, want_g, byte_budget)
+
+
+def _series_rho(data: _DiagData, ia: Array, ib: Array, rho: Array, want_g: bool, byte_budget: int
+                ) -> tuple[Array, Array]:
+    """The certified Mehler series per element (see the module docstring), the pair quadrature beyond it."""
+    assert data.coefT is not None and data.logtail_f is not None and data.logtail_g is not None
+    tol = data.rtol / 50
+    sa = np.sqrt(data.values)
     n = rho.size
     # smallest certified ladder level per element: (K + 1) log|rho| + logtail_a + logtail_b <= log tol
     with np.errstate(divide="ignore"):
@@ -925,8 +1025,7 @@ def _series_chunk(act: Activation, data: _DiagData, ia: Array, ib: Array, kab: A
     ltol = math.log(tol)
     for j in range(len(data.levels) - 1, -1, -1):
         K = data.levels[j]
-        bound_f = (K + 1) * lr + data.logtail_f[j][ia] + data.logtail_f[j][ib]
-        ok = bound_f <= ltol
+        ok = (K + 1) * lr + data.logtail_f[j][ia] + data.logtail_f[j][ib] <= ltol
         # g's criterion applies even when g is not wanted, so that f does not depend on out_dphi
         ok &= K * lr + data.logtail_g[j][ia] + data.logtail_g[j][ib] <= ltol
         level[ok] = j
@@ -941,31 +1040,39 @@ def _series_chunk(act: Activation, data: _DiagData, ia: Array, ib: Array, kab: A
     if series.size:
         order = series[np.argsort(-level[series], kind="stable")]
         kk = np.asarray(data.levels)[level[order]]
-        r = rho[order]
-        ja, jb = ia[order], ib[order]
-        p = np.zeros(order.size)
-        q = np.zeros(order.size)
-        c = np.empty(order.size)
-        tmp = np.empty(order.size)
-        # active[k] = number of elements with K_e >= k (kk is non-increasing)
-        k_top = int(kk[0])
-        counts = np.searchsorted(-kk, -np.arange(k_top + 1), side="right")
         coefT = data.coefT
-        for k in range(k_top, -1, -1):
-            m = int(counts[k])
-            rk, pk, qk, ck, tk = r[:m], p[:m], q[:m], c[:m], tmp[:m]
-            np.take(coefT[k], ja[:m], out=ck)
-            np.take(coefT[k], jb[:m], out=tk)
-            np.multiply(ck, tk, out=ck)
+        for lo in range(0, order.size, SERIES_BLOCK):
+            sel = order[lo:lo + SERIES_BLOCK]
+            p, q = _horner(coefT, kk[lo:lo + SERIES_BLOCK], ia[sel], ib[sel], rho[sel], want_g)
+            f[sel] = p
             if want_g:
-                np.multiply(qk, rk, out=qk)
-                np.add(qk, pk, out=qk)
-            np.multiply(pk, rk, out=pk)
-            np.add(pk, ck, out=pk)
-        f[order] = p
-        if want_g:
-            g[order] = q / (da_sqrt[order] * db_sqrt[order])
+                g[sel] = q / (sa[ia[sel]] * sa[ib[sel]])
     if fallback.size:
-        fq, gq, _, _ = _pair_quadrature(act, da_sqrt[fallback], db_sqrt[fallback], rho[fallback], byte_budget)
+        fq, gq, _, _ = _pair_quadrature(data.act, sa[ia[fallback]], sa[ib[fallback]], rho[fallback], byte_budget)
         f[fallback], g[fallback] = fq, gq
     return f, g
+
+
+def _horner(coefT: Array, kk: Array, ja: Array, jb: Array, r: Array, want_g: bool) -> tuple[Array, Array]:
+    """p = sum_{k <= K_e} coefT[k, ja] coefT[k, jb] r^k and q = dp/dr per element, K_e = kk (non-increasing):
+    Horner on the prefix of elements still active at each k."""
+    m0 = r.size
+    p = np.zeros(m0)
+    q = np.zeros(m0)
+    c = np.empty(m0)
+    tmp = np.empty(m0)
+    k_top = int(kk[0])
+    counts = np.searchsorted(-kk, -np.arange(k_top + 1), side="right")  # elements with K_e >= k
+    for k in range(k_top, -1, -1):
+        m = int(counts[k])
+        rk, pk, qk, ck, tk = r[:m], p[:m], q[:m], c[:m], tmp[:m]
+        row = coefT[k]
+        np.take(row, ja[:m], out=ck)
+        np.take(row, jb[:m], out=tk)
+        np.multiply(ck, tk, out=ck)
+        if want_g:
+            np.multiply(qk, rk, out=qk)
+            np.add(qk, pk, out=qk)
+        np.multiply(pk, rk, out=pk)
+        np.add(pk, ck, out=pk)
+    return p, q

@@ -91,7 +91,7 @@ def input_kernel(X, sigma_w2, sigma_b2) -> np.ndarray:
 
 
 def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scale=1.0, ntk: bool = False,
-           readout: bool = False):
+           readout: bool = False, progress: bool | None = None):
     """The (P, P) NNGP K^(L) of the residual network for inputs X (P, d_in) after ``depth`` residual blocks; with
     ``ntk=True`` the tuple (NNGP, NTK); with ``readout=True`` the kernels of the dense readout
     y = W_out phi(h^(L)) + b_out instead (see the module docstring for the architecture).
@@ -110,7 +110,14 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
     ``ntk=True`` raises ParameterError naming ``activation``; kinks (abs, Max) have a finite NTK.
     Raises ParameterError (a ValueError naming the parameter) for bad input and when a kernel leaves the
     float64 range.
+    ``progress``: a tqdm bar on stderr over strips x layers, shown once a run has lasted a second (shorter runs
+    print nothing); None (the default) shows it only when stderr is a terminal, False never, True always (the
+    CLI: unless ``--quiet``).
     """
+    if progress is None:
+        import sys
+
+        progress = bool(getattr(sys.stderr, "isatty", lambda: False)())
     depth = V.integer("depth", depth, minimum=0, maximum=MAX_DEPTH)
     sw = V.scalar("sigma_w2", sigma_w2, V.positive)
     sb = V.scalar("sigma_b2", sigma_b2, V.nonnegative)
@@ -141,7 +148,8 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
     sequences = (skip, weight, bias)
     with np.errstate(all="ignore"):
         try:
-            out = propagate(K0, K0.copy() if ntk else None, sequences, "ntk" if ntk else "nngp", rec)
+            out = propagate(K0, K0.copy() if ntk else None, sequences, "ntk" if ntk else "nngp", rec,
+                            progress=bool(progress))
         except V.ParameterError as exc:  # a tabulated expectation given an overflowed variance (parameter d, ...)
             if exc.parameter == "activation" or exc.parameter.split(",")[0].strip() in _RANGE_NAMES_TUPLE:
                 raise

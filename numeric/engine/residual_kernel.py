@@ -21,6 +21,7 @@ diagonals are equal, the chunked general path otherwise).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Callable
@@ -44,6 +45,13 @@ DIAGONAL_BYTES = 32 * 2**20
 THREAD_MIN = 20_000
 #: diagonals within this relative spread count as equal (one dual-kernel table per layer)
 EQUAL_DIAGONAL_RTOL = 1e-13
+#: bytes of general-path diagonal data (Hermite coefficients of every diagonal value, per layer) held at once:
+#: with unequal diagonals a block of layers ends when its data would exceed it
+GENERAL_BYTES = 64 * 2**20
+#: series terms per diagonal value assumed when choosing that block (tanh at K_aa ~ 1-3 needs ~310)
+GENERAL_TERMS = 384
+#: seconds before a progress bar appears (shorter runs print nothing)
+PROGRESS_DELAY = 1.0
 #: activations whose recursions are homogeneous of degree one in (K, Theta, sigma_b^2)
 HOMOGENEOUS = ("relu",)
 #: most layers between two rescalings (a block may grow the state by at most ~2^block for the unscaled ReLU)
@@ -122,75 +130,128 @@ def _runtime_module(expr: sp.Expr, forms: dict):
 
 # --------------------------------------------------------------------------- tabulated expectations
 class _Tables:
-    """Callbacks of the tabulated recursion for a block of layers: per layer a rho interpolant when the diagonal
-    is constant over the inputs, the general path otherwise."""
+    """Callbacks of the tabulated recursion for a block of layers.  Per layer: a rho interpolant when the diagonal
+    is constant over the inputs (to ``EQUAL_DIAGONAL_RTOL``), else the general path's diagonal data of all P
+    diagonal values (`dual_tables.general_data`: Hermite coefficients of every value, or the tables of every
+    pair when there are at most ``MAX_TABLE_PAIRS``).  Everything is built here, ONCE per layer and before any
+    strip runs, and only read by the strips' threads afterwards: there is no shared cache to race on, and each
+    element's value depends only on the element and its layer's diagonal, not on the strips, blocks or threads.
 
-    def __init__(self, expr: sp.Expr, diag: np.ndarray) -> None:
-        dual_tables = _duals_module(expr)
+    The per-layer data is built for the layers of ``diag`` in order (``pool``: a few layers at a time in
+    parallel) until it holds more than ``budget`` bytes; ``n_layers`` says how many were built, and the caller
+    runs only those layers in this block."""
 
-        self.dt = dual_tables
+    def __init__(self, expr: sp.Expr, diag: np.ndarray, pool: ThreadPoolExecutor | None = None, step: int = 1,
+                 budget: int | None = None, moments: _DiagonalMoments | None = None) -> None:
+        self.dt = _duals_module(expr)  # dual_tables, or piecewise_duals (same interface) for abs, sign, floor, ...
         self.expr = expr
-        self.diag = diag  # (layers, P): the diagonal before each layer of the block
+        self.known = moments
+        budget = GENERAL_BYTES if budget is None else budget
+        self.layers: list[tuple[Any, np.ndarray | None]] = []  # (DualTable, None) or (diagonal data, value index)
+        nbytes, n, L = 0, 0, diag.shape[0]
+        step = 1 if pool is None else max(1, step)
+        while n < L and (n == 0 or nbytes <= budget):
+            batch = range(n, min(L, n + step))
+            built = (list(pool.map(lambda l: self._layer(l, diag[l]), batch)) if pool
+                     else [self._layer(l, diag[l]) for l in batch])
+            for entry in built:
+                self.layers.append(entry)
+                if entry[1] is not None:
+                    nbytes += entry[0].nbytes + entry[1].nbytes
+            n += len(batch)
+        self.n_layers = len(self.layers)
+
+    def _layer(self, l: int, d: np.ndarray) -> tuple[Any, np.ndarray | None]:
         # equal up to round-off (unit-norm inputs differ by ulps): one table at the mean; the change of the
         # expectation is O(spread) relative, far below the tables' 1e-10
-        spread = np.max(np.abs(diag - diag[:, :1]), axis=1) <= EQUAL_DIAGONAL_RTOL * np.max(np.abs(diag), axis=1)
-        self.equal = bool(np.all(spread))
-        self.tables = ([dual_tables.build_table(expr, float(np.mean(d)), float(np.mean(d))) for d in diag]
-                       if self.equal else None)
+        if np.max(np.abs(d - d[0])) <= EQUAL_DIAGONAL_RTOL * np.max(np.abs(d)):
+            m = float(np.mean(d))
+            return self.dt.build_table(self.expr, m, m), None
+        values = np.unique(d)
+        smooth = self.dt.__name__.endswith(".dual_tables")  # piecewise_duals takes no moments
+        known = None if self.known is None or not smooth else self.known.moments(l, values)
+        if known is None:
+            data = self.dt.general_data(self.expr, values, cache=False)
+        else:  # the tails need E[phi^2], E[phi'^2]: the diagonal recursion has just computed them
+            data = self.dt.general_data(self.expr, values, cache=False, moments=known)
+        return data, np.searchsorted(data.values, d)
 
-    def for_strip(self, lo: int, hi: int) -> dict[str, Callable]:
+    def for_strip(self, lo: int, hi: int, want_dphi: bool = True) -> dict[str, Callable]:
+        """The callbacks of the strip of rows lo:hi (columns lo:P); ``want_dphi``: the recursion also calls
+        mean_dphi_dphi (the general path then evaluates both at once and keeps E[phi' phi'] for that call)."""
         stash: dict[int, np.ndarray] = {}
-        if self.equal:
-            tables = self.tables
+        layers, strip = self.layers, self.dt.mean_phi_phi_strip
 
-            def mean_phi_phi(l, rho, out):
-                return tables[l].mean_phi_phi(rho, out)
-
-            def mean_dphi_dphi(l, rho, out):
-                return tables[l].mean_dphi_dphi(rho, out)
-        else:
-            diag = self.diag
-
-            def _both(l, rho, out_phi, out_dphi):
-                da, db = diag[l, lo:hi, None], diag[l, None, lo:]
-                K_ab = rho * np.sqrt(da) * np.sqrt(db)
-                Kaa, Kbb = np.broadcast_to(da, K_ab.shape), np.broadcast_to(db, K_ab.shape)
-                self.dt.mean_phi_phi_general(self.expr, Kaa, Kbb, K_ab, out_phi, out_dphi)
-
-            def mean_phi_phi(l, rho, out):
+        def mean_phi_phi(l, rho, out):
+            obj, index = layers[l]
+            if index is None:
+                return obj.mean_phi_phi(rho, out)
+            if want_dphi:
                 dphi = np.empty_like(out)
-                _both(l, rho, out, dphi)
+                strip(obj, index[lo:hi], index[lo:], rho, out, dphi)
                 stash[l] = dphi
-                return out
+            else:
+                strip(obj, index[lo:hi], index[lo:], rho, out)
+            return out
 
-            def mean_dphi_dphi(l, rho, out):
-                if l in stash:
-                    out[...] = stash.pop(l)
-                else:
-                    _both(l, rho, np.empty_like(out), out)
-                return out
+        def mean_dphi_dphi(l, rho, out):
+            obj, index = layers[l]
+            if index is None:
+                return obj.mean_dphi_dphi(rho, out)
+            if l in stash:
+                out[...] = stash.pop(l)
+            else:
+                strip(obj, index[lo:hi], index[lo:], rho, np.empty_like(out), out)
+            return out
+
         return {"mean_phi_phi": mean_phi_phi, "mean_dphi_dphi": mean_dphi_dphi}
 
     @staticmethod
     @cache  # custom_kernels differentiates and simplifies in SymPy (~0.1 s): once per activation
-    def diagonal_callbacks(expr: sp.Expr) -> dict[str, Callable]:
-        """Callbacks of the diagonal recursion: <phi^2>, <phi'^2> and <phi'^2 + phi phi''> at each K (1-D)."""
+    def price_callback(expr: sp.Expr) -> Callable:
+        """<phi'^2 + phi phi''> at each K (1-D), the response mode's diagonal callback."""
         from resprop.numeric.engine import dual_tables as dt_smooth
         from resprop.numeric.engine.expectations import custom_kernels
 
-        dual_tables = _duals_module(expr)
+        duals = _duals_module(expr)
 
-        def unique(fn):
-            def callback(l, K, out):
-                values, inverse = np.unique(K, return_inverse=True)
-                out[...] = np.asarray(fn(values))[inverse].reshape(K.shape)
-                return out
-            return callback
+        def callback(l, K, out):
+            values, inverse = np.unique(K, return_inverse=True)
+            price = (duals.price_diag(expr, values) if duals is not dt_smooth
+                     else custom_kernels(expr).price_diag(values))
+            out[...] = np.asarray(price)[inverse].reshape(K.shape)
+            return out
+        return callback
 
-        return {"mean_phi_sq": unique(lambda d: dual_tables.diagonal(expr, d)[0]),
-                "mean_dphi_sq": unique(lambda d: dual_tables.diagonal(expr, d)[1]),
-                "price_diag": unique(lambda d: dual_tables.price_diag(expr, d) if dual_tables is not dt_smooth
-                                     else custom_kernels(expr).price_diag(d))}  # response mode only
+
+class _DiagonalMoments:
+    """Callbacks of the diagonal recursion of a tabulated activation for one block of layers: <phi^2>, <phi'^2>
+    (both from ONE call of `dual_tables.diagonal` per layer, on the distinct values) and, for the response,
+    <phi'^2 + phi phi''>.  The moments of layer l are kept (``moments(l, values)``) for the general path's tails,
+    which need exactly these numbers.  Used by one thread (the diagonal runs before the strips)."""
+
+    def __init__(self, expr: sp.Expr) -> None:
+        self.expr = expr
+        self.by_layer: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.callbacks = {"mean_phi_sq": self._callback(1), "mean_dphi_sq": self._callback(2),
+                          "price_diag": _Tables.price_callback(expr)}
+
+    def moments(self, l: int, values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        hit = self.by_layer.get(l)
+        return (hit[1], hit[2]) if hit is not None and np.array_equal(hit[0], values) else None
+
+    def _callback(self, which: int) -> Callable:
+        duals = _duals_module(self.expr)
+
+        def callback(l, K, out):
+            values, inverse = np.unique(K, return_inverse=True)
+            hit = self.by_layer.get(l)
+            if hit is None or not np.array_equal(hit[0], values):
+                hit = (values, *duals.diagonal(self.expr, values))
+                self.by_layer[l] = hit
+            out[...] = hit[which][inverse].reshape(K.shape)
+            return out
+        return callback
 
 
 def _duals_module(expr: sp.Expr):
@@ -234,12 +295,13 @@ class Propagated:
 
 def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndarray, np.ndarray],
               mode: str, rec: ActivationRecursions, record_layers: bool = False, strip: int = STRIP,
-              block: int | None = None) -> Propagated:
+              block: int | None = None, progress: bool = False) -> Propagated:
     """Run the generated recursions of ``rec`` from K^(0) (and Theta^(0) or chi^(0)) through the layers given
     by the per-layer ``sequences`` (skip_gain, branch_weight, branch_bias), each of length L.
 
     Inputs are assumed validated (float64, symmetric, PSD).  The state of every strip is carried between blocks
-    of layers; the diagonal is run first for each block."""
+    of layers; the diagonal is run first for each block.  ``progress``: a tqdm bar on stderr over
+    strips x layers (shown after one second)."""
     g, w, s = (np.asarray(q, dtype=float) for q in sequences)
     L, P = g.size, K0.shape[0]
     pair_fn, diag_fn = rec.pair[mode], rec.diagonal[mode]
@@ -249,6 +311,11 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
         block = max(1, min(L, DIAGONAL_BYTES // (8 * P * 3)))
         if homogeneous or mode == "response":  # rescaled between blocks: each block must stay in range
             block = min(block, HOMOGENEOUS_BLOCK)
+        d0 = np.diagonal(K0)
+        if rec.expr is not None and np.max(np.abs(d0 - d0[0])) > EQUAL_DIAGONAL_RTOL * np.max(np.abs(d0)):
+            # unequal diagonals: the general path's data (P x ~300 Hermite coefficients per layer) fills
+            # GENERAL_BYTES; a block of that many layers (_Tables shortens it if the series need more terms)
+            block = min(block, max(1, GENERAL_BYTES // (8 * P * GENERAL_TERMS)))
     bands = strips(P, strip)
     K_strips = [np.array(K0[lo:hi, lo:], dtype=float) for lo, hi in bands]
     S_strips: Any = [np.array(second0[lo:hi, lo:], dtype=float) for lo, hi in bands] if two else None
@@ -257,15 +324,21 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
     log_K = log_S = 0.0
     layers = [(K0.copy(), None if second0 is None else second0.copy())] if record_layers else None
     n_workers = min(workers(), len(bands)) if P * (P - 1) // 2 >= THREAD_MIN else 1
-    diag_callbacks = _Tables.diagonal_callbacks(rec.expr) if rec.expr is not None else {}
     pool = ThreadPoolExecutor(n_workers) if n_workers > 1 else None
+    bar = _progress_bar(L * len(bands)) if progress else None
+    # our threads already use the cores: BLAS (the general path's Hermite coefficients) runs one thread each
+    # (two-thread OpenBLAS inside two pool threads measured 3-10x slower per call on a loaded 2-core machine)
+    blas = _one_blas_thread() if pool is not None and rec.expr is not None else contextlib.nullcontext()
+    blas.__enter__()
+    want = set(_callback_names(pair_fn))
+    start = 0
     try:
-        for start in range(0, L, block):
+        while start < L:
             stop = min(L, start + block)
             gb, wb, sb = g[start:stop], w[start:stop], s[start:stop] * math.exp(-log_K)  # bias in the scaled units
             # the diagonal before each layer of the block
             rows = np.empty((stop - start, P))
-            srow = np.empty((stop - start, P)) if record_layers and two else None
+            srow = np.empty((stop - start, P)) if two else None
 
             def keep(l, *state, rows=rows, srow=srow):
                 if l + 1 < rows.shape[0]:
@@ -276,14 +349,23 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
             rows[0] = d
             if srow is not None:
                 srow[0] = sd
+            known = _DiagonalMoments(rec.expr) if rec.expr is not None else None
             out = diag_fn(d.copy(), *((sd.copy(),) if two else ()), gb, wb, sb, record=keep,
-                          **_used(diag_fn, diag_callbacks))
+                          **_used(diag_fn, known.callbacks if known is not None else {}))
             d_next, sd_next = (out if two else (out, None))
-            tables = _Tables(rec.expr, rows) if rec.expr is not None else None
+            tables = _Tables(rec.expr, rows, pool, n_workers, moments=known) if rec.expr is not None else None
+            if tables is not None and tables.n_layers < stop - start:  # the general path's data filled the budget
+                nb = tables.n_layers
+                stop = start + nb
+                d_next = rows[nb].copy()
+                sd_next = srow[nb].copy() if srow is not None else None
+                rows, gb, wb, sb = rows[:nb], gb[:nb], wb[:nb], sb[:nb]
+                srow = srow[:nb] if srow is not None else None
+
             def work(k, rows=rows, gb=gb, wb=wb, sb=sb, tables=tables):
                 lo, hi = bands[k]
                 args = [K_strips[k]] + ([S_strips[k]] if two else [])
-                callbacks = {} if tables is None else tables.for_strip(lo, hi)
+                callbacks = {} if tables is None else tables.for_strip(lo, hi, "mean_dphi_dphi" in want)
                 recorder = _StripRecorder() if record_layers else None
                 result = pair_fn(*args, rows[:, lo:hi, None], rows[:, None, lo:], gb, wb, sb,
                                  record=recorder, **_used(pair_fn, callbacks))
@@ -293,7 +375,11 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
                     K_strips[k] = result
                 return recorder
 
-            recorders = list(pool.map(work, range(len(bands)))) if pool else [work(k) for k in range(len(bands))]
+            recorders = []
+            for r in (pool.map(work, range(len(bands))) if pool else map(work, range(len(bands)))):
+                recorders.append(r)
+                if bar is not None:
+                    bar.update(stop - start)
             d, sd = d_next, sd_next
             if record_layers:
                 assert layers is not None
@@ -328,9 +414,13 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
                         log_S += math.log(c)
                         for M in S_strips:
                             M /= c
+            start = stop
     finally:
         if pool:
             pool.shutdown()
+        if bar is not None:
+            bar.close()
+        blas.__exit__(None, None, None)
     K = _assemble(K_strips, bands, P)
     np.fill_diagonal(K, d)
     second = None
@@ -353,11 +443,32 @@ class _StripRecorder:
             self.S.append(second[0].copy())
 
 
+def _callback_names(fn: Callable) -> list[str]:
+    """The names of the callbacks a generated recursion takes (its module's RECURSIONS entry names them)."""
+    return list(fn.__globals__.get("RECURSIONS", {}).get(fn.__name__, {}).get("callbacks", []))
+
+
 def _used(fn: Callable, callbacks: dict[str, Callable]) -> dict[str, Callable]:
-    """The callbacks a generated recursion takes (its module's RECURSIONS entry names them)."""
-    table = fn.__globals__.get("RECURSIONS", {})
-    wanted = table.get(fn.__name__, {}).get("callbacks", [])
-    return {name: callbacks[name] for name in wanted}
+    """The callbacks a generated recursion takes, from ``callbacks``."""
+    return {name: callbacks[name] for name in _callback_names(fn)}
+
+
+def _one_blas_thread():
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - scikit-learn (a dependency) brings threadpoolctl
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
+
+
+def _progress_bar(total: int):
+    """A tqdm bar on stderr over strips x layers, shown only after a second (short runs print nothing)."""
+    import sys
+
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="kernel", unit="strip-layer", unit_scale=True, delay=PROGRESS_DELAY, file=sys.stderr,
+                leave=False, dynamic_ncols=True)
 
 
 def _assemble(parts: list[np.ndarray], bands: list[tuple[int, int]], P: int, scale: float = 1.0) -> np.ndarray:
