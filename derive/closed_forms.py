@@ -384,6 +384,103 @@ def exponential_type_dual(expr: sp.Expr) -> dict[str, sp.Expr] | None:
     }
 
 
+# --------------------------------------------------------------------------- numerically stable forms
+def _real_number(e: sp.Expr) -> sp.Expr | None:
+    """e as a real SymPy number/expression (None if its imaginary part is not zero)."""
+    re, im = _re_im(sp.sympify(e))
+    return re if im == 0 else None
+
+
+def _stable_pair(a: dict[sp.Expr, sp.Expr]) -> sp.Expr | None:
+    """<f(u) f(v)> for f = sum_w a[w] exp(w x) in a form that is finite and loses no digits at large and at tiny
+    variances, or None when some exponent is complex (w neither real nor imaginary, or w_i w_j not real).
+
+    With alpha_i = w_i^2 / 2 and gamma_ij = w_i w_j, <f f> = m(K_aa) m(K_bb) + sum_ij c_i c_j exp(alpha_i K_aa +
+    alpha_j K_bb) expm1(gamma_ij K_ab), m(K) = <f(u)> = f(0) + sum_i c_i expm1(alpha_i K).  The terms of +-g
+    (g = |gamma| > 0) with the same (alpha_i, alpha_j) combine into an even part C_e (expm1(g K_ab) + expm1(-g K_ab))
+    = C_e exp(g |K_ab|) expm1(-g |K_ab|)^2 and an odd part C_o sign(K_ab) exp(g |K_ab|) (-expm1(-2 g |K_ab|)); the
+    exponential factors are merged into ONE exponent alpha_i K_aa + alpha_j K_bb + g |K_ab| (<= 0 for a bounded f),
+    so nothing overflows (e.g. sin^2 at K = 500: exp(-2 K_aa) exp(-2 K_bb) cosh(4 K_ab) is 0 * inf) and nothing
+    cancels at K ~ 1e-8 (sin^2: 1/4 - exp(-2 K_aa)/4 - ... is O(K^2) from O(1) terms)."""
+    from sympy.codegen.cfunctions import expm1
+
+    alpha: dict[sp.Expr, sp.Expr] = {}
+    for w in a:
+        al = _real_number(w ** 2 / 2)
+        if al is None:
+            return None
+        alpha[w] = al
+    def m(var: sp.Symbol) -> sp.Expr:
+        groups: dict[sp.Expr, sp.Expr] = defaultdict(lambda: sp.Integer(0))
+        for w, c in a.items():
+            groups[alpha[w]] += c
+        out = sp.Integer(0)
+        const = _real_number(sum(a.values(), sp.Integer(0)))
+        if const is None:
+            return sp.nan
+        out += const
+        for al, c in groups.items():
+            cr = _real_number(sp.simplify(c))
+            if al != 0 and cr != 0:
+                if cr is None:
+                    return sp.nan
+                out += cr * expm1(al * var)
+        return out
+    ma, mb = m(K_aa), m(K_bb)
+    if ma.has(sp.nan) or mb.has(sp.nan):
+        return None
+    cross: dict[tuple[sp.Expr, sp.Expr, sp.Expr], list] = defaultdict(lambda: [sp.Integer(0), sp.Integer(0)])
+    for wi, ci in a.items():
+        for wj, cj in a.items():
+            gam = _real_number(wi * wj)
+            if gam is None:
+                return None
+            if gam == 0:
+                continue
+            g = sp.Abs(gam)
+            cross[(alpha[wi], alpha[wj], g)][0 if gam > 0 else 1] += ci * cj
+    out = ma * mb
+    kab = sp.Abs(K_ab)
+    for (al_i, al_j, g), (cp, cm) in cross.items():
+        even, odd = _real_number(sp.simplify((cp + cm) / 2)), _real_number(sp.simplify((cp - cm) / 2))
+        if even is None or odd is None:
+            return None
+        merged = sp.exp(al_i * K_aa + al_j * K_bb + g * kab)
+        if even != 0:
+            out += even * merged * expm1(-g * kab) ** 2
+        if odd != 0:
+            out += -odd * sp.sign(K_ab) * merged * expm1(-2 * g * kab)
+    return out
+
+
+def stable_dual(expr: sp.Expr) -> dict[str, sp.Expr] | None:
+    """The dual kernels of :func:`closed_form_dual` for evaluation in float64: for an exponential-type activation
+    with real exponents w^2/2 and w_i w_j (sin, cos, sin^2, sin(a x + b), sinh, exp, ...) the forms of
+    :func:`_stable_pair` (one merged exponent per term, expm1 where terms cancel at small K; the diagonal the pair
+    form at K_aa = K_bb = K_ab = K, price_diag its derivative); otherwise (GELU, complex exponents such as
+    exp(x) cos(x)) the forms of :func:`closed_form_dual` with the exponentials of every product merged into one
+    (no 0 * inf).  None when there is no closed form.  The same functions as :func:`closed_form_dual` (checked
+    against it in tests/test_large_variance_tables.py)."""
+    expr = _as_x_expr(sp.sympify(expr))
+    forms = closed_form_dual(expr)
+    if forms is None:
+        return None
+    a = None if _is_gelu(expr) else _exponential_terms(expr)
+    if a:
+        da = {w: sp.simplify(w * c) for w, c in a.items() if w != 0}
+        pp = _stable_pair(a)
+        dd = _stable_pair(da) if da else sp.Integer(0)
+        if pp is not None and dd is not None:
+            Kp = sp.Symbol(K.name, positive=True)
+            diag = {K_aa: Kp, K_bb: Kp, K_ab: Kp}
+            sq = pp.xreplace(diag).subs(Kp, K)
+            return {"mean_phi_phi": pp, "mean_dphi_dphi": dd, "mean_phi_sq": sq,
+                    "mean_dphi_sq": dd.xreplace(diag).subs(Kp, K) if da else sp.Integer(0),
+                    "price_diag": sp.diff(pp.xreplace(diag), Kp).subs(Kp, K)}
+    return {k: sp.powsimp(sp.expand(v, power_exp=False), combine="exp") if v.has(sp.exp) else v
+            for k, v in forms.items()}
+
+
 # --------------------------------------------------------------------------- dispatch
 def _is_gelu(expr: sp.Expr) -> bool:
     if not expr.has(sp.erf, sp.erfc):
@@ -409,4 +506,4 @@ def closed_form_dual(name_or_expr: str | sp.Expr) -> dict[str, sp.Expr] | None:
 
 
 __all__ = ["KEYS", "GELU", "GELU_T", "gelu_dual", "gelu_price_integrated", "exponential_type_dual",
-           "closed_form_dual"]
+           "closed_form_dual", "stable_dual"]

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import sympy as sp
+from sympy.codegen.cfunctions import expm1 as _expm1
 
 from resprop.derive.results import Source
 
@@ -117,7 +118,8 @@ LAYER_CHUNK = 64
 _UFUNC = {sp.asin: "numpy.arcsin", sp.acos: "numpy.arccos", sp.atan: "numpy.arctan", sp.exp: "numpy.exp",
           sp.log: "numpy.log", sp.sin: "numpy.sin", sp.cos: "numpy.cos", sp.tan: "numpy.tan",
           sp.sinh: "numpy.sinh", sp.cosh: "numpy.cosh", sp.tanh: "numpy.tanh", sp.Abs: "numpy.absolute",
-          sp.erf: "scipy.special.erf", sp.erfc: "scipy.special.erfc"}
+          sp.erf: "scipy.special.erf", sp.erfc: "scipy.special.erfc", sp.sign: "numpy.sign",
+          _expm1: "numpy.expm1"}  # expm1, sign: closed_forms.stable_dual (sin^2, ... at tiny and large K)
 
 
 class _Lowering:

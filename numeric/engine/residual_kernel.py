@@ -116,11 +116,13 @@ def _runtime_module(expr: sp.Expr, forms: dict):
     """Render and load the recursions of a closed-form activation given at run time (not written to disk)."""
     import types
 
+    from resprop.derive.closed_forms import stable_dual
     from resprop.derive.codegen import render_recursion_module
     from resprop.derive.residual import from_closed_form, recursions_for
     from resprop.derive.results import Derivation
 
-    recs = recursions_for(from_closed_form(str(expr), forms), prefix="custom")
+    # the same functions in float64-safe form (merged exponents, expm1): finite at K ~ 1e3, exact digits at 1e-8
+    recs = recursions_for(from_closed_form(str(expr), stable_dual(expr) or forms), prefix="custom")
     d = Derivation("custom", f"Residual recursions of phi(x) = {expr}", "fischer2025")
     source = render_recursion_module(d, "(run time)", recs)
     mod = types.ModuleType("resprop.generated.custom_recursions")
