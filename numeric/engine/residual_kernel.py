@@ -17,7 +17,16 @@ in-place ufunc calls.  This module only prepares their inputs and calls them:
 Activations: the closed forms of the generated module (``erf``, ``relu``, ...); every other activation (a
 name such as ``tanh`` or a SymPy expression in x) goes through the generated *tabulated* recursion, whose
 expectations are callbacks into `resprop.numeric.engine.dual_tables` (a rho interpolant per layer when all
-diagonals are equal, the chunked general path otherwise).
+diagonals are equal, the general path otherwise).  Everything those callbacks read is built per layer, ONCE,
+before the strips of the block run (`_Tables`: the layer's table, or the Hermite coefficients of all P diagonal
+values) and only read by the threads, so no setting -- strip, block, thread count, cache sizes -- changes a
+result beyond round-off (tests/test_kernel_chunking.py checks 1e-13 of the largest entry).
+
+Cost with unequal norms (tanh, P = 1000, L = 50, NNGP + NTK, 2-core machine): ~15-20x the equal-norm run.  Per
+layer the general path pays the Hermite coefficients of the P values (~30 ms, one BLAS thread), the diagonal
+moments E[phi^2], E[phi'^2] at P values (dual_tables.diagonal, ~30-60 ms) and the Mehler series per element
+(~23 terms on average for Gaussian inputs in dim 10, ~2.3 ns per term and ~60 ns of per-element level selection
+and sorting: ~120 ns per element) against ~8-20 ns for a rho table; see BENCHMARKS.md (kernel with unequal norms).
 """
 from __future__ import annotations
 
@@ -50,6 +59,8 @@ EQUAL_DIAGONAL_RTOL = 1e-13
 GENERAL_BYTES = 64 * 2**20
 #: series terms per diagonal value assumed when choosing that block (tanh at K_aa ~ 1-3 needs ~310)
 GENERAL_TERMS = 384
+#: target relative error of the tabulated expectations (rho tables and the general path's series)
+RTOL = 1e-10
 #: seconds before a progress bar appears (shorter runs print nothing)
 PROGRESS_DELAY = 1.0
 #: activations whose recursions are homogeneous of degree one in (K, Theta, sigma_b^2)
@@ -168,14 +179,14 @@ class _Tables:
         # expectation is O(spread) relative, far below the tables' 1e-10
         if np.max(np.abs(d - d[0])) <= EQUAL_DIAGONAL_RTOL * np.max(np.abs(d)):
             m = float(np.mean(d))
-            return self.dt.build_table(self.expr, m, m), None
+            return self.dt.build_table(self.expr, m, m, RTOL), None
         values = np.unique(d)
         smooth = self.dt.__name__.endswith(".dual_tables")  # piecewise_duals takes no moments
         known = None if self.known is None or not smooth else self.known.moments(l, values)
         if known is None:
-            data = self.dt.general_data(self.expr, values, cache=False)
+            data = self.dt.general_data(self.expr, values, RTOL, cache=False)
         else:  # the tails need E[phi^2], E[phi'^2]: the diagonal recursion has just computed them
-            data = self.dt.general_data(self.expr, values, cache=False, moments=known)
+            data = self.dt.general_data(self.expr, values, RTOL, cache=False, moments=known)
         return data, np.searchsorted(data.values, d)
 
     def for_strip(self, lo: int, hi: int, want_dphi: bool = True) -> dict[str, Callable]:
@@ -328,9 +339,9 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
     n_workers = min(workers(), len(bands)) if P * (P - 1) // 2 >= THREAD_MIN else 1
     pool = ThreadPoolExecutor(n_workers) if n_workers > 1 else None
     bar = _progress_bar(L * len(bands)) if progress else None
-    # our threads already use the cores: BLAS (the general path's Hermite coefficients) runs one thread each
-    # (two-thread OpenBLAS inside two pool threads measured 3-10x slower per call on a loaded 2-core machine)
-    blas = _one_blas_thread() if pool is not None and rec.expr is not None else contextlib.nullcontext()
+    # BLAS (the general path's Hermite coefficients, ~P x 400 x 400 per layer) runs one thread: our pool already
+    # uses the cores, and two-thread OpenBLAS measured 3-10x slower per call on a loaded 2-core machine
+    blas = _one_blas_thread() if rec.expr is not None else contextlib.nullcontext()
     blas.__enter__()
     want = set(_callback_names(pair_fn))
     start = 0
