@@ -8,6 +8,7 @@ tables against tests/data/variance_references.json (mpmath, tests/data/make_vari
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import mpmath as mp
@@ -17,6 +18,8 @@ import sympy as sp
 
 import resprop
 from resprop.derive.closed_forms import closed_form_dual, stable_dual
+from resprop.numeric.engine import dual_tables as dt
+from resprop.numeric.engine.validation import ParameterError
 
 REFS = json.loads((Path(__file__).parent / "data" / "variance_references.json").read_text())
 
@@ -70,3 +73,91 @@ def test_stable_dual_equals_closed_form(expr):
             a, b = ([(s, names[s.name]) for s in f.free_symbols] for f in (ref[key], new[key]))
             va, vb = sp.N(ref[key].subs(a), 40), sp.N(new[key].subs(b), 40)
             assert abs(va - vb) <= 1e-30 * max(1, abs(va)), (key, pt, va, vb)
+
+
+# --------------------------------------------------------------------------- tables at large variance
+EXPRS = {"tanh": "tanh(x)", "log(1+exp(x))": "log(1+exp(x))", "x/(1+exp(-x))": "x/(1+exp(-x))",
+         "atan(x)": "atan(x)", "sin(x)**2": "sin(x)**2"}
+
+
+def _table_cases():
+    """(activation, d_a, d_b, rho, E phi phi, E phi' phi') from the mpmath references: the table rows
+    (rho = 0, +-(1 - 1e-6), 0.5, -0.9, +-0.99 at d = 1e-4, 1, 30, 1000) and the 2-D rows of tanh and SiLU at
+    rho = 0.99 and of sin^2 (exact) with variances <= D_TABLE_MAX."""
+    out = [(r["activation"], r["d"], r["d"], r["rho"], r["phiphi"], r["dphidphi"]) for r in REFS.get("tables", [])]
+    for r in REFS["two"]:
+        if max(r["K_aa"], r["K_bb"]) <= dt.D_TABLE_MAX:
+            rho = r["K_ab"] / math.sqrt(r["K_aa"] * r["K_bb"])
+            out.append((r["activation"], r["K_aa"], r["K_bb"], rho, r["phiphi"], r["dphidphi"]))
+    return out
+
+
+def _sin2_exact(d_a, d_b, rho):
+    with mp.workdps(60):
+        a, b = mp.mpf(d_a), mp.mpf(d_b)
+        c = mp.mpf(rho) * mp.sqrt(a * b)
+        plus, minus = mp.exp(-2 * (a + b + 2 * c)), mp.exp(-2 * (a + b - 2 * c))
+        return (mp.mpf(1) / 4 - mp.exp(-2 * a) / 4 - mp.exp(-2 * b) / 4 + (plus + minus) / 8, (minus - plus) / 2)
+
+
+@pytest.mark.parametrize("case", _table_cases(), ids=lambda c: f"{c[0]}-{c[1]:g}-{c[2]:g}-{c[3]:.6g}")
+def test_table_vs_mpmath(case):
+    name, d_a, d_b, rho, ref_f, ref_g = case
+    try:
+        table = dt.build_table(EXPRS[name], d_a, d_b)
+    except ParameterError as e:  # allowed only for the oscillating sin^2 beyond the windows' reach
+        assert name == "sin(x)**2" and d_a >= 100 and "d_a" in str(e), e
+        return
+    f, g = table.both(np.array([rho]))
+    err_f = abs(f[0] - float(ref_f)) / table.scale_phi
+    err_g = abs(g[0] - float(ref_g)) / table.scale_dphi
+    assert err_f <= 1e-10 and err_g <= 1e-10, (err_f, err_g, table)
+    assert err_f <= table.error_bound_phi and err_g <= table.error_bound_dphi, (err_f, err_g, table)
+
+
+@pytest.mark.parametrize("d", [1e-8, 1e-4, 1.0, 30.0, 100.0, 1e4])
+def test_sin2_table_near_one(d):
+    """sin^2 (exact in mpmath) at rho = +-(1 - 1e-6), 0, 0.5, -0.9: accurate, or refused naming d_a (d >= 100)."""
+    try:
+        table = dt.build_table("sin(x)**2", d, d)
+    except ParameterError as e:
+        assert d >= 100 and "d_a" in str(e)
+        return
+    for rho in (0.0, 0.5, -0.9, 1 - 1e-6, -(1 - 1e-6)):
+        ref_f, ref_g = _sin2_exact(d, d, rho)
+        f, g = table.both(np.array([rho]))
+        assert abs(f[0] - float(ref_f)) <= 1e-10 * table.scale_phi
+        assert abs(g[0] - float(ref_g)) <= 1e-10 * table.scale_dphi
+
+
+@pytest.mark.parametrize("name", ["tanh", "atan(x)", "x/(1+exp(-x))", "log(1+exp(x))"])
+def test_refused_beyond_range_naming_the_variance(name):
+    for d_a, d_b, which in ((1e4, 1.0, "d_a"), (1.0, 1e8, "d_b")):
+        with pytest.raises(ParameterError, match=which) as info:
+            dt.build_table(EXPRS[name], d_a, d_b)
+        assert f"{dt.D_TABLE_MAX:g}" in str(info.value)
+
+
+def test_kernel_refuses_beyond_the_table_range():
+    X = np.random.default_rng(2).normal(size=(4, 3))
+    X *= 200 / np.linalg.norm(X, axis=1, keepdims=True)  # K = 200^2 / 3 > D_TABLE_MAX, equal norms: tables
+    with pytest.raises(ParameterError, match="d_a"):
+        resprop.kernel(X, "tanh", 2, 1.0, 0.05)
+
+
+@pytest.mark.parametrize("d", [30.0, 300.0])
+def test_window_settings_do_not_change_the_table(d, monkeypatch):
+    """The windows (R_WINDOW, K_WINDOW) and the series length at large d are internal: other settings give the same
+    table to its error bound."""
+    from resprop.numeric.engine import heat_smoothing as hs
+
+    rho = np.concatenate([np.linspace(-1, 1, 801), 1 - np.geomspace(1e-12, 0.1, 60), np.geomspace(1e-12, 0.1, 60) - 1])
+    ref = dt._table(dt.activation("tanh(x)").key, d, d, 1e-10)
+    f0, g0 = ref.both(rho)
+    monkeypatch.setattr(hs, "R_WINDOW", 0.6)
+    monkeypatch.setattr(hs, "K_WINDOW", 192)
+    monkeypatch.setattr(dt, "K_SERIES_LARGE", 256)
+    other = dt._table.__wrapped__(dt.activation("tanh(x)").key, d, d, 1e-10)
+    f1, g1 = other.both(rho)
+    assert np.max(np.abs(f1 - f0)) <= (ref.error_bound_phi + other.error_bound_phi) * ref.scale_phi
+    assert np.max(np.abs(g1 - g0)) <= (ref.error_bound_dphi + other.error_bound_dphi) * ref.scale_dphi

@@ -93,9 +93,25 @@ mean K_e ~ 23, ~120 ns per element and ~30 ms per set of 1000 values for the coe
 ``diagonal(expr, d)`` returns E[phi(u)^2] and E[phi'(u)^2] for an array of variances (deduplicated), by the
 graded Gauss--Legendre rule of `resprop.generated.gauss_hermite` (panels in u at the Gaussian's and the
 activation's scales): ~1e-15 relative against mpmath for d in 1e-8 .. 1e8 (tests/test_variance_accuracy.py), a
-ParameterError naming ``d`` where the refined rule disagrees (activations oscillating at large |x|).  The tables
-and the general path are unchanged: their series and the trapezoidal pair quadrature still scale with sqrt(d) and
-are practical (and measured) only up to d ~ 20 - 50.
+ParameterError naming ``d`` where the refined rule disagrees (activations oscillating at large |x|).  The general
+path is unchanged: its series and the trapezoidal pair quadrature still scale with sqrt(d) and are practical
+(and measured) only up to d ~ 20 - 50.
+
+*Tables at large variance (max(d_a, d_b) > D_SERIES = 20).*  The full series is taken only to K_SERIES_LARGE =
+512 terms (certified for |rho| <= rho_s ~ 0.95 whatever d is: rho_s^513 <= tol), and 1 - |rho| < 1 - rho_s is
+covered by the windows of `resprop.numeric.engine.heat_smoothing`: Mehler series in the correlation r of the
+heat-smoothed activation about rho0 = 1 - Delta, whose length depends on d Delta, not on d (~50-130 terms a
+window, log_4(d) windows; see that module).  The windows are checked against each other and against the series at
++-rho_s (the disagreement enters the bound; a ParameterError naming ``d_a`` if it exceeds rtol, e.g. sin^2 beyond
+d ~ 30 - 100).  The cubic intervals are uniform in s = log((eps + theta) / (eps + pi - theta)), eps = 1/sqrt(d)
+(the boundary layers at theta = 0, pi have width ~ 1/sqrt(d)), so M grows like log d (tanh: 785 at d = 20, 1152
+at 200, 1669 at 5000, instead of 450 sqrt(d)); evaluation adds one log and four arithmetic passes per element.
+Cost per table (tanh, one BLAS thread): 2.4 ms at d = 1, 21 ms at 20, 42 ms at 50, 70 ms at 200, ~0.4 s at 1000
+(the window at the largest Delta dominates: its trapezoidal z-rule has ~ Omega sqrt(d Delta) nodes).  Measured
+against mpmath (tests/test_large_variance_tables.py; rho = 0, 0.5, -0.9, +-0.99, +-(1 - 1e-6)) for tanh,
+softplus, SiLU, atan and sin^2 at d = 1e-8 .. 1000: error <= ~1e-11 and below the stored bound.  ``build_table``
+refuses d_a or d_b > D_TABLE_MAX = 5000 up front (the series coefficients' trapezoidal rule and the first window
+still grow like sqrt(d); graded rules in z would lift this).
 """
 from __future__ import annotations
 
@@ -110,6 +126,7 @@ import numpy as np
 import sympy as sp
 
 from resprop.derive.activations import x as X
+from resprop.numeric.engine import heat_smoothing
 from resprop.numeric.engine.validation import ParameterError
 
 Array = np.ndarray
@@ -134,6 +151,16 @@ OMEGA_GAUSS = 8.6
 MARGIN = 1.15
 #: largest number of table intervals
 M_MAX = 1 << 15
+#: largest variance of a table (``build_table`` refuses beyond it): the trapezoidal z-rules of the series
+#: coefficients and of the first window grow like sqrt(d); measured against mpmath up to d = 1000
+#: (tests/test_large_variance_tables.py)
+D_TABLE_MAX = 5000.0
+#: above this variance a table takes the series only to K_SERIES_LARGE terms (certified for |rho| <= rho_s >= 0.95)
+#: and the windows of `heat_smoothing` near |rho| = 1 (instead of the pair quadrature)
+D_SERIES = 20.0
+#: first number of graded intervals (large d; the a-posteriori check raises it)
+M_GRADED = 512
+K_SERIES_LARGE = 512
 
 _EPS = float(np.finfo(float).eps)
 _SQRT_2PI = math.sqrt(2 * math.pi)
@@ -543,7 +570,7 @@ class DualTable:
     sqrt(E phi(u)^2 E phi(v)^2), resp. with phi')."""
 
     def __init__(self, act: Activation, d_a: float, d_b: float, series: _Series, coef_f: Array, coef_g: Array,
-                 err_f: float, err_g: float) -> None:
+                 err_f: float, err_g: float, eps: float = 0.0) -> None:
         self.activation = act
         self.d_a, self.d_b = d_a, d_b
         self.degree = coef_f.shape[1] - 1
@@ -554,7 +581,11 @@ class DualTable:
         self.error_bound_phi = err_f
         self.error_bound_dphi = err_g
         self.error_bound = max(err_f, err_g)
-        self._scale = self.n_intervals / math.pi
+        # eps > 0: the intervals are uniform in s = log((eps + theta) / (eps + pi - theta)) (`_theta_map`)
+        self.eps = eps
+        self._pe = math.pi + eps
+        self._s0 = math.log(eps / self._pe) if eps else 0.0
+        self._scale = self.n_intervals / (-2 * self._s0 if eps else math.pi)
         n = self.degree + 1
         self._cf = [np.ascontiguousarray(coef_f[:, j]) for j in range(n)]
         self._cg = [np.ascontiguousarray(coef_g[:, j]) for j in range(n)]
@@ -568,6 +599,12 @@ class DualTable:
     def _index(self, r: Array, t: Array, fl: Array, idx: Array) -> None:
         np.clip(r, -1.0, 1.0, out=t)
         np.arccos(t, out=t)
+        if self.eps:  # s - s0 = log((eps + theta) / (eps + pi - theta)) - s0
+            np.subtract(self._pe, t, out=fl)
+            np.add(t, self.eps, out=t)
+            np.divide(t, fl, out=t)
+            np.log(t, out=t)
+            np.subtract(t, self._s0, out=t)
         np.multiply(t, self._scale, out=t)
         np.floor(t, out=fl)
         with np.errstate(invalid="ignore"):  # NaN rho: any index (mode="wrap"), the result is NaN through t
@@ -636,12 +673,18 @@ def _finish(out: Array, flat: Array) -> Array:
     return out
 
 
-def _exact_values(act: Activation, ser: _Series, d_a: float, d_b: float, rho: Array) -> tuple[Array, Array, float]:
-    """f and g at rho: the series where it is certified, the pair quadrature beyond rho_s."""
+def _exact_values(act: Activation, ser: _Series, d_a: float, d_b: float, rho: Array, wins: list | None = None
+                  ) -> tuple[Array, Array, float]:
+    """f and g at rho: the series where it is certified; beyond rho_s the windows of `heat_smoothing` (``wins``,
+    large variances) or the pair quadrature."""
     vals = _polyval_many(np.vstack([ser.cf, _pad(ser.cg, ser.cf.size)]), rho)
     f, g = vals[0], vals[1]
     qerr = 0.0
-    if ser.rho_s < 1.0:
+    if wins:
+        far = np.nonzero(np.abs(rho) > ser.rho_s)[0]
+        fw, gw, done = heat_smoothing.evaluate(wins, rho[far])
+        f[far[done]], g[far[done]] = fw[done], gw[done]  # the rest: |rho| - rho_s ~ ulps, the series holds
+    elif ser.rho_s < 1.0:
         far = np.nonzero(np.abs(rho) > ser.rho_s)[0]
         if far.size:
             n = far.size
@@ -679,16 +722,26 @@ def _choose_intervals(ser: _Series, tol: float, n: int) -> int:
     return int(min(M_MAX, max(4, math.ceil(np.pi / w))))
 
 
-def _fit(act: Activation, ser: _Series, d_a: float, d_b: float, M: int) -> tuple[Array, Array, float, float, float]:
+def _theta_map(eps: float, u: Array) -> Array:
+    """theta at u = (s - s0) / (s1 - s0) in [0, 1] for the graded map s = log((eps + theta) / (eps + pi - theta))
+    (s0 = -s1 = log(eps / (eps + pi))); eps = 0: theta = pi u (uniform)."""
+    if not eps:
+        return np.pi * u
+    s0 = math.log(eps / (math.pi + eps))
+    q = np.exp(s0 * (1.0 - 2.0 * u))
+    return np.clip((q * (math.pi + eps) - eps) / (1.0 + q), 0.0, np.pi)
+
+
+def _fit(act: Activation, ser: _Series, d_a: float, d_b: float, M: int, wins: list | None = None,
+         eps: float = 0.0) -> tuple[Array, Array, float, float, float]:
     n = DEGREE + 1
     t, to_mono, shift = _cheb_local(n)
-    w = np.pi / M
     i = np.arange(M)
-    theta_nodes = ((i[:, None] + t[None, :]) * w).reshape(-1)
+    theta_nodes = _theta_map(eps, ((i[:, None] + t[None, :]) / M).reshape(-1))
     # midpoints of every interval (test points: the node polynomial is extremal there)
-    theta_mid = (i + 0.5) * w
+    theta_mid = _theta_map(eps, (i + 0.5) / M)
     rho_all = np.cos(np.concatenate([theta_nodes, theta_mid]))
-    f, g, qerr = _exact_values(act, ser, d_a, d_b, rho_all)
+    f, g, qerr = _exact_values(act, ser, d_a, d_b, rho_all, wins)
     nn = theta_nodes.size
     cf = np.empty((M + 1, n))
     cg = np.empty((M + 1, n))
@@ -710,6 +763,11 @@ def build_table(expr: sp.Expr | str, d_a: float, d_b: float, rtol: float = 1e-10
     for name, v in (("d_a", d_a), ("d_b", d_b)):
         if not (math.isfinite(float(v)) and float(v) > 0):
             raise ParameterError(name, f"must be a finite variance > 0, got {v!r}")
+        if float(v) > D_TABLE_MAX:
+            raise ParameterError(name, f"variance {float(v):g} (K_aa of the layer) is beyond the range of the "
+                                       f"tabulated dual kernels of {act.expr}, 0 < d <= {D_TABLE_MAX:g} (accurate to "
+                                       "1e-10 there; beyond, the uniform theta intervals exceed M_MAX); smaller "
+                                       "weights, depth or branch_scale keep the variances in range")
     if not (0 < float(rtol) < 1):
         raise ParameterError("rtol", f"must lie in (0, 1), got {rtol!r}")
     return _table(act.key, float(d_a), float(d_b), float(rtol))
@@ -720,11 +778,18 @@ def _table(key: str, d_a: float, d_b: float, rtol: float) -> DualTable:
     act = _activation(key)
     tol_series = rtol / 50
     tol_interp = rtol / 4  # on twice the largest measured midpoint error
-    ser = _series(act, d_a, d_b, tol_series)
+    large = max(d_a, d_b) > D_SERIES
+    ser = _series(act, d_a, d_b, tol_series, K_SERIES_LARGE if large else None)
+    wins, werr = None, 0.0
+    if large and ser.rho_s < 1.0:
+        wins, werr = _windows(act, ser, d_a, d_b, tol_series, rtol)
     n = DEGREE + 1
-    M = _choose_intervals(ser, tol_interp / 3, n)
-    for _ in range(6):
-        cf, cg, ef, eg, qerr = _fit(act, ser, d_a, d_b, M)
+    # large d: intervals graded toward theta = 0 and pi (boundary layers of width ~ 1 / sqrt(d)), M ~ log d
+    eps = 1.0 / math.sqrt(max(d_a, d_b)) if large else 0.0
+    M = _choose_intervals(ser, tol_interp / 3, n) if not eps else M_GRADED
+    for _ in range(8):
+        cf, cg, ef, eg, qerr = _fit(act, ser, d_a, d_b, M, wins, eps)
+        qerr = max(qerr, werr)
         worst = 2 * max(ef, eg)
         if worst <= tol_interp or M >= M_MAX:
             break
@@ -735,7 +800,32 @@ def _table(key: str, d_a: float, d_b: float, rtol: float) -> DualTable:
     if ser.rho_s < 1.0:  # the series is certified to tol_series inside rho_s, the quadrature outside
         err_f += tol_series
         err_g += tol_series
-    return DualTable(act, d_a, d_b, ser, cf, cg, err_f, err_g)
+    return DualTable(act, d_a, d_b, ser, cf, cg, err_f, err_g, eps)
+
+
+def _windows(act: Activation, ser: _Series, d_a: float, d_b: float, tol: float, rtol: float) -> tuple[list, float]:
+    """The windows of `heat_smoothing` for 1 - |rho| <= 1 - rho_s, and their error (relative): the largest
+    certified tail + quadrature estimate of a window, the disagreement of neighbouring windows, and that of the first
+    windows with the series at +-rho_s.  A ParameterError names ``d_a`` if they are not certified or disagree by
+    more than rtol (an activation the rules do not resolve at this variance)."""
+    mom, dmom, _ = _diag_moments(act, np.unique([d_a, d_b]))
+    ia, ib = (0, 0) if d_a == d_b else ((0, 1) if d_a < d_b else (1, 0))
+    moments = (float(mom[ia]), float(mom[ib]), float(dmom[ia]), float(dmom[ib]))
+    wins = heat_smoothing.windows(act, d_a, d_b, 1.0 - ser.rho_s, moments, tol)
+    err = math.inf
+    if wins:
+        scales = (ser.scale_f, ser.scale_g)
+        edge = _polyval_many(np.vstack([ser.cf, _pad(ser.cg, ser.cf.size)]), np.array([ser.rho_s, -ser.rho_s]))
+        first = {w.sign: w for w in reversed(wins)}
+        seam = max(abs(edge[0, i] - first[s].cf[0]) / scales[0] + abs(edge[1, i] - first[s].cg[0]) / scales[1]
+                   for i, s in ((0, 1), (1, -1)))
+        err = max(w.err for w in wins) + heat_smoothing.overlap_error(wins, scales) + seam
+    if not err <= rtol:
+        raise ParameterError("d_a", f"the dual kernels of {act.expr} at variances ({d_a:g}, {d_b:g}) are not "
+                                    f"resolved near |rho| = 1 (window error {err:.1e} > rtol = {rtol:g}; an "
+                                    "activation oscillating at large |x|, e.g. sin(x)**2 beyond d ~ 30-100); smaller "
+                                    "variances")
+    return wins, err
 
 
 # =========================================================================== C. general path

@@ -1,7 +1,8 @@
 """Make tests/data/variance_references.json: mpmath references (30 digits) for tests/test_variance_accuracy.py.
 
 Run from the repository root:  python tests/data/make_variance_references.py  (~15 min on one core; ``--full``
-computes the whole 2-D grid, ~2-3 h: the 2-D mpmath quadrature costs 15-90 s a point).
+computes the whole 2-D grid, ~2-3 h: the 2-D mpmath quadrature costs 15-90 s a point; ``--tables`` adds the
+references of tests/test_large_variance_tables.py, see `table_rows`, ~20 min).
 
 Independent of the code under test (resprop's graded float64 rules): everything here is mpmath.
 * 1-D E[f(u)], u ~ N(0, K): mp.quad (tanh-sinh, adaptive, its own error estimate) with breakpoints at 0,
@@ -95,8 +96,74 @@ def eta() -> str:
     return mp.nstr(quad2(f, f, 50.0, 50.0, 30.0), 25)
 
 
+#: table references (tests/test_large_variance_tables.py): (activation, d, rho) at equal variances d
+TABLE_VARIANCES = (1e-4, 1.0, 30.0)
+TABLE_NEAR_ONE = 1e-6          # rho = 1 - 1e-6 and rho = -(1 - 1e-6)
+TABLE_2D = [(name, d, rho) for name in ("tanh", "atan(x)") for d in (1.0, 30.0) for rho in (0.5, -0.9)] + \
+    [(name, 30.0, rho) for name in ("log(1+exp(x))", "x/(1+exp(-x))") for rho in (0.5, -0.9)]
+
+
+def _derivatives(name: str, n: int):
+    """phi, phi', ..., phi^(n) as mpmath callables (SymPy differentiates the expression)."""
+    import sympy as sp
+
+    xs = sp.Symbol("x", real=True)
+    e = sp.sympify({"tanh": "tanh(x)"}.get(name, name), locals={"x": xs})
+    return [sp.lambdify(xs, sp.diff(e, xs, k), "mpmath") for k in range(n + 1)]
+
+
+def table_rows(variances=TABLE_VARIANCES, two_d=None, check: bool = True) -> list:
+    """E[phi(u) phi(v)], E[phi'(u) phi'(v)] at equal variances d:
+    * rho = 0: (E phi)^2, (E phi')^2 (1-D mp.quad);
+    * rho = +-(1 - delta): Price's theorem, d^n/dc^n E[phi(u) phi(v)] = E[phi^(n)(u) phi^(n)(v)], Taylor in
+      c = rho d about c = +-d, where the n-th term is (-+delta d)^n / n! E[phi^(n)(u) phi^(n)(+-u)] (1-D mp.quad;
+      delta d <= 3e-5, six terms: the next is < 1e-30);
+    * rho = 0.5, -0.9 (TABLE_2D): the 2-D conditional rule quad2 (12 and 24 points per panel, the difference as
+      ``check``)."""
+    rows = []
+    for name in ACTIVATIONS:
+        ders = _derivatives(name, 7)
+        for d in variances:
+            ef, eg = quad1(ders[0], d), quad1(ders[1], d)
+            rows.append({"activation": name, "d": d, "rho": 0.0, "phiphi": mp.nstr(ef * ef, 25),
+                         "dphidphi": mp.nstr(eg * eg, 25), "method": "product of 1-D"})
+            delta = mp.mpf(TABLE_NEAR_ONE)
+            for sign in (1, -1):
+                f = g = mp.mpf(0)
+                for n in range(6):
+                    c = (-sign * delta * d) ** n / mp.factorial(n)  # c - (+-d) = -+delta d
+                    f += c * quad1(lambda u, n=n: ders[n](u) * ders[n](sign * u), d)
+                    g += c * quad1(lambda u, n=n: ders[n + 1](u) * ders[n + 1](sign * u), d)
+                rows.append({"activation": name, "d": d, "rho": float(sign * (1 - delta)),
+                             "phiphi": mp.nstr(f, 25), "dphidphi": mp.nstr(g, 25),
+                             "method": "Price-Taylor about rho = +-1"})
+            print(name, d, "1-D rows done", flush=True)
+    for name, d, rho in TABLE_2D if two_d is None else two_d:
+        f, df = ACTIVATIONS[name]
+        c = rho * d
+        pp, dd = quad2(f, f, d, d, c), quad2(df, df, d, d, c)
+        rows.append({"activation": name, "d": d, "rho": rho, "phiphi": mp.nstr(pp, 25),
+                     "dphidphi": mp.nstr(dd, 25), "method": "2-D quad2"})
+        if check:
+            rows[-1]["check"] = mp.nstr(max(abs(quad2(f, f, d, d, c, 24) - pp), abs(quad2(df, df, d, d, c, 24) - dd)), 3)
+        print(rows[-1], flush=True)
+    return rows
+
+
 def main() -> None:
     path = Path(__file__).with_name("variance_references.json")
+    if "--tables" in sys.argv:  # add the table references to an existing file
+        out = json.loads(path.read_text())
+        out["tables"] = table_rows()
+        path.write_text(json.dumps(out, indent=1) + "\n")
+        return
+    if "--tables-large" in sys.argv:  # the same at d = 1000 (1-D rows; 2-D at rho = +-0.99 for tanh and SiLU)
+        rows = table_rows((1000.0,), [(name, 1000.0, rho) for name in ("tanh", "x/(1+exp(-x))")
+                                      for rho in (0.99, -0.99)], False)
+        out = json.loads(path.read_text())
+        out["tables"] = [r for r in out.get("tables", []) if r["d"] != 1000.0] + rows
+        path.write_text(json.dumps(out, indent=1) + "\n")
+        return
     if "--eta-only" in sys.argv:  # add the response example to an existing file
         out = json.loads(path.read_text())
         out["eta_offdiag_tanh_50_30"] = eta()
