@@ -944,11 +944,22 @@ def _diag_data(act: Activation, values: Array, rtol: float, moments: tuple[Array
     while True:
         coef, _ = _hermite_coefficients(act, values, K, estimate=False)
         k = np.arange(K + 1, dtype=float)
-        Tf = np.maximum(m_phi[:, None] - np.cumsum(coef * coef, axis=1), 0.0) + 8 * _EPS * m_phi[:, None]
-        Tg = (np.maximum(m_dphi[:, None] * values[:, None] - np.cumsum(k[1:] * coef[:, 1:] ** 2, axis=1), 0.0)
-              + 8 * _EPS * m_dphi[:, None] * values[:, None])
-        rf = Tf / np.maximum(m_phi, 1e-300)[:, None]                 # T / A^2 after the term k
-        rg = Tg / np.maximum(m_dphi * values, 1e-300)[:, None]       # the same for g (K - 1 terms of g)
+        # rf = (max(A^2 - cumsum a_k^2, 0) + 8 eps A^2) / A^2 (T / A^2 after the term k), rg the same for g
+        # (K - 1 terms of g); computed in place: two (n_values x K) temporaries at P = 4000, not eight
+        mf, mg = m_phi[:, None], (m_dphi * values)[:, None]
+        rf = np.multiply(coef, coef)
+        np.cumsum(rf, axis=1, out=rf)
+        np.subtract(mf, rf, out=rf)
+        np.maximum(rf, 0.0, out=rf)
+        rf += 8 * _EPS * mf
+        rf /= np.maximum(m_phi, 1e-300)[:, None]
+        rg = np.square(coef[:, 1:])
+        rg *= k[1:]
+        np.cumsum(rg, axis=1, out=rg)
+        np.subtract(mg, rg, out=rg)
+        np.maximum(rg, 0.0, out=rg)
+        rg += 8 * _EPS * mg
+        rg /= np.maximum(m_dphi * values, 1e-300)[:, None]
         worst = np.maximum(rf.max(axis=0), np.concatenate([[np.inf], rg.max(axis=0)]))
         ok = np.nonzero(worst <= tol)[0]
         if ok.size or K >= k_max:

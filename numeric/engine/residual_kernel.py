@@ -56,7 +56,7 @@ THREAD_MIN = 20_000
 EQUAL_DIAGONAL_RTOL = 1e-13
 #: bytes of general-path diagonal data (Hermite coefficients of every diagonal value, per layer) held at once:
 #: with unequal diagonals a block of layers ends when its data would exceed it
-GENERAL_BYTES = 64 * 2**20
+GENERAL_BYTES = 32 * 2**20
 #: series terms per diagonal value assumed when choosing that block (tanh at K_aa ~ 1-3 needs ~310)
 GENERAL_TERMS = 384
 #: target relative error of the tabulated expectations (rho tables and the general path's series)
