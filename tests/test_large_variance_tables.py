@@ -84,7 +84,7 @@ def _table_cases():
     """(activation, d_a, d_b, rho, E phi phi, E phi' phi') from the mpmath references: the table rows
     (rho = 0, +-(1 - 1e-6), 0.5, -0.9, +-0.99 at d = 1e-4, 1, 30, 1000) and the 2-D rows of tanh and SiLU at
     rho = 0.99 and of sin^2 (exact) with variances <= D_TABLE_MAX."""
-    out = [(r["activation"], r["d"], r["d"], r["rho"], r["phiphi"], r["dphidphi"]) for r in REFS.get("tables", [])]
+    out = [(r["activation"], r["d"], r["d"], r["rho"], r["phiphi"], r["dphidphi"]) for r in REFS["tables"]]
     for r in REFS["two"]:
         if max(r["K_aa"], r["K_bb"]) <= dt.D_TABLE_MAX:
             rho = r["K_ab"] / math.sqrt(r["K_aa"] * r["K_bb"])

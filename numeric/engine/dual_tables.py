@@ -440,6 +440,7 @@ class _Series:
     quad_f: float      # quadrature error estimate (relative)
     quad_g: float
     rho_s: float       # |rho| <= rho_s is certified to tol (1.0 when all of [-1, 1] is)
+    moments: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # E phi(u)^2, E phi(v)^2, E phi'(u)^2, ...
 
 
 def _tails(c: Array, total: float, weights: Array | None = None) -> Array:
@@ -480,7 +481,8 @@ def _series(act: Activation, d_a: float, d_b: float, tol: float, k_max: int | No
     t_f, t_g = float(tf[Kc]), float(tg[Kc])
     worst = max(t_f, t_g)
     rho_s = 1.0 if worst <= tol else (tol / worst) ** (1.0 / (Kc + 1))
-    return _Series(cf, cg, scale_f, scale_g, t_f, t_g, quad_f, quad_g, rho_s)
+    return _Series(cf, cg, scale_f, scale_g, t_f, t_g, quad_f, quad_g, rho_s,
+                   (float(A2), float(B2), float(Ap2), float(Bp2)))
 
 
 def _next_terms(tail: Array, tol: float, k_max: int) -> int:
@@ -808,10 +810,7 @@ def _windows(act: Activation, ser: _Series, d_a: float, d_b: float, tol: float, 
     certified tail + quadrature estimate of a window, the disagreement of neighbouring windows, and that of the first
     windows with the series at +-rho_s.  A ParameterError names ``d_a`` if they are not certified or disagree by
     more than rtol (an activation the rules do not resolve at this variance)."""
-    mom, dmom, _ = _diag_moments(act, np.unique([d_a, d_b]))
-    ia, ib = (0, 0) if d_a == d_b else ((0, 1) if d_a < d_b else (1, 0))
-    moments = (float(mom[ia]), float(mom[ib]), float(dmom[ia]), float(dmom[ib]))
-    wins = heat_smoothing.windows(act, d_a, d_b, 1.0 - ser.rho_s, moments, tol)
+    wins = heat_smoothing.windows(act, d_a, d_b, 1.0 - ser.rho_s, ser.moments, tol)
     err = math.inf
     if wins:
         scales = (ser.scale_f, ser.scale_g)
