@@ -161,3 +161,52 @@ def test_window_settings_do_not_change_the_table(d, monkeypatch):
     f1, g1 = other.both(rho)
     assert np.max(np.abs(f1 - f0)) <= (ref.error_bound_phi + other.error_bound_phi) * ref.scale_phi
     assert np.max(np.abs(g1 - g0)) <= (ref.error_bound_dphi + other.error_bound_dphi) * ref.scale_dphi
+
+
+@pytest.mark.parametrize("name, da, db", [("tanh", 100.0, 300.0), ("tanh", 1000.0, 2000.0),
+                                          ("x/(1+exp(-x))", 1000.0, 2000.0), ("x/(1+exp(-x))", 30.0, 7.0)])
+def test_unequal_variances_vs_graded_quadrature(name, da, db):
+    """Unequal variances at large d against the 2-D graded Gauss--Legendre rule of generated/gauss_hermite.py
+    (a different route: conditional reduction in pre-activation coordinates, itself checked against mpmath in
+    tests/test_variance_accuracy.py; not for atan, where it is off by 1.5e-10 at (30, 7), see the next test)."""
+    from resprop.generated.gauss_hermite import expect2
+
+    xs = sp.Symbol("x", real=True)
+    e = sp.sympify(EXPRS[name], locals={"x": xs})
+    phi, dphi = sp.lambdify(xs, e, "numpy"), sp.lambdify(xs, sp.diff(e, xs), "numpy")
+    table = dt.build_table(EXPRS[name], da, db)
+    rho = np.array([0.5, 0.99, 1 - 1e-6, 1.0, -0.9, -0.99, -1 + 1e-6])
+    f, g = table.both(rho)
+    with np.errstate(over="ignore"):
+        rf = expect2(phi, phi, da, db, rho * math.sqrt(da * db))
+        rg = expect2(dphi, dphi, da, db, rho * math.sqrt(da * db))
+    assert np.max(np.abs(f - rf)) <= 1e-10 * table.scale_phi
+    assert np.max(np.abs(g - rg)) <= 1e-10 * table.scale_dphi
+
+
+@pytest.mark.parametrize("name", ["tanh", "atan(x)", "log(1+exp(x))", "x/(1+exp(-x))"])
+@pytest.mark.parametrize("da, db", [(30.0, 7.0), (100.0, 300.0), (2000.0, 1000.0)])
+def test_unequal_variances_at_rho_one_vs_mpmath(name, da, db):
+    """rho = +-1 with unequal variances: E[phi(a z) phi(+-b z)] and E[phi'(a z) phi'(+-b z)], 1-D mpmath."""
+    xs = sp.Symbol("x", real=True)
+    e = sp.sympify(EXPRS[name], locals={"x": xs})
+    phi, dphi = sp.lambdify(xs, e, "mpmath"), sp.lambdify(xs, sp.diff(e, xs), "mpmath")
+    table = dt.build_table(EXPRS[name], da, db)
+    f, g = table.both(np.array([1.0, -1.0]))
+    a, b = mp.sqrt(da), mp.sqrt(db)
+    pts = [-mp.inf, -10, -1, -0.1, -0.01, 0, 0.01, 0.1, 1, 10, mp.inf]
+    for i, sgn in enumerate((1, -1)):
+        rf = mp.quad(lambda z: phi(a * z) * phi(sgn * b * z) * mp.npdf(z), pts)
+        rg = mp.quad(lambda z: dphi(a * z) * dphi(sgn * b * z) * mp.npdf(z), pts)
+        assert abs(f[i] - float(rf)) <= 1e-10 * table.scale_phi, (sgn, f[i], rf)
+        assert abs(g[i] - float(rg)) <= 1e-10 * table.scale_dphi, (sgn, g[i], rg)
+
+
+@pytest.mark.parametrize("d", [1.0, 200.0])
+def test_nan_and_out_of_range_rho(d):
+    """NaN gives NaN (it used to hang in np.take(mode="wrap") on the INT_MIN index), |rho| > 1 is clipped."""
+    table = dt.build_table("tanh(x)", d, d)
+    f, g = table.both(np.array([np.nan, 1.5, -2.0, 1.0, -1.0]))
+    assert np.isnan(f[0]) and np.isnan(g[0])
+    assert f[1] == f[3] and f[2] == f[4] and g[1] == g[3] and g[2] == g[4]
+    assert np.isnan(table.mean_phi_phi(np.array([np.nan]))[0]) and np.isnan(table.mean_dphi_dphi(np.array([np.nan]))[0])

@@ -105,7 +105,8 @@ window, log_4(d) windows; see that module).  The windows are checked against eac
 +-rho_s (the disagreement enters the bound; a ParameterError naming ``d_a`` if it exceeds rtol, e.g. sin^2 beyond
 d ~ 30 - 100).  The cubic intervals are uniform in s = log((eps + theta) / (eps + pi - theta)), eps = 1/sqrt(d)
 (the boundary layers at theta = 0, pi have width ~ 1/sqrt(d)), so M grows like log d (tanh: 785 at d = 20, 1152
-at 200, 1669 at 5000, instead of 450 sqrt(d)); evaluation adds one log and four arithmetic passes per element.
+at 200, 1669 at 5000, instead of 450 sqrt(d)); evaluation adds one log and four arithmetic passes per element
+(``both``: 8.8 ns per element against 7.6 ns uniform, 2^20 elements, one thread).
 Cost per table (tanh, one BLAS thread): 2.4 ms at d = 1, 21 ms at 20, 42 ms at 50, 70 ms at 200, ~0.4 s at 1000
 (the window at the largest Delta dominates: its trapezoidal z-rule has ~ Omega sqrt(d Delta) nodes).  Measured
 against mpmath (tests/test_large_variance_tables.py; rho = 0, 0.5, -0.9, +-0.99, +-(1 - 1e-6)) for tanh,
@@ -609,8 +610,10 @@ class DualTable:
             np.subtract(t, self._s0, out=t)
         np.multiply(t, self._scale, out=t)
         np.floor(t, out=fl)
-        with np.errstate(invalid="ignore"):  # NaN rho: any index (mode="wrap"), the result is NaN through t
-            np.copyto(idx, fl, casting="unsafe")
+        # NaN rho: index M (fmin drops the NaN; cast to an integer it was INT_MIN, which np.take(mode="wrap") walks
+        # back into range one period at a time: a hang), the result is NaN through t
+        np.fmin(fl, self.n_intervals, out=fl)
+        np.copyto(idx, fl, casting="unsafe")
         np.subtract(t, fl, out=t)
 
     def _one(self, coefs: list[Array], rho, out: Array | None) -> Array:
