@@ -117,7 +117,7 @@ def table_rows(variances=TABLE_VARIANCES, two_d=None, check: bool = True) -> lis
     * rho = 0: (E phi)^2, (E phi')^2 (1-D mp.quad);
     * rho = +-(1 - delta): Price's theorem, d^n/dc^n E[phi(u) phi(v)] = E[phi^(n)(u) phi^(n)(v)], Taylor in
       c = rho d about c = +-d, where the n-th term is (-+delta d)^n / n! E[phi^(n)(u) phi^(n)(+-u)] (1-D mp.quad;
-      delta d <= 3e-5, six terms: the next is < 1e-30);
+      delta d <= 1e-3 for d <= 1000, six terms: the first omitted one is <= 1e-19 there for the four activations);
     * rho = 0.5, -0.9 (TABLE_2D): the 2-D conditional rule quad2 (12 and 24 points per panel, the difference as
       ``check``)."""
     rows = []
