@@ -107,8 +107,9 @@ d ~ 30 - 100).  The cubic intervals are uniform in s = log((eps + theta) / (eps 
 (the boundary layers at theta = 0, pi have width ~ 1/sqrt(d)), so M grows like log d (tanh: 785 at d = 20, 1152
 at 200, 1669 at 5000, instead of 450 sqrt(d)); evaluation adds one log and four arithmetic passes per element
 (``both``: 8.8 ns per element against 7.6 ns uniform, 2^20 elements, one thread).
-Cost per table (tanh, one BLAS thread): 2.4 ms at d = 1, 21 ms at 20, 42 ms at 50, 70 ms at 200, ~0.4 s at 1000
-(the window at the largest Delta dominates: its trapezoidal z-rule has ~ Omega sqrt(d Delta) nodes).  Measured
+Cost per table (tanh, CPU time, one BLAS thread): 2.6 ms at d = 1, 13 ms at 20, 19 ms at 50, 32 ms at 200, 64 ms
+at 1000, 57-82 ms at 3000 (tanh, atan; before: 1.1 s at 50, 10 s at 100, 31 s at 200); the windows dominate, the
+one at the largest Delta most (its trapezoidal z-rule has ~ Omega sqrt(d Delta) nodes).  Measured
 against mpmath (tests/test_large_variance_tables.py; rho = 0, 0.5, -0.9, +-0.99, +-(1 - 1e-6)) for tanh,
 softplus, SiLU, atan and sin^2 at d = 1e-8 .. 1000: error <= ~1e-11 and below the stored bound.  ``build_table``
 refuses d_a or d_b > D_TABLE_MAX = 5000 up front (the series coefficients' trapezoidal rule and the first window
