@@ -50,6 +50,12 @@ Z_EDGES = (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.5)
 FEATURE = 0.25
 J_MAX = 48
 BLOCK_2D = 8
+#: certified lattice (trapezoidal) fast path of the 2-D rule (see generated/gauss_hermite.py)
+TRAP_STEPS = (0.5, 0.25, 0.125, 0.0625)
+TRAP_RADIUS = 9.0
+TRAP_RTOL = 1e-10
+TRAP_SPACING = 0.5
+BLOCK_BYTES = 1 << 24
 #: generated_files() keys under this prefix are relative to the repository root, not to generated/
 ROOT_PREFIX = "docs/"
 KERNEL_REFERENCE = "docs/reference/kernels.md"
@@ -424,7 +430,8 @@ def render_recursion_module(d: Derivation, derivation_path: str, recursions=None
 def render_gauss_hermite_module() -> str:
     return render("gauss_hermite.py.j2", panels_1d=PANELS_1D, half_width=HALF_WIDTH_1D, order_2d=GH_ORDER_2D,
                   gl_order=GL_ORDER, z_max=Z_MAX, z_edges=Z_EDGES, feature=FEATURE, j_max=J_MAX, block_2d=BLOCK_2D,
-                  fixed_edges=2 * len(Z_EDGES) + 2)
+                  fixed_edges=2 * len(Z_EDGES) + 2, trap_steps=TRAP_STEPS, trap_radius=TRAP_RADIUS,
+                  trap_rtol=TRAP_RTOL, trap_spacing=TRAP_SPACING, block_bytes=BLOCK_BYTES)
 
 
 def _plain_paper(key: str) -> str:
