@@ -50,7 +50,7 @@ WITH_INPUTS = [k for k in KERNELS if k[2]]
 IDS = [f"{t}.{name}" for t, name, _ in WITH_INPUTS]
 
 #: meaning of a declared depth input: "depth L", "number of weight layers L", "... residual layers d", "layer lag k"
-DEPTH_MEANING = re.compile(r"^(depth L\b|number of [\w ]*layers \w+$|layer lag\b)")
+DEPTH_MEANING = re.compile(r"^(depth L\b|number of [\w ]*layers \w+$|number of weight matrices L\b|layer lag\b)")
 LN_MAX = math.log(np.finfo(float).max)  # 709.78...
 TINY = np.finfo(float).tiny  # smallest normal float64; one ulp above 0 is the subnormal 5e-324
 OVERFLOW = "not finite in float64"

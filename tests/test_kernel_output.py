@@ -209,8 +209,8 @@ def test_four_concurrent_runs_into_one_out(tmp_path):
     depth, biases = 8000, ["0.1", "0.2", "0.3", "0.4"]
     procs = [subprocess.Popen([sys.executable, "-m", "resprop.numeric.cli", "kernel", "--inputs", str(X),
                                "--activation", "erf", "--depth", str(depth), "--weight-var", "1.5", "--bias-var", b,
-                               "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for b in biases]
+                               "--quiet", "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for b in biases]
     try:
         results = [(p.wait(timeout=500), *p.communicate()) for p in procs]
     finally:

@@ -37,7 +37,7 @@ def test_declared_subcommands_are_the_ones_added():
     assert len(declared) == len(set(declared))
     assert set(declared) <= set(sub.choices)
     engine = set(sub.choices) - set(declared)
-    assert engine == {"derive", "latex", "reproduce", "sweep", "figures", "theories", "kernel", "train"}, engine
+    assert engine == {"derive", "latex", "reproduce", "sweep", "figures", "theories", "kernel", "predict", "train"}, engine
 
 
 def test_generated_files_of_each_theory_exist_and_are_named_by_derivation():
