@@ -153,8 +153,9 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
         except V.ParameterError as exc:  # a tabulated expectation given an overflowed variance (parameter d, ...)
             if exc.parameter == "activation" or exc.parameter.split(",")[0].strip() in _RANGE_NAMES_TUPLE:
                 raise
-            raise V.ParameterError("activation, " + _RANGE_NAMES, f"a variance of the recursion left the float64 "
-                                   f"range ({exc}): use values of moderate size") from None
+            raise V.ParameterError("activation, " + _RANGE_NAMES, f"a layer's variance left the range where the "
+                                   f"expectations of this activation are computed ({exc}); use a smaller X, "
+                                   "sigma_w2, sigma_b2, branch_scale or depth") from None
         results = [out.K * np.exp(out.log_scale_K)]
         if ntk:
             assert out.second is not None
