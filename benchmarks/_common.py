@@ -294,3 +294,34 @@ def stats(t: dict[str, Any]) -> dict[str, Any]:
 if __name__ == "__main__":  # pragma: no cover
     print_machine(machine_info())
     sys.exit(0)
+
+
+class JsonLineWorker:
+    """A worker process spoken to in JSON lines: ``ask(**request)`` writes one line and reads one answer; the first
+    line it prints is ``hello``; ``close()`` sends ``{"op": "quit"}`` (used by the peer and resprop workers)."""
+
+    def __init__(self, args: list[str], name: str = "worker", timeout: float = 120) -> None:
+        self.name, self.timeout = name, timeout
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True, bufsize=1)
+        self.hello = self._read()
+
+    def _read(self) -> dict:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{self.name} exited (code {self.proc.poll()})")
+        return json.loads(line)
+
+    def ask(self, **req) -> dict:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        try:
+            self.ask(op="quit")
+        except (RuntimeError, BrokenPipeError, ValueError):
+            pass
+        self.proc.wait(timeout=self.timeout)

@@ -44,7 +44,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -83,34 +82,12 @@ def make_x(P: int, seed: int = 0) -> np.ndarray:
     return Xn * math.sqrt((K0_DIAG - SB2) * D_IN / SW2)
 
 
-class Worker:
+class Worker(C.JsonLineWorker):
     """One neural-tangents process (peer_nt_worker.py --serve) at one precision."""
 
     def __init__(self, x64: bool) -> None:
-        args = [str(C.PEERS_PYTHON), str(WORKER), "--serve"] + (["--x64"] if x64 else [])
-        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True, bufsize=1)
-        self.hello = self._read()
-
-    def _read(self) -> dict:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            raise SystemExit(f"neural-tangents worker exited (code {self.proc.poll()})")
-        return json.loads(line)
-
-    def ask(self, **req) -> dict:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(req) + "\n")
-        self.proc.stdin.flush()
-        return self._read()
-
-    def close(self) -> None:
-        try:
-            self.ask(op="quit")
-        except (SystemExit, BrokenPipeError, ValueError):
-            pass
-        self.proc.wait(timeout=60)
+        super().__init__([str(C.PEERS_PYTHON), str(WORKER), "--serve"] + (["--x64"] if x64 else []),
+                         name="neural-tangents worker", timeout=60)
 
 
 def call_resprop(X: np.ndarray, act: str, L: int, ntk: bool) -> dict[str, np.ndarray]:

@@ -35,7 +35,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -114,31 +113,7 @@ def _status(field: str) -> float:
     raise KeyError(field)
 
 
-class Proc:
-    def __init__(self, args: list[str]) -> None:
-        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True, bufsize=1)
-        self.hello = self._read()
-
-    def _read(self) -> dict:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"worker exited (code {self.proc.poll()})")
-        return json.loads(line)
-
-    def ask(self, **req) -> dict:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(req) + "\n")
-        self.proc.stdin.flush()
-        return self._read()
-
-    def close(self) -> None:
-        try:
-            self.ask(op="quit")
-        except (RuntimeError, BrokenPipeError, ValueError):
-            pass
-        self.proc.wait(timeout=120)
+Proc = C.JsonLineWorker
 
 
 def _err(a: np.ndarray, ref: np.ndarray) -> float:

@@ -29,18 +29,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-TINY_SWEEP = """kind = "residual_mlp"
-[grid]
-width = [8]
-gamma = [0.5]
-activation = ["relu"]
-depth = [2]
-[fixed]
-samples = 20000
-[run]
-seed = 1
-chunk = 1
-"""
+import adversarial
+
+#: the adversarial table's tiny sweep with enough samples that a signal lands while it runs
+TINY_SWEEP = adversarial.TINY_SWEEP.replace("samples = 64", "samples = 20000")
 
 
 def _inputs(tmp: Path) -> str:
