@@ -210,6 +210,15 @@ def cmd_theories(args) -> int:
     return 0
 
 
+def _as_options(exc, options: dict[str, str]):
+    """The ParameterError ``exc`` naming the command-line options (``options``: Python parameter -> option) instead
+    of the Python parameters of the function the command calls."""
+    from resprop.numeric.engine.validation import ParameterError
+
+    names = ", ".join(options.get(n.strip(), n.strip()) for n in exc.parameter.split(","))
+    return ParameterError(names, str(exc).split(": ", 1)[1])
+
+
 def cmd_kernel(args) -> int:
     """resprop kernel: the NNGP (and NTK) of a residual network for inputs read from a .npy file, into a .npz
     written through resprop.numeric.engine.output (path checked first, atomic, manifest, lock; never over a
@@ -237,9 +246,8 @@ def cmd_kernel(args) -> int:
             try:
                 result = kernel(X, args.activation, args.depth, args.weight_var, args.bias_var, gamma=args.gamma,
                                 branch_scale=branch, ntk=args.ntk, readout=args.readout, progress=not args.quiet)
-            except V.ParameterError as exc:  # name the options, not the Python parameters
-                names = ", ".join(options.get(n.strip(), n.strip()) for n in exc.parameter.split(","))
-                raise V.ParameterError(names, str(exc).split(": ", 1)[1]) from None
+            except V.ParameterError as exc:
+                raise _as_options(exc, options) from None
             arrays = {"nngp": result[0], "ntk": result[1]} if args.ntk else {"nngp": result}
             np.savez(pub.path, **arrays)
             out = pub.commit()
@@ -310,8 +318,7 @@ def cmd_predict(args) -> int:
                               regulariser=args.regulariser, validation_fraction=args.validation_fraction,
                               seed=args.seed)
             except V.ParameterError as exc:
-                names = ", ".join(options.get(m.strip(), m.strip()) for m in exc.parameter.split(","))
-                raise V.ParameterError(names, str(exc).split(": ", 1)[1]) from None
+                raise _as_options(exc, options) from None
             arrays: dict[str, Any] = {"mean": res.mean, "regulariser": np.array(res.regulariser)}
             if res.variance is not None:
                 arrays["variance"] = res.variance

@@ -122,11 +122,6 @@ def _symmetric(name: str, K: np.ndarray) -> None:
         raise V.ParameterError(name, "must be symmetric (a kernel between the training inputs)")
 
 
-def _eig(K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    w, Q = linalg.eigh(K)
-    return w, Q
-
-
 def _choose_regulariser(K: np.ndarray, y: np.ndarray, fraction: float, seed: int):
     n = K.shape[0]
     n_val = int(round(fraction * n))
@@ -135,7 +130,7 @@ def _choose_regulariser(K: np.ndarray, y: np.ndarray, fraction: float, seed: int
                                                       f"points (got {fraction!r}); give regulariser instead")
     perm = np.random.default_rng(seed).permutation(n)
     val, fit = np.sort(perm[:n_val]), np.sort(perm[n_val:])
-    w, Q = _eig(K[np.ix_(fit, fit)])
+    w, Q = linalg.eigh(K[np.ix_(fit, fit)])
     base = float(np.mean(np.diagonal(K)))
     grid = np.array([base * g for g in REGULARISER_GRID])
     qy = Q.T @ y[fit]
@@ -287,7 +282,7 @@ def _ntk(k_train, y, k_test, diag, ntk_train, ntk_test, t, eta, regulariser, vec
     _symmetric("ntk_train", theta)
     t = V.scalar("t", t, V.nonnegative) if not (isinstance(t, float) and math.isinf(t) and t > 0) else math.inf
     s2 = 0.0 if regulariser is None else float(regulariser)
-    w, Q = _eig(theta + s2 * np.eye(n))
+    w, Q = linalg.eigh(theta + s2 * np.eye(n))
     scale = float(np.max(np.abs(w)))
     if np.any(w <= 1e-14 * scale * n):
         raise V.ParameterError("ntk_train", "is singular to working precision; give a regulariser > 0")
