@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 import resprop
 from resprop.numeric.engine import dual_tables as dt
+from resprop.numeric.engine import mehler_compiled, variance_interpolation
 from resprop.numeric.engine import residual_kernel as RK
 from resprop.numeric.engine.kernel import input_kernel
 
@@ -86,6 +87,8 @@ settings_strategy = st.fixed_dictionaries({
     "max_table_pairs": st.sampled_from([1, 16, 64]),
     "equal_rtol": st.sampled_from([1e-13, 1e-11]),
     "general_bytes": st.sampled_from([1, 1 << 16, 64 << 20]),
+    "series_backend": st.sampled_from(["auto", "numpy", "compiled"]),
+    "group": st.sampled_from([1, 3, 64, 1000]),
 })
 
 
@@ -107,6 +110,8 @@ def test_internal_settings_do_not_change_the_kernel(monkeypatch, act, equal, mod
         m.setattr(dt, "BLOCK", cfg["block_eval"])
         m.setattr(dt, "_TLS", threading.local())  # per-thread scratch buffers of BLOCK elements
         m.setattr(dt, "MAX_TABLE_PAIRS", cfg["max_table_pairs"])
+        m.setattr(dt, "SERIES_BACKEND", cfg["series_backend"])
+        m.setattr(mehler_compiled, "GROUP", cfg["group"])
         K, T = _run(_inputs(P, equal), act, L, mode, cfg["strip"], cfg["block"])
     _close(K, ref[0], f"{act} K")
     if mode == "ntk":
@@ -152,6 +157,26 @@ def test_general_path_large_P_unequal_norms_threads(monkeypatch):
     expect = K0 + 0.04 * (f + 0.05)
     off = ~np.eye(1000, dtype=bool)
     assert np.max(np.abs(K_1 - expect)[off]) <= 1e-13 * np.max(np.abs(expect))
+
+
+@pytest.mark.parametrize("act", TABULATED)
+def test_interpolation_in_variance_and_series_backend_do_not_change_the_kernel(monkeypatch, act):
+    """P = 300 distinct diagonal values: the per-layer Hermite coefficients and E[phi^2], E[phi'^2] interpolated
+    in log d (the default) against evaluated at every value, and the compiled series against NumPy's, in every
+    combination: the same kernels to 1e-13 of the largest entry (interpolation) and bit for bit (backend)."""
+    X = _inputs(300, False, seed=3)
+    runs = {}
+    for min_values in (2, 10**9):
+        for backend in ("numpy", "compiled"):
+            with monkeypatch.context() as m:
+                m.setattr(variance_interpolation, "MIN_VALUES", min_values)
+                m.setattr(dt, "SERIES_BACKEND", backend)
+                runs[min_values, backend] = _run(X, act, 4, "ntk", 65536, None)
+    for min_values in (2, 10**9):
+        a, b = runs[min_values, "numpy"], runs[min_values, "compiled"]
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    _close(runs[2, "compiled"][0], runs[10**9, "compiled"][0], f"{act} K interpolated")
+    _close(runs[2, "compiled"][1], runs[10**9, "compiled"][1], f"{act} Theta interpolated")
 
 
 def test_progress_bar_on_stderr_only_when_asked(monkeypatch, capsys):

@@ -377,6 +377,29 @@ def _diag_moments(act: Activation, d: Array) -> tuple[Array, Array, Array]:
     return out[0], out[1], err
 
 
+#: relative accuracy that the interpolation in log d of E[phi^2], E[phi'^2] must show before it replaces the graded
+#: rule at every value (`variance_interpolation`)
+MOMENT_INTERPOLATION_TOL = 1e-15
+
+
+def _moments_at(act: Activation, values: Array) -> tuple[Array, Array, Array]:
+    """`_diag_moments` at the sorted distinct ``values``, through interpolation in log d when it checks (many
+    values); the direct rule wherever an interpolated error estimate is not below 1e-13 (so that a refusal names
+    the actual variances)."""
+    from resprop.numeric.engine.variance_interpolation import on_values
+
+    def evaluate(d: Array) -> Array:
+        return np.column_stack(_diag_moments(act, d))
+
+    def scale(F: Array) -> Array:
+        return np.column_stack([np.abs(F[:, 0]), np.abs(F[:, 1]), np.full(F.shape[0], np.inf)])
+
+    F, n = on_values(evaluate, values, scale, MOMENT_INTERPOLATION_TOL)
+    if n and not np.all(F[:, 2] <= 1e-13):
+        F = evaluate(values)
+    return F[:, 0], F[:, 1], F[:, 2]
+
+
 def diagonal(expr: sp.Expr | str, d) -> tuple[Array, Array]:
     """(E[phi(u)^2], E[phi'(u)^2]) for u ~ N(0, d), elementwise over the array ``d`` (variances > 0).
 
@@ -388,7 +411,7 @@ def diagonal(expr: sp.Expr | str, d) -> tuple[Array, Array]:
     if arr.size and not (np.all(np.isfinite(arr)) and np.all(arr > 0)):
         raise ParameterError("d", "variances must be finite and > 0")
     values, inverse = np.unique(arr.reshape(-1), return_inverse=True)
-    m_phi, m_dphi, err = _diag_moments(act, values)
+    m_phi, m_dphi, err = _moments_at(act, values)
     if np.any(~(err <= 1e-12)):
         bad = values[~(err <= 1e-12)]
         raise ParameterError("d", f"E[phi^2], E[phi'^2] of {act.expr} are not resolved to 1e-12 at variances "
@@ -945,7 +968,7 @@ def _diag_data(act: Activation, values: Array, rtol: float, moments: tuple[Array
         _diag_moments(act, values)[:2]
     K = 65
     while True:
-        coef, _ = _hermite_coefficients(act, values, K, estimate=False)
+        coef, interpolated = _coefficients_at(act, values, K)
         k = np.arange(K + 1, dtype=float)
         # rf = (max(A^2 - cumsum a_k^2, 0) + 8 eps A^2) / A^2 (T / A^2 after the term k), rg the same for g
         # (K - 1 terms of g); computed in place: two (n_values x K) temporaries at P = 4000, not eight
@@ -956,6 +979,15 @@ def _diag_data(act: Activation, values: Array, rtol: float, moments: tuple[Array
         np.maximum(rf, 0.0, out=rf)
         rf += 8 * _EPS * mf
         rf /= np.maximum(m_phi, 1e-300)[:, None]
+        if interpolated:
+            # each a_k is within tau A of its value, so sum_{j<=k} a_j^2 is within 2 tau A sum_j |a_j| + (K + 1)
+            # tau^2 A^2 of its value: the tails are raised by that, relative to A^2 (resp. G = E[phi'^2] d, with
+            # the weights j); a pessimistic allowance, ~1e-13 for tanh at K ~ 330
+            tau = COEFFICIENT_INTERPOLATION_TOL
+            amp = np.sqrt(np.maximum(m_phi, 1e-300))
+            absc = np.abs(coef)
+            rf += ((2 * tau * amp * absc.sum(axis=1) + (K + 1) * (tau * amp) ** 2) / np.maximum(m_phi, 1e-300)
+                   )[:, None]
         rg = np.square(coef[:, 1:])
         rg *= k[1:]
         np.cumsum(rg, axis=1, out=rg)
@@ -963,6 +995,9 @@ def _diag_data(act: Activation, values: Array, rtol: float, moments: tuple[Array
         np.maximum(rg, 0.0, out=rg)
         rg += 8 * _EPS * mg
         rg /= np.maximum(m_dphi * values, 1e-300)[:, None]
+        if interpolated:
+            rg += ((2 * tau * amp * (absc @ k) + K * (K + 1) / 2 * (tau * amp) ** 2)
+                   / np.maximum(m_dphi * values, 1e-300))[:, None]
         worst = np.maximum(rf.max(axis=0), np.concatenate([[np.inf], rg.max(axis=0)]))
         ok = np.nonzero(worst <= tol)[0]
         if ok.size or K >= k_max:
@@ -977,6 +1012,24 @@ def _diag_data(act: Activation, values: Array, rtol: float, moments: tuple[Array
         lg[j] = 0.5 * np.log(rg[:, lv - 1])  # g has K terms
     return _DiagData(act, values, rtol, coefT=np.ascontiguousarray(coef[:, :K + 1].T), logtail_f=lf, logtail_g=lg,
                      levels=ladder)
+
+
+#: relative accuracy (to sqrt(E[phi^2])) that the interpolation in log d of the Hermite coefficients must show
+#: before it replaces their evaluation at every diagonal value (`variance_interpolation`)
+COEFFICIENT_INTERPOLATION_TOL = 1e-14
+
+
+def _coefficients_at(act: Activation, values: Array, K: int) -> tuple[Array, bool]:
+    """a_k(d), k = 0..K, at the sorted distinct ``values``: on Chebyshev nodes in log d and interpolated when that
+    checks to COEFFICIENT_INTERPOLATION_TOL (many values), else at every value; and whether it interpolated."""
+    from resprop.numeric.engine.variance_interpolation import on_values
+
+    def scale(F: Array) -> Array:
+        return np.sqrt(np.sum(F * F, axis=1))[:, None]
+
+    coef, nodes = on_values(lambda d: _hermite_coefficients(act, d, K, estimate=False)[0], values, scale,
+                            COEFFICIENT_INTERPOLATION_TOL)
+    return coef, nodes > 0
 
 
 def _compact(arr: Array) -> Array:
@@ -1081,6 +1134,8 @@ def mean_phi_phi_strip(data: _DiagData, ia: Array, ib: Array, rho: Array, out_ph
     h, n = rho.shape
     ia, ib = np.asarray(ia, dtype=np.intp), np.asarray(ib, dtype=np.intp)
     want_g = out_dphi is not None
+    if data.coefT is not None and _use_compiled():
+        return _strip_compiled(data, ia, ib, rho, out_phi, out_dphi, byte_budget)
     limit = max(256, max(int(byte_budget), 1 << 16) // _PER_ELEMENT)
     rows = max(1, limit // max(n, 1))
     for r0 in range(0, h, rows):
@@ -1091,6 +1146,58 @@ def mean_phi_phi_strip(data: _DiagData, ia: Array, ib: Array, rho: Array, out_ph
         if want_g:
             assert out_dphi is not None
             out_dphi[r0:r1] = g.reshape(r1 - r0, n)
+    return out_phi, out_dphi
+
+
+#: "auto": the compiled series (`mehler_compiled`) when Numba imports, else NumPy; "numpy": always NumPy (the
+#: reference); "compiled": the compiled series, an error without Numba.  Both give the same bits per element.
+SERIES_BACKEND = "auto"
+
+
+def _use_compiled() -> bool:
+    from resprop.numeric.engine import mehler_compiled
+
+    if SERIES_BACKEND == "numpy":
+        return False
+    if SERIES_BACKEND == "compiled" and not mehler_compiled.available():
+        raise ParameterError("backend", "'compiled' needs Numba (pip install numba); use 'auto' or 'numpy'")
+    return mehler_compiled.available()
+
+
+def _strip_compiled(data: _DiagData, ia: Array, ib: Array, rho: Array, out_phi: Array, out_dphi: Array | None,
+                    byte_budget: int) -> tuple[Array, Array | None]:
+    """`mean_phi_phi_strip` through the compiled series; the elements no ladder level certifies go to the pair
+    quadrature as in `_series_rho`."""
+    from resprop.numeric.engine import mehler_compiled
+
+    assert data.coefT is not None and data.logtail_f is not None and data.logtail_g is not None
+    want_g = out_dphi is not None
+    sa = np.sqrt(data.values)
+    if not (rho.flags.c_contiguous and out_phi.flags.c_contiguous
+            and (out_dphi is None or out_dphi.flags.c_contiguous)):
+        f, g = np.empty(rho.shape), np.empty(rho.shape)
+        _strip_compiled(data, ia, ib, np.ascontiguousarray(rho), f, g if want_g else None, byte_budget)
+        out_phi[...] = f
+        if out_dphi is not None:
+            out_dphi[...] = g
+        return out_phi, out_dphi
+    g_out = out_dphi if out_dphi is not None else np.empty((1, 1))
+    level = mehler_compiled.series_strip(data.coefT, data.logtail_f, data.logtail_g, np.asarray(data.levels),
+                                         data.rtol / 50, ia, ib, rho, sa, want_g, out_phi, g_out)
+    nl = len(data.levels)
+    bad = np.nonzero(level >= nl)
+    if bad[0].size:
+        nan = level[bad] == nl + 1
+        out_phi[bad[0][nan], bad[1][nan]] = np.nan
+        if out_dphi is not None:
+            out_dphi[bad[0][nan], bad[1][nan]] = np.nan
+        fb = (bad[0][~nan], bad[1][~nan])
+        if fb[0].size:
+            r = np.clip(rho[fb], -1.0, 1.0)
+            fq, gq, _, _ = _pair_quadrature(data.act, sa[ia[fb[0]]], sa[ib[fb[1]]], r, byte_budget)
+            out_phi[fb] = fq
+            if out_dphi is not None:
+                out_dphi[fb] = gq
     return out_phi, out_dphi
 
 

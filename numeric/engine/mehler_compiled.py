@@ -1,0 +1,166 @@
+"""The general path's certified Mehler series, compiled (Numba): the same arithmetic as
+`dual_tables._series_rho` / `dual_tables._horner`, one pass per element instead of ~10 NumPy passes, gathers and a
+sort.
+
+For an element with diagonal indices (a, b) and correlation r, the series
+
+    p = sum_{k <= K_e} c_k(a) c_k(b) r^k,        q = dp/dr
+
+is summed by Horner from k = K_e down, where K_e is the smallest level of the ladder ``levels`` certified by the
+tail bound (*) of `dual_tables` for f and g:
+
+    (K + 1) log|r| + logtail_f[a] + logtail_f[b] <= log tol  and  K log|r| + logtail_g[a] + logtail_g[b] <= log tol.
+
+Elements are processed in groups of ``GROUP`` with the group's largest K_e; an element whose own K_e is smaller
+gets zero coefficients above K_e, which leaves p = q = +0 until k = K_e, so each element's result is bit for bit
+the one of the NumPy path (no ``fastmath``: LLVM does not contract or reorder the float operations), whatever the
+grouping.  Elements no ladder level certifies get level ``len(levels)`` and are left to the caller (the pair
+quadrature), NaN correlations give NaN.
+
+The functions are compiled on first use (``cache=True``: once per machine, in Numba's cache directory) and release
+the GIL, so the kernel engine's strip threads run them in parallel.  `available()` says whether Numba imports;
+without it `dual_tables` uses the NumPy path (the reference; tests/test_mehler_compiled.py compares the two).
+"""
+from __future__ import annotations
+
+import math
+from types import ModuleType
+
+import numpy as np
+
+numba: ModuleType | None
+try:  # optional at run time: the NumPy path is the reference and the fallback
+    import numba
+except ImportError:  # pragma: no cover - exercised only where numba is not installed
+    numba = None
+
+#: elements summed together (the largest K_e of the group is used for all of them); results do not depend on it
+GROUP = 64
+
+
+def available() -> bool:
+    """True when the compiled series can run (Numba imports)."""
+    return numba is not None
+
+
+def _series_strip_py(coefT, logtail_f, logtail_g, levels, ltol, ia, ib, rho, sa, want_g, out_f, out_g, level,
+                     group):
+    """f (into out_f) and g = q / (sa[a] sa[b]) (into out_g) on an (h, n) block rho, rows with diagonal indices
+    ia, columns ib; ``level``: (h, n) int8 output, len(levels) where no level certifies the element (out_f/out_g
+    untouched there), len(levels) + 1 for NaN.  Per row: the level of every element, a counting sort of the
+    columns by level, then Horner on groups of ``group`` elements of one level (independent chains: ILP)."""
+    h, n = rho.shape
+    nl = levels.shape[0]
+    count = np.zeros(nl + 2, dtype=np.int64)
+    start = np.zeros(nl + 3, dtype=np.int64)
+    order = np.empty(n, dtype=np.int64)
+    lev = np.empty(n, dtype=np.int64)
+    rr = np.empty(n)
+    p = np.empty(group)
+    q = np.empty(group)
+    rl = np.empty(group)
+    bl = np.empty(group, dtype=np.int64)
+    # thresholds on |r| per level and value: |r| <= exp((ltol - logtail_a - logtail_b) / (K + 1)), split into a
+    # row factor and a column factor (exp(-logtail / (K + 1)) per value)
+    nv = coefT.shape[1]
+    thr_f = np.empty((nl, nv))
+    thr_g = np.empty((nl, nv))
+    for u in range(nl):
+        K = levels[u]
+        for v in range(nv):
+            thr_f[u, v] = math.exp(-logtail_f[u, v] / (K + 1))
+            thr_g[u, v] = math.exp(-logtail_g[u, v] / K)
+    row_f = np.empty(nl)
+    row_g = np.empty(nl)
+    for i in range(h):
+        a = ia[i]
+        for u in range(nl):
+            K = levels[u]
+            row_f[u] = math.exp(ltol / (K + 1)) * thr_f[u, a]
+            row_g[u] = math.exp(ltol / K) * thr_g[u, a]
+        count[:] = 0
+        for j in range(n):
+            x = rho[i, j]
+            t = nl + 1
+            if x == x:
+                x = min(1.0, max(-1.0, x))
+                ax = abs(x)
+                b = ib[j]
+                t = nl
+                for u in range(nl):
+                    # |r| against the level's threshold, exp of the log criterion (no log per element); within a
+                    # relative 1e-9 of it the log criterion itself decides, so the level is the NumPy path's
+                    tf = row_f[u] * thr_f[u, b]
+                    tg = row_g[u] * thr_g[u, b]
+                    if ax < tf * (1.0 - 1e-9) and ax < tg * (1.0 - 1e-9):
+                        t = u
+                        break
+                    if ax > tf * (1.0 + 1e-9) or ax > tg * (1.0 + 1e-9):
+                        continue
+                    K = levels[u]
+                    lr = math.log(ax) if ax > 0.0 else -math.inf
+                    if ((K + 1) * lr + logtail_f[u, a] + logtail_f[u, b] <= ltol
+                            and K * lr + logtail_g[u, a] + logtail_g[u, b] <= ltol):
+                        t = u
+                        break
+            rr[j] = x
+            lev[j] = t
+            level[i, j] = t
+            count[t] += 1
+        start[0] = 0
+        for t in range(nl + 2):
+            start[t + 1] = start[t] + count[t]
+        for t in range(nl + 2):
+            count[t] = start[t]
+        for j in range(n):
+            t = lev[j]
+            order[count[t]] = j
+            count[t] += 1
+        for t in range(nl):
+            K = levels[t]
+            lo, hi = start[t], start[t + 1]
+            for g0 in range(lo, hi, group):
+                m = min(group, hi - g0)
+                for e in range(m):
+                    j = order[g0 + e]
+                    p[e] = 0.0
+                    q[e] = 0.0
+                    rl[e] = rr[j]
+                    bl[e] = ib[j]
+                for k in range(K, -1, -1):
+                    ca = coefT[k, a]
+                    row = coefT[k]
+                    if want_g:
+                        for e in range(m):
+                            q[e] = q[e] * rl[e] + p[e]
+                    for e in range(m):
+                        p[e] = p[e] * rl[e] + ca * row[bl[e]]
+                for e in range(m):
+                    j = order[g0 + e]
+                    out_f[i, j] = p[e]
+                    if want_g:
+                        out_g[i, j] = q[e] / (sa[a] * sa[ib[j]])
+    return 0
+
+
+_compiled = None
+
+
+def _kernel():
+    global _compiled
+    if _compiled is None:
+        assert numba is not None
+        _compiled = numba.njit(cache=True, nogil=True, fastmath=False, boundscheck=False)(_series_strip_py)
+    return _compiled
+
+
+def series_strip(coefT: np.ndarray, logtail_f: np.ndarray, logtail_g: np.ndarray, levels: np.ndarray, tol: float,
+                 ia: np.ndarray, ib: np.ndarray, rho: np.ndarray, sa: np.ndarray, want_g: bool, out_f: np.ndarray,
+                 out_g: np.ndarray, group: int | None = None) -> np.ndarray:
+    """Run the compiled series on an (h, n) block (see the module docstring); returns the (h, n) int8 level array
+    (``len(levels)``: not certified by any level, the caller's pair quadrature; ``len(levels) + 1``: NaN)."""
+    level = np.empty(rho.shape, dtype=np.int8)
+    _kernel()(coefT, logtail_f, logtail_g, np.asarray(levels, dtype=np.int64), math.log(tol),
+              np.asarray(ia, dtype=np.int64), np.asarray(ib, dtype=np.int64), rho, sa, bool(want_g), out_f, out_g,
+              level, max(1, int(GROUP if group is None else group)))
+    return level
