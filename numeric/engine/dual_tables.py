@@ -79,16 +79,28 @@ values, before the strips run, and passes it to them, so that no thread ever loo
 evict (``_DIAG_CACHE`` only keeps whole data objects of recent ``mean_phi_phi_general`` calls, by reference).  The
 series is summed per element with the smallest ladder K certified by (*) for that element's |rho| (for f and g: the
 result does not depend on whether g is wanted), found from the bottom of the ladder up on the elements not yet
-certified.  Elements are sorted by K and summed by Horner on the active prefix in passes of ``SERIES_BLOCK``
-elements, f and f' together, so the cost is sum_e K_e terms of ~2.3 ns (two gathers and five arithmetic passes)
-plus ~60 ns per element for the level, the sort and the gathers of the inputs.  Elements that K_LADDER[-1] terms
+certified.  Two backends give the same bits per element (``SERIES_BACKEND``): the compiled one
+(`resprop.numeric.engine.mehler_compiled`, Numba; the default where it imports) finds each element's level from
+per-value thresholds on |rho|, sorts a row's elements by level and sums groups of one level by Horner, ~30-40 ns
+per element at a mean K_e ~ 20 (about half of it the level and the sort); the NumPy one (the reference) sorts
+elements by K and sums by Horner on the active prefix in passes of ``SERIES_BLOCK`` elements, ~2.3 ns a term plus
+~60 ns per element.  Elements that K_LADDER[-1] terms
 cannot certify get the conditional 1-D reduction f = E_z1[phi(a z1) E_z2[phi(b rho z1 + b s z2)]],
 s = sqrt(1 - rho^2), by trapezoidal rules in z1 and z2 (cost ~ n1 n2 evaluations per element, grids from the
 bandwidth).  Everything runs in chunks whose temporaries stay below ``byte_budget`` (broadcast inputs are indexed
 without being materialised); the persistent state is the coefficient matrix (n_diag x K doubles).  The result of
 an element depends only on the element and the data, not on the chunking.  Measured error vs mpmath <= 3e-13.
+
+The coefficients of many values (>= ``variance_interpolation.MIN_VALUES``) are not computed at every value: they
+are analytic in log d, so they are computed on nested Chebyshev--Lobatto nodes in log d (17, 33, 65, ...) and
+interpolated once the coarser interpolant predicts the new nodes to COEFFICIENT_INTERPOLATION_TOL = 1e-14 of
+sqrt(E[phi^2]) (`resprop.numeric.engine.variance_interpolation`; tanh on [0.15, 4.2]: 65 nodes for 1000 values);
+the tails are then raised by the interpolation's allowance, 2 tau A sum_k |a_k| (resp. sum_k k |a_k|), so that
+the certification stays an upper bound.  E[phi^2] and E[phi'^2] of many values are interpolated the same way
+(MOMENT_INTERPOLATION_TOL = 1e-15).  The K of a set of values is first found on ``K_PROBE`` of them.
 Cost: tanh, P = 1000 Gaussian inputs in dim 10 (diagonals in [0.2, 4.2], median |rho| 0.2): K ~ 330-470,
-mean K_e ~ 23, ~120 ns per element and ~30 ms per set of 1000 values for the coefficients (one BLAS thread).
+mean K_e ~ 24, ~12 ms per layer for the data of the 1000 values (was ~30 ms for the coefficients and 10 ms for the
+moments, evaluated at every value).
 
 ``diagonal(expr, d)`` returns E[phi(u)^2] and E[phi'(u)^2] for an array of variances (deduplicated), by the
 graded Gauss--Legendre rule of `resprop.generated.gauss_hermite` (panels in u at the Gaussian's and the
@@ -956,19 +968,20 @@ def _general_data(act: Activation, values: Array, rtol: float, cache: bool,
     return data
 
 
-def _diag_data(act: Activation, values: Array, rtol: float, moments: tuple[Array, Array] | None = None
-               ) -> _DiagData:
-    """Hermite coefficients of every distinct diagonal value (all computed together, on one grid), with a common
-    K raised (``_next_terms``) until every value's relative tails T / A^2 are <= tol = rtol / 50, so that every
-    pair is certified on all of [-1, 1] (or K = K_LADDER[-1]); and the log tails at the ladder levels.  A pure
-    function of (activation, values, rtol)."""
-    tol = rtol / 50
-    k_max = K_LADDER[-1]
-    m_phi, m_dphi = (np.asarray(m, dtype=float) for m in moments) if moments is not None else \
-        _diag_moments(act, values)[:2]
-    K = 65
+#: diagonal values on which `_diag_data` first finds the series length (then checked on all values)
+K_PROBE = 17
+
+
+def _series_length(act: Activation, values: Array, m_phi: Array, m_dphi: Array, tol: float, K: int, k_max: int,
+                   probe: bool = False) -> tuple[int, tuple[Array, Array, Array, Array]]:
+    """Raise K from ``K`` (``_next_terms``) until the relative tails of every value are <= tol (or K = k_max);
+    returns (K computed, (coefficients, rf, rg, indices k where every tail is certified)).  ``probe``: the
+    coefficients evaluated at every value (a few values), else `_coefficients_at`."""
     while True:
-        coef, interpolated = _coefficients_at(act, values, K)
+        if probe:
+            coef, interpolated = _hermite_coefficients(act, values, K, estimate=False)[0], False
+        else:
+            coef, interpolated = _coefficients_at(act, values, K)
         k = np.arange(K + 1, dtype=float)
         # rf = (max(A^2 - cumsum a_k^2, 0) + 8 eps A^2) / A^2 (T / A^2 after the term k), rg the same for g
         # (K - 1 terms of g); computed in place: two (n_values x K) temporaries at P = 4000, not eight
@@ -1001,8 +1014,25 @@ def _diag_data(act: Activation, values: Array, rtol: float, moments: tuple[Array
         worst = np.maximum(rf.max(axis=0), np.concatenate([[np.inf], rg.max(axis=0)]))
         ok = np.nonzero(worst <= tol)[0]
         if ok.size or K >= k_max:
-            break
+            return K, (coef, rf, rg, ok)
         K = min(k_max, _ladder(_next_terms(np.sqrt(worst), math.sqrt(tol), k_max), 16))
+
+
+def _diag_data(act: Activation, values: Array, rtol: float, moments: tuple[Array, Array] | None = None
+               ) -> _DiagData:
+    """Hermite coefficients of every distinct diagonal value (all computed together, on one grid), with a common
+    K raised (``_next_terms``) until every value's relative tails T / A^2 are <= tol = rtol / 50, so that every
+    pair is certified on all of [-1, 1] (or K = K_LADDER[-1]); and the log tails at the ladder levels.  A pure
+    function of (activation, values, rtol)."""
+    tol = rtol / 50
+    k_max = K_LADDER[-1]
+    m_phi, m_dphi = (np.asarray(m, dtype=float) for m in moments) if moments is not None else \
+        _moments_at(act, values)[:2]
+    K = 65
+    if values.size > 2 * K_PROBE:  # the K that a spread of the values needs, on those values alone (cheap)
+        probe = np.unique(np.linspace(0, values.size - 1, K_PROBE).round().astype(np.intp))
+        K, _ = _series_length(act, values[probe], m_phi[probe], m_dphi[probe], tol, K, k_max, probe=True)
+    K, (coef, rf, rg, ok) = _series_length(act, values, m_phi, m_dphi, tol, K, k_max)
     K = int(ok[0]) if ok.size else K
     ladder = tuple(lv for lv in K_LADDER if lv < K) + (K,)
     lf = np.empty((len(ladder), values.size))

@@ -63,21 +63,21 @@ def _series_strip_py(coefT, logtail_f, logtail_g, levels, ltol, ia, ib, rho, sa,
     # thresholds on |r| per level and value: |r| <= exp((ltol - logtail_a - logtail_b) / (K + 1)), split into a
     # row factor and a column factor (exp(-logtail / (K + 1)) per value)
     nv = coefT.shape[1]
-    thr_f = np.empty((nl, nv))
-    thr_g = np.empty((nl, nv))
+    thr_f = np.empty((nv, nl))  # a value's thresholds contiguous: an element reads one or two cache lines
+    thr_g = np.empty((nv, nl))
     for u in range(nl):
         K = levels[u]
         for v in range(nv):
-            thr_f[u, v] = math.exp(-logtail_f[u, v] / (K + 1))
-            thr_g[u, v] = math.exp(-logtail_g[u, v] / K)
+            thr_f[v, u] = math.exp(-logtail_f[u, v] / (K + 1))
+            thr_g[v, u] = math.exp(-logtail_g[u, v] / K)
     row_f = np.empty(nl)
     row_g = np.empty(nl)
     for i in range(h):
         a = ia[i]
         for u in range(nl):
             K = levels[u]
-            row_f[u] = math.exp(ltol / (K + 1)) * thr_f[u, a]
-            row_g[u] = math.exp(ltol / K) * thr_g[u, a]
+            row_f[u] = math.exp(ltol / (K + 1)) * thr_f[a, u]
+            row_g[u] = math.exp(ltol / K) * thr_g[a, u]
         count[:] = 0
         for j in range(n):
             x = rho[i, j]
@@ -90,8 +90,8 @@ def _series_strip_py(coefT, logtail_f, logtail_g, levels, ltol, ia, ib, rho, sa,
                 for u in range(nl):
                     # |r| against the level's threshold, exp of the log criterion (no log per element); within a
                     # relative 1e-9 of it the log criterion itself decides, so the level is the NumPy path's
-                    tf = row_f[u] * thr_f[u, b]
-                    tg = row_g[u] * thr_g[u, b]
+                    tf = row_f[u] * thr_f[b, u]
+                    tg = row_g[u] * thr_g[b, u]
                     if ax < tf * (1.0 - 1e-9) and ax < tg * (1.0 - 1e-9):
                         t = u
                         break
