@@ -29,7 +29,8 @@ def test_hermite_coefficients_interpolated_against_every_value(expr, span):
     values = _values(*span)
     K = 200
     direct, _ = dt._hermite_coefficients(act, values, K, estimate=False)
-    coef, interpolated = dt._coefficients_at(act, values, K)
+    coefT, interpolated = dt._coefficients_at(act, values, K)
+    coef = coefT.T
     assert interpolated, "400 values over this span must take the interpolation"
     amp = np.sqrt(np.sum(direct**2, axis=1))
     err = np.max(np.abs(coef - direct), axis=1) / amp

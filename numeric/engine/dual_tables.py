@@ -97,7 +97,7 @@ interpolated once the coarser interpolant predicts the new nodes to COEFFICIENT_
 sqrt(E[phi^2]) (`resprop.numeric.engine.variance_interpolation`; tanh on [0.15, 4.2]: 65 nodes for 1000 values);
 the tails are then raised by the interpolation's allowance, 2 tau A sum_k |a_k| (resp. sum_k k |a_k|), so that
 the certification stays an upper bound.  E[phi^2] and E[phi'^2] of many values are interpolated the same way
-(MOMENT_INTERPOLATION_TOL = 1e-15).  The K of a set of values is first found on ``K_PROBE`` of them.
+(MOMENT_INTERPOLATION_TOL = 1e-14).  The K of a set of values is first found on ``K_PROBE`` of them.
 Cost: tanh, P = 1000 Gaussian inputs in dim 10 (diagonals in [0.2, 4.2], median |rho| 0.2): K ~ 330-470,
 mean K_e ~ 24, ~12 ms per layer for the data of the 1000 values (was ~30 ms for the coefficients and 10 ms for the
 moments, evaluated at every value).
@@ -391,7 +391,7 @@ def _diag_moments(act: Activation, d: Array) -> tuple[Array, Array, Array]:
 
 #: relative accuracy that the interpolation in log d of E[phi^2], E[phi'^2] must show before it replaces the graded
 #: rule at every value (`variance_interpolation`)
-MOMENT_INTERPOLATION_TOL = 1e-15
+MOMENT_INTERPOLATION_TOL = 1e-14
 
 
 def _moments_at(act: Activation, values: Array) -> tuple[Array, Array, Array]:
@@ -973,49 +973,66 @@ K_PROBE = 17
 
 
 def _series_length(act: Activation, values: Array, m_phi: Array, m_dphi: Array, tol: float, K: int, k_max: int,
-                   probe: bool = False) -> tuple[int, tuple[Array, Array, Array, Array]]:
+                   probe: bool = False) -> tuple[int, Array, Array, bool]:
     """Raise K from ``K`` (``_next_terms``) until the relative tails of every value are <= tol (or K = k_max);
-    returns (K computed, (coefficients, rf, rg, indices k where every tail is certified)).  ``probe``: the
-    coefficients evaluated at every value (a few values), else `_coefficients_at`."""
+    returns (K computed, coefficients (K + 1, n_values), indices k where every tail is certified, whether the
+    coefficients were interpolated).  ``probe``: the coefficients evaluated at every value (a few values), else
+    `_coefficients_at`.  The tails are computed in blocks of TAIL_ROWS values (two blocks of temporaries)."""
     while True:
         if probe:
-            coef, interpolated = _hermite_coefficients(act, values, K, estimate=False)[0], False
+            coef, interpolated = _hermite_coefficients(act, values, K, estimate=False)[0].T, False
         else:
             coef, interpolated = _coefficients_at(act, values, K)
-        k = np.arange(K + 1, dtype=float)
-        # rf = (max(A^2 - cumsum a_k^2, 0) + 8 eps A^2) / A^2 (T / A^2 after the term k), rg the same for g
-        # (K - 1 terms of g); computed in place: two (n_values x K) temporaries at P = 4000, not eight
-        mf, mg = m_phi[:, None], (m_dphi * values)[:, None]
-        rf = np.multiply(coef, coef)
-        np.cumsum(rf, axis=1, out=rf)
-        np.subtract(mf, rf, out=rf)
-        np.maximum(rf, 0.0, out=rf)
-        rf += 8 * _EPS * mf
-        rf /= np.maximum(m_phi, 1e-300)[:, None]
-        if interpolated:
-            # each a_k is within tau A of its value, so sum_{j<=k} a_j^2 is within 2 tau A sum_j |a_j| + (K + 1)
-            # tau^2 A^2 of its value: the tails are raised by that, relative to A^2 (resp. G = E[phi'^2] d, with
-            # the weights j); a pessimistic allowance, ~1e-13 for tanh at K ~ 330
-            tau = COEFFICIENT_INTERPOLATION_TOL
-            amp = np.sqrt(np.maximum(m_phi, 1e-300))
-            absc = np.abs(coef)
-            rf += ((2 * tau * amp * absc.sum(axis=1) + (K + 1) * (tau * amp) ** 2) / np.maximum(m_phi, 1e-300)
-                   )[:, None]
-        rg = np.square(coef[:, 1:])
-        rg *= k[1:]
-        np.cumsum(rg, axis=1, out=rg)
-        np.subtract(mg, rg, out=rg)
-        np.maximum(rg, 0.0, out=rg)
-        rg += 8 * _EPS * mg
-        rg /= np.maximum(m_dphi * values, 1e-300)[:, None]
-        if interpolated:
-            rg += ((2 * tau * amp * (absc @ k) + K * (K + 1) / 2 * (tau * amp) ** 2)
-                   / np.maximum(m_dphi * values, 1e-300))[:, None]
-        worst = np.maximum(rf.max(axis=0), np.concatenate([[np.inf], rg.max(axis=0)]))
+        worst = np.full(K + 1, -np.inf)
+        for lo in range(0, values.size, TAIL_ROWS):
+            sl = slice(lo, lo + TAIL_ROWS)
+            rf, rg = _relative_tails(coef[:, sl].T, m_phi[sl], m_dphi[sl], values[sl], K, interpolated)
+            np.maximum(worst, rf.max(axis=0), out=worst)
+            np.maximum(worst[1:], rg.max(axis=0), out=worst[1:])
+        worst[0] = np.inf
         ok = np.nonzero(worst <= tol)[0]
         if ok.size or K >= k_max:
-            return K, (coef, rf, rg, ok)
+            return K, coef, ok, interpolated
         K = min(k_max, _ladder(_next_terms(np.sqrt(worst), math.sqrt(tol), k_max), 16))
+
+
+#: values per block of the tails' temporaries in `_series_length` and `_diag_data`
+TAIL_ROWS = 512
+
+
+def _relative_tails(coef: Array, m_phi: Array, m_dphi: Array, values: Array, K: int, interpolated: bool
+                    ) -> tuple[Array, Array]:
+    """rf[i, k] = (max(A^2 - sum_{j<=k} a_j^2, 0) + 8 eps A^2) / A^2 (T / A^2 after the term k) and rg the same for
+    g (K - 1 terms of g), per value (rows of ``coef``); raised by the interpolation's allowance when the
+    coefficients were interpolated."""
+    k = np.arange(K + 1, dtype=float)
+    mf, mg = m_phi[:, None], (m_dphi * values)[:, None]
+    rf = np.multiply(coef, coef)
+    np.cumsum(rf, axis=1, out=rf)
+    np.subtract(mf, rf, out=rf)
+    np.maximum(rf, 0.0, out=rf)
+    rf += 8 * _EPS * mf
+    rf /= np.maximum(m_phi, 1e-300)[:, None]
+    if interpolated:
+        # each a_k is within tau A of its value, so sum_{j<=k} a_j^2 is within 2 tau A sum_j |a_j| + (K + 1)
+        # tau^2 A^2 of its value: the tails are raised by that, relative to A^2 (resp. G = E[phi'^2] d, with
+        # the weights j); a pessimistic allowance, ~1e-13 for tanh at K ~ 330
+        tau = COEFFICIENT_INTERPOLATION_TOL
+        amp = np.sqrt(np.maximum(m_phi, 1e-300))
+        absc = np.abs(coef)
+        rf += ((2 * tau * amp * absc.sum(axis=1) + (K + 1) * (tau * amp) ** 2) / np.maximum(m_phi, 1e-300)
+               )[:, None]
+    rg = np.square(coef[:, 1:])
+    rg *= k[1:]
+    np.cumsum(rg, axis=1, out=rg)
+    np.subtract(mg, rg, out=rg)
+    np.maximum(rg, 0.0, out=rg)
+    rg += 8 * _EPS * mg
+    rg /= np.maximum(m_dphi * values, 1e-300)[:, None]
+    if interpolated:
+        rg += ((2 * tau * amp * (absc @ k) + K * (K + 1) / 2 * (tau * amp) ** 2)
+               / np.maximum(m_dphi * values, 1e-300))[:, None]
+    return rf, rg
 
 
 def _diag_data(act: Activation, values: Array, rtol: float, moments: tuple[Array, Array] | None = None
@@ -1031,17 +1048,22 @@ def _diag_data(act: Activation, values: Array, rtol: float, moments: tuple[Array
     K = 65
     if values.size > 2 * K_PROBE:  # the K that a spread of the values needs, on those values alone (cheap)
         probe = np.unique(np.linspace(0, values.size - 1, K_PROBE).round().astype(np.intp))
-        K, _ = _series_length(act, values[probe], m_phi[probe], m_dphi[probe], tol, K, k_max, probe=True)
-    K, (coef, rf, rg, ok) = _series_length(act, values, m_phi, m_dphi, tol, K, k_max)
-    K = int(ok[0]) if ok.size else K
+        K = _series_length(act, values[probe], m_phi[probe], m_dphi[probe], tol, K, k_max, probe=True)[0]
+    K_top, coef, ok, interpolated = _series_length(act, values, m_phi, m_dphi, tol, K, k_max)
+    K = int(ok[0]) if ok.size else K_top
     ladder = tuple(lv for lv in K_LADDER if lv < K) + (K,)
     lf = np.empty((len(ladder), values.size))
     lg = np.empty((len(ladder), values.size))
-    for j, lv in enumerate(ladder):
-        lf[j] = 0.5 * np.log(rf[:, lv])
-        lg[j] = 0.5 * np.log(rg[:, lv - 1])  # g has K terms
-    return _DiagData(act, values, rtol, coefT=np.ascontiguousarray(coef[:, :K + 1].T), logtail_f=lf, logtail_g=lg,
-                     levels=ladder)
+    cols = np.asarray(ladder)
+    for lo in range(0, values.size, TAIL_ROWS):
+        sl = slice(lo, lo + TAIL_ROWS)
+        rf, rg = _relative_tails(coef[:, sl].T, m_phi[sl], m_dphi[sl], values[sl], K_top, interpolated)
+        lf[:, sl] = 0.5 * np.log(rf[:, cols].T)
+        lg[:, sl] = 0.5 * np.log(rg[:, cols - 1].T)  # g has K terms
+    coefT = coef[:K + 1]  # a view when most rows are kept; else a copy, so that the rest is freed
+    if not coefT.flags.c_contiguous or 4 * (K + 1) < 3 * (K_top + 1):
+        coefT = np.array(coefT, order="C")
+    return _DiagData(act, values, rtol, coefT=coefT, logtail_f=lf, logtail_g=lg, levels=ladder)
 
 
 #: relative accuracy (to sqrt(E[phi^2])) that the interpolation in log d of the Hermite coefficients must show
@@ -1050,15 +1072,16 @@ COEFFICIENT_INTERPOLATION_TOL = 1e-14
 
 
 def _coefficients_at(act: Activation, values: Array, K: int) -> tuple[Array, bool]:
-    """a_k(d), k = 0..K, at the sorted distinct ``values``: on Chebyshev nodes in log d and interpolated when that
-    checks to COEFFICIENT_INTERPOLATION_TOL (many values), else at every value; and whether it interpolated."""
+    """a_k(d), k = 0..K, at the sorted distinct ``values``, as a (K + 1, n_values) array (one row per k): on
+    Chebyshev nodes in log d and interpolated when that checks to COEFFICIENT_INTERPOLATION_TOL (many values), else
+    at every value; and whether it interpolated."""
     from resprop.numeric.engine.variance_interpolation import on_values
 
     def scale(F: Array) -> Array:
         return np.sqrt(np.sum(F * F, axis=1))[:, None]
 
     coef, nodes = on_values(lambda d: _hermite_coefficients(act, d, K, estimate=False)[0], values, scale,
-                            COEFFICIENT_INTERPOLATION_TOL)
+                            COEFFICIENT_INTERPOLATION_TOL, transpose=True)
     return coef, nodes > 0
 
 

@@ -87,7 +87,18 @@ def input_kernel(X, sigma_w2, sigma_b2) -> np.ndarray:
     X = V.real("X", X)
     if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
         raise V.ParameterError("X", f"must be a non-empty 2-D array (P inputs, d_in features), got shape {X.shape}")
-    return float(sigma_w2) * (X @ X.T) / X.shape[1] + float(sigma_b2)
+    K0 = X @ X.T  # one P x P array, scaled in place (no temporaries of its size; the same roundings as
+    K0 *= float(sigma_w2)  # sigma_w2 * (X @ X.T) / d_in + sigma_b2)
+    K0 /= X.shape[1]
+    K0 += float(sigma_b2)
+    return K0
+
+
+def _scaled(M: np.ndarray, log_scale: float) -> np.ndarray:
+    """M exp(log_scale), in place (M is the engine's own output)."""
+    if log_scale != 0.0:
+        M *= np.exp(log_scale)
+    return M
 
 
 def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scale=1.0, ntk: bool = False,
@@ -149,17 +160,17 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
     with np.errstate(all="ignore"):
         try:
             out = propagate(K0, K0.copy() if ntk else None, sequences, "ntk" if ntk else "nngp", rec,
-                            progress=bool(progress))
+                            progress=bool(progress), in_place=True)
         except V.ParameterError as exc:  # a tabulated expectation given an overflowed variance (parameter d, ...)
             if exc.parameter == "activation" or exc.parameter.split(",")[0].strip() in _RANGE_NAMES_TUPLE:
                 raise
             raise V.ParameterError("activation, " + _RANGE_NAMES, f"a layer's variance left the range where the "
                                    f"expectations of this activation are computed ({exc}); use a smaller X, "
                                    "sigma_w2, sigma_b2, branch_scale or depth") from None
-        results = [out.K * np.exp(out.log_scale_K)]
+        results = [_scaled(out.K, out.log_scale_K)]
         if ntk:
             assert out.second is not None
-            results.append(out.second * np.exp(out.log_scale_second))
+            results.append(_scaled(out.second, out.log_scale_second))
     for name, value in zip(("NNGP", "NTK"), results):
         if not np.all(np.isfinite(value)):
             raise V.ParameterError(_RANGE_NAMES, f"the {name} is not finite in float64 for these values (overflow); "

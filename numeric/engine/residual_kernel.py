@@ -56,7 +56,7 @@ THREAD_MIN = 20_000
 EQUAL_DIAGONAL_RTOL = 1e-13
 #: bytes of general-path diagonal data (Hermite coefficients of every diagonal value, per layer) held at once:
 #: with unequal diagonals a block of layers ends when its data would exceed it
-GENERAL_BYTES = 32 * 2**20
+GENERAL_BYTES = 8 * 2**20
 #: series terms per diagonal value assumed when choosing that block (tanh at K_aa ~ 1-3 needs ~310)
 GENERAL_TERMS = 384
 #: target relative error of the tabulated expectations (rho tables and the general path's series)
@@ -308,13 +308,16 @@ class Propagated:
 
 def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndarray, np.ndarray],
               mode: str, rec: ActivationRecursions, record_layers: bool = False, strip: int = STRIP,
-              block: int | None = None, progress: bool = False) -> Propagated:
+              block: int | None = None, progress: bool = False, in_place: bool = False) -> Propagated:
     """Run the generated recursions of ``rec`` from K^(0) (and Theta^(0) or chi^(0)) through the layers given
     by the per-layer ``sequences`` (skip_gain, branch_weight, branch_bias), each of length L.
 
     Inputs are assumed validated (float64, symmetric, PSD).  The state of every strip is carried between blocks
     of layers; the diagonal is run first for each block.  ``progress``: a tqdm bar on stderr over
-    strips x layers (shown after one second)."""
+    strips x layers (shown after one second).  ``in_place``: K0 (and second0) are overwritten and returned as
+    K^(L) (and the second state): each strip's state is a view of its rows of them, so that the run holds no P x P
+    array beyond its inputs (peak: the two outputs plus the per-layer data and one strip's temporaries per
+    thread); otherwise the inputs are left alone and the outputs are new arrays."""
     g, w, s = (np.asarray(q, dtype=float) for q in sequences)
     L, P = g.size, K0.shape[0]
     pair_fn, diag_fn = rec.pair[mode], rec.diagonal[mode]
@@ -330,12 +333,20 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
             # GENERAL_BYTES; a block of that many layers (_Tables shortens it if the series need more terms)
             block = min(block, max(1, GENERAL_BYTES // (8 * P * GENERAL_TERMS)))
     bands = strips(P, strip)
-    K_strips = [np.array(K0[lo:hi, lo:], dtype=float) for lo, hi in bands]
-    S_strips: Any = [np.array(second0[lo:hi, lo:], dtype=float) for lo, hi in bands] if two else None
     d = np.diagonal(K0).astype(float).copy()
     sd: Any = np.diagonal(second0).astype(float).copy() if two else None
     log_K = log_S = 0.0
     layers = [(K0.copy(), None if second0 is None else second0.copy())] if record_layers else None
+    if in_place:
+        if not (K0.dtype == np.float64 and (not two or second0.dtype == np.float64)):
+            raise TypeError("in_place needs float64 inputs")
+        K_out, S_out = K0, (second0 if two else None)
+    else:
+        K_out = np.array(K0, dtype=float)
+        S_out = np.array(second0, dtype=float) if two else None
+    # each strip's state: a view of its rows (lo:hi, columns lo:P) of the output, written back after each block
+    K_strips = [K_out[lo:hi, lo:] for lo, hi in bands]
+    S_strips: Any = [S_out[lo:hi, lo:] for lo, hi in bands] if two else None
     n_workers = min(workers(), len(bands)) if P * (P - 1) // 2 >= THREAD_MIN else 1
     pool = ThreadPoolExecutor(n_workers) if n_workers > 1 else None
     bar = _progress_bar(L * len(bands)) if progress else None
@@ -383,9 +394,10 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
                 result = pair_fn(*args, rows[:, lo:hi, None], rows[:, None, lo:], gb, wb, sb,
                                  record=recorder, **_used(pair_fn, callbacks))
                 if two:
-                    K_strips[k], S_strips[k] = result
+                    _store(K_strips[k], result[0])
+                    _store(S_strips[k], result[1])
                 else:
-                    K_strips[k] = result
+                    _store(K_strips[k], result)
                 return recorder
 
             recorders = []
@@ -434,13 +446,28 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
         if bar is not None:
             bar.close()
         blas.__exit__(None, None, None)
-    K = _assemble(K_strips, bands, P)
-    np.fill_diagonal(K, d)
-    second = None
+    _mirror(K_out, bands)
+    np.fill_diagonal(K_out, d)
     if two:
-        second = _assemble(S_strips, bands, P)
-        np.fill_diagonal(second, sd)
-    return Propagated(K, second, log_K, log_S, layers)
+        _mirror(S_out, bands)
+        np.fill_diagonal(S_out, sd)
+    return Propagated(K_out, S_out, log_K, log_S, layers)
+
+
+def _store(view: np.ndarray, result: np.ndarray) -> None:
+    if result is not view:
+        view[...] = result
+
+
+def _mirror(M: np.ndarray, bands: list[tuple[int, int]]) -> None:
+    """Make M symmetric in place from the rows of its strips (band lo:hi holds columns lo:P): the lower
+    triangle of each band's square block and the columns below it are copied from the upper triangle."""
+    for lo, hi in bands:
+        h = hi - lo
+        M[hi:, lo:hi] = M[lo:hi, hi:].T
+        square = M[lo:hi, lo:hi]
+        il = np.tril_indices(h, -1)
+        square[il] = square.T[il]
 
 
 class _StripRecorder:
