@@ -983,12 +983,7 @@ def _series_length(act: Activation, values: Array, m_phi: Array, m_dphi: Array, 
             coef, interpolated = _hermite_coefficients(act, values, K, estimate=False)[0].T, False
         else:
             coef, interpolated = _coefficients_at(act, values, K)
-        worst = np.full(K + 1, -np.inf)
-        for lo in range(0, values.size, TAIL_ROWS):
-            sl = slice(lo, lo + TAIL_ROWS)
-            rf, rg = _relative_tails(coef[:, sl].T, m_phi[sl], m_dphi[sl], values[sl], K, interpolated)
-            np.maximum(worst, rf.max(axis=0), out=worst)
-            np.maximum(worst[1:], rg.max(axis=0), out=worst[1:])
+        worst = _tail_summary(coef, m_phi, m_dphi, values, K, interpolated, np.zeros(0, dtype=np.intp))[0]
         worst[0] = np.inf
         ok = np.nonzero(worst <= tol)[0]
         if ok.size or K >= k_max:
@@ -1000,38 +995,75 @@ def _series_length(act: Activation, values: Array, m_phi: Array, m_dphi: Array, 
 TAIL_ROWS = 512
 
 
-def _relative_tails(coef: Array, m_phi: Array, m_dphi: Array, values: Array, K: int, interpolated: bool
-                    ) -> tuple[Array, Array]:
-    """rf[i, k] = (max(A^2 - sum_{j<=k} a_j^2, 0) + 8 eps A^2) / A^2 (T / A^2 after the term k) and rg the same for
-    g (K - 1 terms of g), per value (rows of ``coef``); raised by the interpolation's allowance when the
-    coefficients were interpolated."""
+def _tail_summary(coefT: Array, m_phi: Array, m_dphi: Array, values: Array, K: int, interpolated: bool,
+                  cols: Array) -> tuple[Array, Array, Array]:
+    """The largest relative tail over the values per k (f at k = 0, max of f and g at k >= 1) and 0.5 log of
+    the tails at the rows ``cols`` (lf, lg: (len(cols), n_values)); compiled (value by value) when the series
+    backend is, else in blocks of TAIL_ROWS values with `_relative_tails`: the same bits."""
+    amp = np.sqrt(np.maximum(m_phi, 1e-300))
+    tau = COEFFICIENT_INTERPOLATION_TOL if interpolated else 0.0
+    if _use_compiled():
+        from resprop.numeric.engine import mehler_compiled
+
+        if interpolated:
+            slack_f, slack_g = _tail_slack(coefT, m_phi, m_dphi, values, K, amp, tau)
+        else:
+            slack_f = slack_g = np.zeros(values.size)
+        return mehler_compiled.relative_tails(coefT, m_phi, m_dphi, values, slack_f, slack_g, 8 * _EPS, cols)
+    worst = np.full(K + 1, -np.inf)
+    lf = np.empty((len(cols), values.size))
+    lg = np.empty((len(cols), values.size))
+    for lo in range(0, values.size, TAIL_ROWS):
+        sl = slice(lo, lo + TAIL_ROWS)
+        rf, rg = _relative_tails(coefT[:, sl], m_phi[sl], m_dphi[sl], values[sl], K, interpolated)
+        np.maximum(worst, rf.max(axis=1), out=worst)
+        np.maximum(worst[1:], rg.max(axis=1), out=worst[1:])
+        if len(cols):
+            lf[:, sl] = 0.5 * np.log(rf[cols])
+            lg[:, sl] = 0.5 * np.log(rg[cols - 1])  # g has K terms
+    return worst, lf, lg
+
+
+def _tail_slack(coefT: Array, m_phi: Array, m_dphi: Array, values: Array, K: int, amp: Array, tau: float
+                ) -> tuple[Array, Array]:
+    """The interpolation's allowance added to the relative tails of f and of g, per value (see `_relative_tails`)."""
+    absc = np.abs(coefT)
     k = np.arange(K + 1, dtype=float)
-    mf, mg = m_phi[:, None], (m_dphi * values)[:, None]
-    rf = np.multiply(coef, coef)
-    np.cumsum(rf, axis=1, out=rf)
+    slack_f = (2 * tau * amp * absc.sum(axis=0) + (K + 1) * (tau * amp) ** 2) / np.maximum(m_phi, 1e-300)
+    slack_g = ((2 * tau * amp * (k @ absc) + K * (K + 1) / 2 * (tau * amp) ** 2)
+               / np.maximum(m_dphi * values, 1e-300))
+    return slack_f, slack_g
+
+
+def _relative_tails(coefT: Array, m_phi: Array, m_dphi: Array, values: Array, K: int, interpolated: bool
+                    ) -> tuple[Array, Array]:
+    """rf[k, i] = (max(A^2 - sum_{j<=k} a_j^2, 0) + 8 eps A^2) / A^2 (T / A^2 after the term k) and rg the same for
+    g (K - 1 terms of g), per value (columns of ``coefT``, rows k); raised by the interpolation's allowance when the
+    coefficients were interpolated.  Sums run down the rows (contiguous)."""
+    k = np.arange(K + 1, dtype=float)[:, None]
+    mf, mg = m_phi[None, :], (m_dphi * values)[None, :]
+    rf = np.multiply(coefT, coefT)
+    np.cumsum(rf, axis=0, out=rf)
     np.subtract(mf, rf, out=rf)
     np.maximum(rf, 0.0, out=rf)
     rf += 8 * _EPS * mf
-    rf /= np.maximum(m_phi, 1e-300)[:, None]
+    rf /= np.maximum(m_phi, 1e-300)[None, :]
     if interpolated:
         # each a_k is within tau A of its value, so sum_{j<=k} a_j^2 is within 2 tau A sum_j |a_j| + (K + 1)
         # tau^2 A^2 of its value: the tails are raised by that, relative to A^2 (resp. G = E[phi'^2] d, with
         # the weights j); a pessimistic allowance, ~1e-13 for tanh at K ~ 330
-        tau = COEFFICIENT_INTERPOLATION_TOL
-        amp = np.sqrt(np.maximum(m_phi, 1e-300))
-        absc = np.abs(coef)
-        rf += ((2 * tau * amp * absc.sum(axis=1) + (K + 1) * (tau * amp) ** 2) / np.maximum(m_phi, 1e-300)
-               )[:, None]
-    rg = np.square(coef[:, 1:])
+        slack_f, slack_g = _tail_slack(coefT, m_phi, m_dphi, values, K, np.sqrt(np.maximum(m_phi, 1e-300)),
+                                       COEFFICIENT_INTERPOLATION_TOL)
+        rf += slack_f[None, :]
+    rg = np.square(coefT[1:])
     rg *= k[1:]
-    np.cumsum(rg, axis=1, out=rg)
+    np.cumsum(rg, axis=0, out=rg)
     np.subtract(mg, rg, out=rg)
     np.maximum(rg, 0.0, out=rg)
     rg += 8 * _EPS * mg
-    rg /= np.maximum(m_dphi * values, 1e-300)[:, None]
+    rg /= np.maximum(m_dphi * values, 1e-300)[None, :]
     if interpolated:
-        rg += ((2 * tau * amp * (absc @ k) + K * (K + 1) / 2 * (tau * amp) ** 2)
-               / np.maximum(m_dphi * values, 1e-300))[:, None]
+        rg += slack_g[None, :]
     return rf, rg
 
 
@@ -1052,14 +1084,7 @@ def _diag_data(act: Activation, values: Array, rtol: float, moments: tuple[Array
     K_top, coef, ok, interpolated = _series_length(act, values, m_phi, m_dphi, tol, K, k_max)
     K = int(ok[0]) if ok.size else K_top
     ladder = tuple(lv for lv in K_LADDER if lv < K) + (K,)
-    lf = np.empty((len(ladder), values.size))
-    lg = np.empty((len(ladder), values.size))
-    cols = np.asarray(ladder)
-    for lo in range(0, values.size, TAIL_ROWS):
-        sl = slice(lo, lo + TAIL_ROWS)
-        rf, rg = _relative_tails(coef[:, sl].T, m_phi[sl], m_dphi[sl], values[sl], K_top, interpolated)
-        lf[:, sl] = 0.5 * np.log(rf[:, cols].T)
-        lg[:, sl] = 0.5 * np.log(rg[:, cols - 1].T)  # g has K terms
+    _, lf, lg = _tail_summary(coef, m_phi, m_dphi, values, K_top, interpolated, np.asarray(ladder))
     coefT = coef[:K + 1]  # a view when most rows are kept; else a copy, so that the rest is freed
     if not coefT.flags.c_contiguous or 4 * (K + 1) < 3 * (K_top + 1):
         coefT = np.array(coefT, order="C")

@@ -143,7 +143,70 @@ def _series_strip_py(coefT, logtail_f, logtail_g, levels, ltol, ia, ib, rho, sa,
     return 0
 
 
+def _tails_py(coefT, m_phi, m_dphi, values, slack_f, slack_g, eps8, cols, worst, lf, lg):
+    """The relative tails of `dual_tables._relative_tails` value by value (the same operations in the same order:
+    the same bits), without the (K + 1) x n arrays: their maximum over the values per k into ``worst`` (k = 0 from
+    f only; k >= 1 the larger of f's and g's) and 0.5 log of them at the rows ``cols`` into lf, lg (if cols is
+    not empty; the log taken by the caller, in NumPy, whose log may differ from libm's by an ulp)."""
+    K1, n = coefT.shape
+    nc = cols.shape[0]
+    rf_row = np.empty(K1)
+    rg_row = np.empty(K1)
+    for v in range(n):
+        mf = m_phi[v]
+        mg = m_dphi[v] * values[v]
+        df = max(m_phi[v], 1e-300)
+        dg = max(mg, 1e-300)
+        sf = 0.0
+        sg = 0.0
+        for k in range(K1):
+            c = coefT[k, v]
+            sf += c * c
+            r = max(mf - sf, 0.0)
+            r += eps8 * mf
+            r /= df
+            r += slack_f[v]
+            rf_row[k] = r
+            if r > worst[k]:
+                worst[k] = r
+            if k >= 1:
+                sg += (c * c) * k
+                r = max(mg - sg, 0.0)
+                r += eps8 * mg
+                r /= dg
+                r += slack_g[v]
+                rg_row[k - 1] = r
+                if r > worst[k]:
+                    worst[k] = r
+        for j in range(nc):
+            lf[j, v] = rf_row[cols[j]]
+            lg[j, v] = rg_row[cols[j] - 1]
+    return 0
+
+
 _compiled = None
+_compiled_tails = None
+
+
+def relative_tails(coefT: np.ndarray, m_phi: np.ndarray, m_dphi: np.ndarray, values: np.ndarray,
+                   slack_f: np.ndarray, slack_g: np.ndarray, eps8: float, cols: np.ndarray,
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(worst per k, lf, lg at ``cols``) of the relative tails (see `_tails_py`); compiled."""
+    global _compiled_tails
+    if _compiled_tails is None:
+        assert numba is not None
+        _compiled_tails = numba.njit(cache=True, nogil=True, fastmath=False, boundscheck=False)(_tails_py)
+    worst = np.full(coefT.shape[0], -np.inf)
+    cols = np.asarray(cols, dtype=np.int64)
+    lf = np.empty((cols.size, coefT.shape[1]))
+    lg = np.empty((cols.size, coefT.shape[1]))
+    _compiled_tails(np.ascontiguousarray(coefT), m_phi, m_dphi, values, slack_f, slack_g, float(eps8), cols, worst,
+                    lf, lg)
+    np.log(lf, out=lf)
+    lf *= 0.5
+    np.log(lg, out=lg)
+    lg *= 0.5
+    return worst, lf, lg
 
 
 def _kernel():

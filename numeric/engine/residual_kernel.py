@@ -337,6 +337,7 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
     sd: Any = np.diagonal(second0).astype(float).copy() if two else None
     log_K = log_S = 0.0
     layers = [(K0.copy(), None if second0 is None else second0.copy())] if record_layers else None
+    S_out: Any
     if in_place:
         if not (K0.dtype == np.float64 and (not two or second0.dtype == np.float64)):
             raise TypeError("in_place needs float64 inputs")
