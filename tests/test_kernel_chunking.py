@@ -89,6 +89,9 @@ settings_strategy = st.fixed_dictionaries({
     "general_bytes": st.sampled_from([1, 1 << 16, 64 << 20]),
     "series_backend": st.sampled_from(["auto", "numpy", "compiled"]),
     "group": st.sampled_from([1, 3, 64, 1000]),
+    "tail_rows": st.sampled_from([1, 5, 512]),
+    "direct_chunk": st.sampled_from([1, 7, 512]),
+    "k_probe": st.sampled_from([2, 5, 17]),
 })
 
 
@@ -112,6 +115,9 @@ def test_internal_settings_do_not_change_the_kernel(monkeypatch, act, equal, mod
         m.setattr(dt, "MAX_TABLE_PAIRS", cfg["max_table_pairs"])
         m.setattr(dt, "SERIES_BACKEND", cfg["series_backend"])
         m.setattr(mehler_compiled, "GROUP", cfg["group"])
+        m.setattr(dt, "TAIL_ROWS", cfg["tail_rows"])
+        m.setattr(variance_interpolation, "DIRECT_CHUNK", cfg["direct_chunk"])
+        m.setattr(dt, "K_PROBE", cfg["k_probe"])
         K, T = _run(_inputs(P, equal), act, L, mode, cfg["strip"], cfg["block"])
     _close(K, ref[0], f"{act} K")
     if mode == "ntk":
@@ -163,7 +169,8 @@ def test_general_path_large_P_unequal_norms_threads(monkeypatch):
 def test_interpolation_in_variance_and_series_backend_do_not_change_the_kernel(monkeypatch, act):
     """P = 300 distinct diagonal values: the per-layer Hermite coefficients and E[phi^2], E[phi'^2] interpolated
     in log d (the default) against evaluated at every value, and the compiled series against NumPy's, in every
-    combination: the same kernels to 1e-13 of the largest entry (interpolation) and bit for bit (backend)."""
+    combination: the same kernels to 1e-13 of the largest entry (interpolation) and bit for bit (backend).  The
+    node counts of the interpolation (N_START) and the probe for the series length vary too."""
     X = _inputs(300, False, seed=3)
     runs = {}
     for min_values in (2, 10**9):
@@ -172,6 +179,15 @@ def test_interpolation_in_variance_and_series_backend_do_not_change_the_kernel(m
                 m.setattr(variance_interpolation, "MIN_VALUES", min_values)
                 m.setattr(dt, "SERIES_BACKEND", backend)
                 runs[min_values, backend] = _run(X, act, 4, "ntk", 65536, None)
+    for n_start, k_probe, chunk in ((5, 3, 64), (33, 40, 1)):
+        with monkeypatch.context() as m:
+            m.setattr(variance_interpolation, "MIN_VALUES", 2)
+            m.setattr(variance_interpolation, "N_START", n_start)
+            m.setattr(variance_interpolation, "DIRECT_CHUNK", chunk)
+            m.setattr(dt, "K_PROBE", k_probe)
+            K, T = _run(X, act, 4, "ntk", 65536, None)
+        _close(K, runs[2, "compiled"][0], f"{act} K, N_START {n_start}")
+        _close(T, runs[2, "compiled"][1], f"{act} Theta, N_START {n_start}")
     for min_values in (2, 10**9):
         a, b = runs[min_values, "numpy"], runs[min_values, "compiled"]
         assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
