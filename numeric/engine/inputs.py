@@ -114,9 +114,10 @@ def _finite(name: str, X: np.ndarray, where: str) -> None:
         raise ParameterError(name, f"{where}must be finite, got {X[i, j]} at row {i}, column {j}")
 
 
-def check_inputs(X, ntk: bool = False, name: str = "X") -> np.ndarray:
+def check_inputs(X, ntk: bool = False, name: str = "X", check_memory: bool = True) -> np.ndarray:
     """X as a float64 (P, d_in) array, checked: numeric and real (not ragged, strings, booleans or complex),
-    2-D with P, d_in >= 1, finite, and the kernels of P inputs fit in the available memory."""
+    2-D with P, d_in >= 1, finite, and (``check_memory``) the kernels of P inputs fit in the available memory
+    (not asked when they go to disk)."""
     if isinstance(X, np.ndarray):
         arr = X
     else:
@@ -133,15 +134,17 @@ def check_inputs(X, ntk: bool = False, name: str = "X") -> np.ndarray:
                                        "objects)") from None
     _refuse_dtype(name, arr.dtype, "")
     _refuse_shape(name, arr.shape, "")
-    check_kernel_memory(arr.shape[0], ntk, name=name)
+    if check_memory:
+        check_kernel_memory(arr.shape[0], ntk, name=name)
     arr = np.asarray(arr, dtype=np.float64)
     _finite(name, arr, "")
     return arr
 
 
-def read_inputs(path, ntk: bool = False, name: str = "inputs") -> np.ndarray:
+def read_inputs(path, ntk: bool = False, name: str = "inputs", check_memory: bool = True) -> np.ndarray:
     """The (P, d_in) float64 array of a ``.npy`` file, checked from its header before the data are read (see the
-    module docstring); ``ntk``: whether the run also computes the NTK (the memory check)."""
+    module docstring); ``ntk``: whether the run also computes the NTK (the memory check); ``check_memory=False``:
+    the kernels go to disk, only X itself must fit."""
     where = f"{path}: "
     try:
         fh = open(path, "rb")
@@ -175,7 +178,13 @@ def read_inputs(path, ntk: bool = False, name: str = "inputs") -> np.ndarray:
                 raise ParameterError(name, f"{where}is truncated: its header says shape {tuple(shape)} of {dtype} "
                                            f"({data_bytes} bytes of data) but the file holds {held}")
             # X as read and as float64, then the kernels
-            check_kernel_memory(P, ntk, extra=data_bytes + 8 * count, name=name)
+            if check_memory:
+                check_kernel_memory(P, ntk, extra=data_bytes + 8 * count, name=name)
+            else:
+                need, have = data_bytes + 8 * count, available_memory()
+                if have is not None and need > have:
+                    raise ParameterError(name, f"{where}X needs {_size(need)} (as read and as float64) but only "
+                                               f"{_size(have)} of memory are available")
             raw = np.fromfile(fh, dtype=dtype, count=count)
         except OSError as exc:
             raise ParameterError(name, f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None

@@ -102,7 +102,8 @@ def _scaled(M: np.ndarray, log_scale: float) -> np.ndarray:
 
 
 def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scale=1.0, ntk: bool = False,
-           readout: bool = False, progress: bool | None = None):
+           readout: bool = False, progress: bool | None = None, out=None, dtype: str = "float64",
+           tile: int | None = None, workers: int | None = None, scheduler: str | None = None):
     """The (P, P) NNGP K^(L) of the residual network for inputs X (P, d_in) after ``depth`` residual blocks; with
     ``ntk=True`` the tuple (NNGP, NTK); with ``readout=True`` the kernels of the dense readout
     y = W_out phi(h^(L)) + b_out instead (see the module docstring for the architecture).
@@ -124,6 +125,15 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
     ``progress``: a tqdm bar on stderr over strips x layers, shown once a run has lasted a second (shorter runs
     print nothing); None (the default) shows it only when stderr is a terminal, False never, True always (the
     CLI: unless ``--quiet``).
+
+    Kernels of any size (`resprop.numeric.engine.kernel_store`): with ``out="K.zarr"`` (a Zarr store with the
+    arrays ``nngp`` and, with ``ntk``, ``ntk``) or ``out="K.npy"`` (the NNGP through a memory map) the upper
+    triangle is computed tile by tile (``tile``, default 2048) and written to disk, never held in memory; the
+    stored values are float64 or ``dtype="float32"`` (computed in float64).  A .zarr run interrupted keeps its
+    finished tiles and a rerun with the same inputs and options completes it.  ``workers=N`` computes the tiles
+    on a local Dask cluster of N processes, ``scheduler="tcp://host:port"`` on an existing one (bit-identical
+    results).  Returns the output's path then.  ``tile`` without ``out`` cuts the in-memory run into square
+    tiles of that side instead of its default strips (the same result to round-off).
     """
     if progress is None:
         import sys
@@ -138,7 +148,15 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
     lam = branch_scales(branch_scale, depth)
     from resprop.numeric.engine.inputs import check_inputs  # X: 2-D, real, finite; P x P results fit in memory
 
-    X = check_inputs(X, ntk)
+    on_disk = out is not None
+    if not on_disk and (workers is not None or scheduler is not None):
+        raise V.ParameterError("workers, scheduler", "a Dask cluster writes into a store: give out='K.zarr' too")
+    if tile is not None:
+        tile = V.integer("tile", tile, minimum=1, maximum=1 << 20)
+    X = check_inputs(X, ntk, check_memory=not on_disk)
+    if on_disk:
+        return _kernel_on_disk(X, activation, depth, sw, sb, g, lam, ntk, readout, progress, out, dtype, tile,
+                               workers, scheduler, branch_scale)
     K0 = input_kernel(X, sw, sb)
     if not np.all(np.isfinite(K0)):
         raise V.ParameterError("X, sigma_w2", "K^(0) = sigma_w2 X X^T / d_in + sigma_b2 is not finite in float64")
@@ -152,15 +170,11 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
         check_activation(rec.expr).require_finite_dphi()
     if depth == 0 and not readout:
         return (K0, K0.copy()) if ntk else K0
-    lam2 = lam * lam
-    skip, weight, bias = np.full(depth, g * g), lam2 * sw, lam2 * sb
-    if readout:  # the dense readout on phi(h^(L)): one more layer with gamma = 0, lambda = 1
-        skip, weight, bias = np.append(skip, 0.0), np.append(weight, sw), np.append(bias, sb)
-    sequences = (skip, weight, bias)
+    sequences = _sequences(depth, g, lam, sw, sb, readout)
     with np.errstate(all="ignore"):
         try:
             out = propagate(K0, K0.copy() if ntk else None, sequences, "ntk" if ntk else "nngp", rec,
-                            progress=bool(progress), in_place=True)
+                            progress=bool(progress), in_place=True, tile=tile)
         except V.ParameterError as exc:  # a tabulated expectation given an overflowed variance (parameter d, ...)
             if exc.parameter == "activation" or exc.parameter.split(",")[0].strip() in _RANGE_NAMES_TUPLE:
                 raise
@@ -176,6 +190,41 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
             raise V.ParameterError(_RANGE_NAMES, f"the {name} is not finite in float64 for these values (overflow); "
                                                  "use values of moderate size")
     return tuple(results) if ntk else results[0]
+
+
+def _sequences(depth: int, g: float, lam: np.ndarray, sw: float, sb: float, readout: bool):
+    lam2 = lam * lam
+    skip, weight, bias = np.full(depth, g * g), lam2 * sw, lam2 * sb
+    if readout:  # the dense readout on phi(h^(L)): one more layer with gamma = 0, lambda = 1
+        skip, weight, bias = np.append(skip, 0.0), np.append(weight, sw), np.append(bias, sb)
+    return skip, weight, bias
+
+
+def _kernel_on_disk(X, activation, depth, sw, sb, g, lam, ntk, readout, progress, out, dtype, tile, workers,
+                    scheduler, branch_scale):
+    """`kernel` with ``out``: the kernels written tile by tile by `kernel_store.write_kernel`."""
+    from resprop.numeric.engine import kernel_store
+
+    sq = np.einsum("ij,ij->i", X, X)
+    d0 = sw * sq / X.shape[1] + sb
+    if not np.all(np.isfinite(d0)):
+        raise V.ParameterError("X, sigma_w2", "K^(0) = sigma_w2 X X^T / d_in + sigma_b2 is not finite in float64")
+    if np.any(d0 <= 0):
+        raise V.ParameterError("X", "every input needs K^(0)_aa > 0 (a zero input with sigma_b2 = 0 has no "
+                                    "correlation)")
+    rec = recursions(activation) if isinstance(activation, str) else recursions(str(activation))
+    if ntk and rec.expr is not None:
+        from resprop.numeric.engine.activation_check import check_activation
+
+        check_activation(rec.expr).require_finite_dphi()
+    options = {"activation": str(activation), "depth": depth, "sigma_w2": sw, "sigma_b2": sb, "gamma": g,
+               "branch_scale": [float(v) for v in lam] if not isinstance(branch_scale, str) else branch_scale,
+               "ntk": ntk, "readout": readout}
+    net = kernel_store.Network(X, sw, sb, rec, _sequences(depth, g, lam, sw, sb, readout), "ntk" if ntk else "nngp",
+                               options)
+    with np.errstate(all="ignore"):
+        return kernel_store.write_kernel(net, out, dtype=dtype, tile=kernel_store.TILE if tile is None else tile,
+                                         workers=workers, scheduler=scheduler, progress=bool(progress))
 
 
 __all__ = ["kernel", "branch_scales", "input_kernel"]

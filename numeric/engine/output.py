@@ -40,6 +40,8 @@ __all__ = ["OutputPathError", "Interrupted", "Publication", "MANIFEST_NAME", "ch
            "sweep_stale_temps"]
 
 MANIFEST_NAME = ".resprop-manifest.json"
+#: inside a kept partial output (``Publication(..., resume_key=...)``): the fingerprint of the run it belongs to
+PARTIAL_RECORD = ".resprop-partial.json"
 _CHUNK = 1 << 20
 
 
@@ -306,13 +308,20 @@ class Publication:
     exception, Ctrl-C, SIGTERM) the temporary is removed and ``out`` is untouched.
     """
 
-    def __init__(self, out, kind: str, generator: str):
+    def __init__(self, out, kind: str, generator: str, resume_key: str | None = None):
         self.out = check_output_path(out, kind)
         self.kind = kind
         self.generator = generator
         self._tmp: Path | None = None
         self._stack: ExitStack | None = None
         self.committed = False
+        #: ``resume_key`` (a fingerprint of the run's inputs and options): the output is built in the fixed
+        #: sibling ``.NAME.partial`` instead of a fresh temporary, and KEPT when the run stops without commit, so that
+        #: a rerun with the same key continues it (``resumed`` is True then); a rerun with another key is refused
+        self.resume_key = resume_key
+        self.resumed = False
+        if resume_key is not None and kind != "dir":
+            raise ValueError("resume_key needs kind 'dir'")
 
     def __enter__(self) -> Publication:
         self.out.parent.mkdir(parents=True, exist_ok=True)
@@ -322,11 +331,40 @@ class Publication:
             stack.enter_context(sigterm_interrupts())
             check_replaceable(self.out, self.kind)  # again, now that we hold the lock
             sweep_stale_temps(self.out)
+            if self.resume_key is not None:
+                self._open_partial()
         except BaseException:
             stack.close()
             raise
         self._stack = stack
         return self
+
+    @property
+    def partial_path(self) -> Path:
+        return self.out.with_name(f".{self.out.name}.partial")
+
+    def _open_partial(self) -> None:
+        part = self.partial_path
+        record = part / PARTIAL_RECORD
+        if os.path.lexists(part):
+            if part.is_symlink() or not part.is_dir():
+                raise OutputPathError(part, "is not a directory resprop made for a partial run; remove it")
+            try:
+                key = json.loads(record.read_text())["key"]
+            except (OSError, ValueError, KeyError, TypeError):
+                raise OutputPathError(part, f"is not a partial run of resprop (no readable {PARTIAL_RECORD}); "
+                                            "remove it or choose another path") from None
+            if key != self.resume_key:
+                raise OutputPathError(self.out, f"a partial run with other inputs or options is kept in {part.name} "
+                                                "(an interrupted run); rerun with the same inputs and options to "
+                                                f"finish it, or remove {part} to start again")
+            self.resumed = True
+        else:
+            part.mkdir()
+            tmp = record.with_name(record.name + ".tmp")
+            tmp.write_text(json.dumps({"key": self.resume_key, "generator": self.generator}))
+            os.replace(tmp, record)
+        self._tmp = part
 
     @property
     def tmpdir(self) -> Path:
@@ -348,6 +386,8 @@ class Publication:
     def commit(self) -> Path:
         """Write the manifest and move the output into place (SIGINT/SIGTERM deferred during the rename)."""
         tmp, out = self.tmpdir, self.out
+        if self.resume_key is not None:
+            (tmp / PARTIAL_RECORD).unlink(missing_ok=True)
         if self.kind == "dir":
             write_manifest(tmp, "dir", self.generator)
         else:
@@ -379,6 +419,8 @@ class Publication:
 
     def __exit__(self, exc_type, exc, tb):
         try:
+            if self.resume_key is not None and not self.committed:
+                self._tmp = None  # kept for a rerun with the same inputs and options
             if self._tmp is not None and os.path.lexists(self._tmp):
                 with signals_deferred():  # a second Ctrl-C must not leave the temporary behind
                     shutil.rmtree(self._tmp, ignore_errors=True)

@@ -189,8 +189,8 @@ class _Tables:
             data = self.dt.general_data(self.expr, values, RTOL, cache=False, moments=known)
         return data, np.searchsorted(data.values, d)
 
-    def for_strip(self, lo: int, hi: int, want_dphi: bool = True) -> dict[str, Callable]:
-        """The callbacks of the strip of rows lo:hi (columns lo:P); ``want_dphi``: the recursion also calls
+    def for_tile(self, r0: int, r1: int, c0: int, c1: int, want_dphi: bool = True) -> dict[str, Callable]:
+        """The callbacks of the tile of rows r0:r1, columns c0:c1; ``want_dphi``: the recursion also calls
         mean_dphi_dphi (the general path then evaluates both at once and keeps E[phi' phi'] for that call)."""
         stash: dict[int, np.ndarray] = {}
         layers, strip = self.layers, self.dt.mean_phi_phi_strip
@@ -201,10 +201,10 @@ class _Tables:
                 return obj.mean_phi_phi(rho, out)
             if want_dphi:
                 dphi = np.empty_like(out)
-                strip(obj, index[lo:hi], index[lo:], rho, out, dphi)
+                strip(obj, index[r0:r1], index[c0:c1], rho, out, dphi)
                 stash[l] = dphi
             else:
-                strip(obj, index[lo:hi], index[lo:], rho, out)
+                strip(obj, index[r0:r1], index[c0:c1], rho, out)
             return out
 
         def mean_dphi_dphi(l, rho, out):
@@ -214,7 +214,7 @@ class _Tables:
             if l in stash:
                 out[...] = stash.pop(l)
             else:
-                strip(obj, index[lo:hi], index[lo:], rho, np.empty_like(out), out)
+                strip(obj, index[r0:r1], index[c0:c1], rho, np.empty_like(out), out)
             return out
 
         return {"mean_phi_phi": mean_phi_phi, "mean_dphi_dphi": mean_dphi_dphi}
@@ -306,62 +306,77 @@ class Propagated:
     layers: list | None = None
 
 
-def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndarray, np.ndarray],
-              mode: str, rec: ActivationRecursions, record_layers: bool = False, strip: int = STRIP,
-              block: int | None = None, progress: bool = False, in_place: bool = False) -> Propagated:
-    """Run the generated recursions of ``rec`` from K^(0) (and Theta^(0) or chi^(0)) through the layers given
-    by the per-layer ``sequences`` (skip_gain, branch_weight, branch_bias), each of length L.
+#: a tile of the upper triangle: rows r0:r1, columns c0:c1 (c0 >= r0; a tile with c0 == r0 holds the diagonal
+#: block r0:r1 x r0:r1 and, if c1 > r1, the columns beyond it)
+Tile = tuple[int, int, int, int]
 
-    Inputs are assumed validated (float64, symmetric, PSD).  The state of every strip is carried between blocks
-    of layers; the diagonal is run first for each block.  ``progress``: a tqdm bar on stderr over
-    strips x layers (shown after one second).  ``in_place``: K0 (and second0) are overwritten and returned as
-    K^(L) (and the second state): each strip's state is a view of its rows of them, so that the run holds no P x P
-    array beyond its inputs (peak: the two outputs plus the per-layer data and one strip's temporaries per
-    thread); otherwise the inputs are left alone and the outputs are new arrays."""
-    g, w, s = (np.asarray(q, dtype=float) for q in sequences)
-    L, P = g.size, K0.shape[0]
-    pair_fn, diag_fn = rec.pair[mode], rec.diagonal[mode]
-    two = mode != "nngp"
-    homogeneous = rec.name in HOMOGENEOUS
-    if block is None:
-        block = max(1, min(L, DIAGONAL_BYTES // (8 * P * 3)))
-        if homogeneous or mode == "response":  # rescaled between blocks: each block must stay in range
-            block = min(block, HOMOGENEOUS_BLOCK)
-        d0 = np.diagonal(K0)
-        if rec.expr is not None and np.max(np.abs(d0 - d0[0])) > EQUAL_DIAGONAL_RTOL * np.max(np.abs(d0)):
-            # unequal diagonals: the general path's data (P x ~300 Hermite coefficients per layer) fills
-            # GENERAL_BYTES; a block of that many layers (_Tables shortens it if the series need more terms)
-            block = min(block, max(1, GENERAL_BYTES // (8 * P * GENERAL_TERMS)))
-    bands = strips(P, strip)
-    d = np.diagonal(K0).astype(float).copy()
-    sd: Any = np.diagonal(second0).astype(float).copy() if two else None
-    log_K = log_S = 0.0
-    layers = [(K0.copy(), None if second0 is None else second0.copy())] if record_layers else None
-    S_out: Any
-    if in_place:
-        if not (K0.dtype == np.float64 and (not two or second0.dtype == np.float64)):
-            raise TypeError("in_place needs float64 inputs")
-        K_out, S_out = K0, (second0 if two else None)
-    else:
-        K_out = np.array(K0, dtype=float)
-        S_out = np.array(second0, dtype=float) if two else None
-    # each strip's state: a view of its rows (lo:hi, columns lo:P) of the output, written back after each block
-    K_strips = [K_out[lo:hi, lo:] for lo, hi in bands]
-    S_strips: Any = [S_out[lo:hi, lo:] for lo, hi in bands] if two else None
-    n_workers = min(workers(), len(bands)) if P * (P - 1) // 2 >= THREAD_MIN else 1
-    pool = ThreadPoolExecutor(n_workers) if n_workers > 1 else None
-    bar = _progress_bar(L * len(bands)) if progress else None
-    # BLAS (the general path's Hermite coefficients, ~P x 400 x 400 per layer) runs one thread: our pool already
-    # uses the cores, and two-thread OpenBLAS measured 3-10x slower per call on a loaded 2-core machine
-    blas = _one_blas_thread() if rec.expr is not None else contextlib.nullcontext()
-    blas.__enter__()
-    want = set(_callback_names(pair_fn))
-    start = 0
-    try:
+
+def band_tiles(P: int, target: int = STRIP) -> list[Tile]:
+    """The strips of `strips` as tiles: rows lo:hi, columns lo:P (what ``propagate`` uses in memory)."""
+    return [(lo, hi, lo, P) for lo, hi in strips(P, target)]
+
+
+def tile_grid(P: int, tile: int) -> list[Tile]:
+    """Square tiles of side ``tile`` covering the upper triangle, row by row (the diagonal tiles are square)."""
+    if tile < 1:
+        raise ValueError("tile must be >= 1")
+    edges = list(range(0, P, tile)) + [P]
+    n = len(edges) - 1
+    return [(edges[i], edges[i + 1], edges[j], edges[j + 1]) for i in range(n) for j in range(i, n)]
+
+
+@dataclass
+class Block:
+    """What the tiles need for the layers start:stop: the diagonal before each layer (``rows``, ``srow``), the
+    per-layer sequences (the bias in the scaled units of the run), the tables of a tabulated activation, the
+    factors the state is divided by after the block (homogeneous activations and the response are rescaled
+    between blocks: 1.0 when not), and the log scales in force during the block."""
+
+    start: int
+    stop: int
+    rows: np.ndarray
+    srow: np.ndarray | None
+    gb: np.ndarray
+    wb: np.ndarray
+    sb: np.ndarray
+    tables: Any
+    rescale_K: float
+    rescale_S: float
+    log_K: float
+    log_S: float
+    d_after: np.ndarray          # the diagonal after the block, before the rescaling
+    sd_after: np.ndarray | None
+
+
+class Schedule:
+    """The O(P x depth) part of a run, block by block: the diagonal recursion, the per-layer tables (a rho table
+    per layer for equal norms, the general path's data otherwise), and the rescaling between blocks.  A tile's
+    result depends only on its K^(0) entries and this schedule, so any tiling gives the same numbers.
+
+    Iterate ``blocks()`` once, in order; after it, ``d``, ``sd`` hold the final diagonal (K, and Theta or chi)
+    and ``log_K``, ``log_S`` the final log scales."""
+
+    def __init__(self, d0: np.ndarray, sd0: np.ndarray | None, sequences: tuple[np.ndarray, np.ndarray, np.ndarray],
+                 mode: str, rec: ActivationRecursions, block: int, pool: ThreadPoolExecutor | None = None,
+                 n_workers: int = 1) -> None:
+        self.g, self.w, self.s = (np.asarray(q, dtype=float) for q in sequences)
+        self.L = self.g.size
+        self.mode, self.rec, self.block = mode, rec, block
+        self.two = mode != "nngp"
+        self.pool, self.n_workers = pool, n_workers
+        self.d = np.asarray(d0, dtype=float).copy()
+        self.sd = None if sd0 is None else np.asarray(sd0, dtype=float).copy()
+        self.log_K = self.log_S = 0.0
+        self.homogeneous = rec.name in HOMOGENEOUS
+
+    def blocks(self):
+        diag_fn = self.rec.diagonal[self.mode]
+        two, L, P = self.two, self.L, self.d.size
+        start = 0
         while start < L:
-            stop = min(L, start + block)
-            gb, wb, sb = g[start:stop], w[start:stop], s[start:stop] * math.exp(-log_K)  # bias in the scaled units
-            # the diagonal before each layer of the block
+            stop = min(L, start + self.block)
+            gb, wb = self.g[start:stop], self.w[start:stop]
+            sb = self.s[start:stop] * math.exp(-self.log_K)  # bias in the scaled units
             rows = np.empty((stop - start, P))
             srow = np.empty((stop - start, P)) if two else None
 
@@ -371,104 +386,164 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
                     if srow is not None:
                         srow[l + 1] = state[1]
 
-            rows[0] = d
+            rows[0] = self.d
             if srow is not None:
-                srow[0] = sd
-            known = _DiagonalMoments(rec.expr) if rec.expr is not None else None
-            out = diag_fn(d.copy(), *((sd.copy(),) if two else ()), gb, wb, sb, record=keep,
+                srow[0] = self.sd
+            known = _DiagonalMoments(self.rec.expr) if self.rec.expr is not None else None
+            out = diag_fn(self.d.copy(), *((self.sd.copy(),) if two else ()), gb, wb, sb, record=keep,
                           **_used(diag_fn, known.callbacks if known is not None else {}))
             d_next, sd_next = (out if two else (out, None))
-            tables = _Tables(rec.expr, rows, pool, n_workers, moments=known) if rec.expr is not None else None
-            if tables is not None and tables.n_layers < stop - start:  # the general path's data filled the budget
-                nb = tables.n_layers
-                stop = start + nb
-                d_next = rows[nb].copy()
-                sd_next = srow[nb].copy() if srow is not None else None
-                rows, gb, wb, sb = rows[:nb], gb[:nb], wb[:nb], sb[:nb]
-                srow = srow[:nb] if srow is not None else None
+            built = None
+            if self.rec.expr is not None:
+                built = _Tables(self.rec.expr, rows, self.pool, self.n_workers, moments=known)
+                if built.n_layers < stop - start:  # the general path's data filled the budget
+                    nb = built.n_layers
+                    stop = start + nb
+                    d_next = rows[nb].copy()
+                    sd_next = srow[nb].copy() if srow is not None else None
+                    rows, gb, wb, sb = rows[:nb], gb[:nb], wb[:nb], sb[:nb]
+                    srow = srow[:nb] if srow is not None else None
+            log_K, log_S = self.log_K, self.log_S
+            self.d, self.sd = d_next, sd_next
+            cK = cS = 1.0
+            if stop < L:  # rescale between blocks (homogeneous activations; the linear response always)
+                if self.homogeneous:
+                    c = float(np.max(np.abs(self.d)))
+                    if c > 0 and np.isfinite(c):
+                        self.d = self.d / c
+                        self.log_K += math.log(c)
+                        cK = c
+                        if self.mode == "ntk":
+                            self.sd = self.sd / c
+                            self.log_S += math.log(c)
+                            cS = c
+                if self.mode == "response":
+                    c = float(np.max(np.abs(self.sd)))
+                    if c > 0 and np.isfinite(c):
+                        self.sd = self.sd / c
+                        self.log_S += math.log(c)
+                        cS = c
+            yield Block(start, stop, rows, srow, gb, wb, sb, built, cK, cS, log_K, log_S, d_next, sd_next)
+            start = stop
 
-            def work(k, rows=rows, gb=gb, wb=wb, sb=sb, tables=tables):
-                lo, hi = bands[k]
-                args = [K_strips[k]] + ([S_strips[k]] if two else [])
-                callbacks = {} if tables is None else tables.for_strip(lo, hi, "mean_dphi_dphi" in want)
+
+def default_block(K0_diagonal: np.ndarray, L: int, mode: str, rec: ActivationRecursions) -> int:
+    """Layers per block: the diagonal rows of a block within DIAGONAL_BYTES; HOMOGENEOUS_BLOCK for homogeneous
+    activations and the response (rescaled between blocks); the general path's data within GENERAL_BYTES."""
+    P = K0_diagonal.size
+    block = max(1, min(L, DIAGONAL_BYTES // (8 * P * 3)))
+    if rec.name in HOMOGENEOUS or mode == "response":
+        block = min(block, HOMOGENEOUS_BLOCK)
+    d0 = K0_diagonal
+    if rec.expr is not None and np.max(np.abs(d0 - d0[0])) > EQUAL_DIAGONAL_RTOL * np.max(np.abs(d0)):
+        # unequal diagonals: the general path's data (P x ~300 Hermite coefficients per layer) fills
+        # GENERAL_BYTES; a block of that many layers (_Tables shortens it if the series need more terms)
+        block = min(block, max(1, GENERAL_BYTES // (8 * P * GENERAL_TERMS)))
+    return block
+
+
+def run_block(block: Block, rec: ActivationRecursions, mode: str, tile: Tile, K_state: np.ndarray,
+              S_state: np.ndarray | None, record: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """The layers of ``block`` on one tile: the state (float64, modified in place when it is a float64 array)
+    after the block, divided by the block's rescale factors."""
+    pair_fn = rec.pair[mode]
+    two = mode != "nngp"
+    r0, r1, c0, c1 = tile
+    want = set(_callback_names(pair_fn))
+    callbacks = {} if block.tables is None else block.tables.for_tile(r0, r1, c0, c1, "mean_dphi_dphi" in want)
+    args = [K_state] + ([S_state] if two else [])
+    result = pair_fn(*args, block.rows[:, r0:r1, None], block.rows[:, None, c0:c1], block.gb, block.wb, block.sb,
+                     record=record, **_used(pair_fn, callbacks))
+    K_new, S_new = result if two else (result, None)
+    if block.rescale_K != 1.0:
+        K_new /= block.rescale_K
+    if S_new is not None and block.rescale_S != 1.0:
+        S_new /= block.rescale_S
+    return K_new, S_new
+
+
+def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndarray, np.ndarray],
+              mode: str, rec: ActivationRecursions, record_layers: bool = False, strip: int = STRIP,
+              block: int | None = None, progress: bool = False, in_place: bool = False,
+              tile: int | None = None) -> Propagated:
+    """Run the generated recursions of ``rec`` from K^(0) (and Theta^(0) or chi^(0)) through the layers given
+    by the per-layer ``sequences`` (skip_gain, branch_weight, branch_bias), each of length L.
+
+    Inputs are assumed validated (float64, symmetric, PSD).  The upper triangle is cut into tiles: the strips of
+    ``strip`` elements (rows lo:hi, columns lo:P; the default) or, with ``tile``, square tiles of that side; a
+    `Schedule` runs the diagonal and builds the per-layer tables for each block of layers, then every tile runs
+    the block from its own state.  ``progress``: a tqdm bar on stderr over tiles x layers (shown after one
+    second).  ``in_place``: K0 (and second0) are overwritten and returned as K^(L) (and the second state): each
+    tile's state is a view of them, so that the run holds no P x P array beyond its inputs (peak: the two outputs
+    plus the per-layer data and one tile's temporaries per thread); otherwise the inputs are left alone and the
+    outputs are new arrays."""
+    L, P = len(sequences[0]), K0.shape[0]
+    two = mode != "nngp"
+    if block is None:
+        block = default_block(np.diagonal(K0), L, mode, rec)
+    tiles = band_tiles(P, strip) if tile is None else tile_grid(P, tile)
+    layers = [(K0.copy(), None if second0 is None else second0.copy())] if record_layers else None
+    S_out: Any
+    if in_place:
+        if not (K0.dtype == np.float64 and (not two or second0.dtype == np.float64)):
+            raise TypeError("in_place needs float64 inputs")
+        K_out, S_out = K0, (second0 if two else None)
+    else:
+        K_out = np.array(K0, dtype=float)
+        S_out = np.array(second0, dtype=float) if two else None
+    n_workers = min(workers(), len(tiles)) if P * (P - 1) // 2 >= THREAD_MIN else 1
+    pool = ThreadPoolExecutor(n_workers) if n_workers > 1 else None
+    bar = _progress_bar(L * len(tiles)) if progress else None
+    schedule = Schedule(np.diagonal(K_out), np.diagonal(S_out) if two else None, sequences, mode, rec, block, pool,
+                        n_workers)
+    # BLAS (the general path's Hermite coefficients, ~P x 400 x 400 per layer) runs one thread: our pool already
+    # uses the cores, and two-thread OpenBLAS measured 3-10x slower per call on a loaded 2-core machine
+    blas = _one_blas_thread() if rec.expr is not None else contextlib.nullcontext()
+    blas.__enter__()
+    try:
+        for blk in schedule.blocks():
+
+            def work(t: Tile, blk=blk):
+                r0, r1, c0, c1 = t
                 recorder = _StripRecorder() if record_layers else None
-                result = pair_fn(*args, rows[:, lo:hi, None], rows[:, None, lo:], gb, wb, sb,
-                                 record=recorder, **_used(pair_fn, callbacks))
-                if two:
-                    _store(K_strips[k], result[0])
-                    _store(S_strips[k], result[1])
-                else:
-                    _store(K_strips[k], result)
+                K_view = K_out[r0:r1, c0:c1]
+                S_view = S_out[r0:r1, c0:c1] if two else None
+                K_new, S_new = run_block(blk, rec, mode, t, K_view, S_view, recorder)
+                _store(K_view, K_new)
+                if S_view is not None and S_new is not None:
+                    _store(S_view, S_new)
                 return recorder
 
             recorders = []
-            for r in (pool.map(work, range(len(bands))) if pool else map(work, range(len(bands)))):
+            for r in (pool.map(work, tiles) if pool else map(work, tiles)):
                 recorders.append(r)
                 if bar is not None:
-                    bar.update(stop - start)
-            d, sd = d_next, sd_next
+                    bar.update(blk.stop - blk.start)
             if record_layers:
                 assert layers is not None
-                nb = stop - start
+                nb = blk.stop - blk.start
                 for l in range(nb):
-                    Kl = _assemble([r.K[l] for r in recorders], bands, P, math.exp(log_K))
-                    np.fill_diagonal(Kl, (rows[l + 1] if l + 1 < nb else d) * math.exp(log_K))
+                    Kl = _assemble([r.K[l] for r in recorders], tiles, P, math.exp(blk.log_K))
+                    np.fill_diagonal(Kl, (blk.rows[l + 1] if l + 1 < nb else blk.d_after) * math.exp(blk.log_K))
                     Sl = None
                     if two:
-                        assert srow is not None
-                        Sl = _assemble([r.S[l] for r in recorders], bands, P, math.exp(log_S))
-                        np.fill_diagonal(Sl, (srow[l + 1] if l + 1 < nb else sd) * math.exp(log_S))
+                        assert blk.srow is not None
+                        Sl = _assemble([r.S[l] for r in recorders], tiles, P, math.exp(blk.log_S))
+                        np.fill_diagonal(Sl, (blk.srow[l + 1] if l + 1 < nb else blk.sd_after)
+                                         * math.exp(blk.log_S))
                     layers.append((Kl, Sl))
-            # rescale between blocks (homogeneous activations; the linear response always)
-            if stop < L:
-                if homogeneous:
-                    c = float(np.max(np.abs(d)))
-                    if c > 0 and np.isfinite(c):
-                        d = d / c
-                        log_K += math.log(c)
-                        for M in K_strips:
-                            M /= c
-                        if mode == "ntk":
-                            sd = sd / c
-                            log_S += math.log(c)
-                            for M in S_strips:
-                                M /= c
-                if mode == "response":
-                    c = float(np.max(np.abs(sd)))
-                    if c > 0 and np.isfinite(c):
-                        sd = sd / c
-                        log_S += math.log(c)
-                        for M in S_strips:
-                            M /= c
-            start = stop
     finally:
         if pool:
             pool.shutdown()
         if bar is not None:
             bar.close()
         blas.__exit__(None, None, None)
-    _mirror(K_out, bands)
-    np.fill_diagonal(K_out, d)
+    _mirror(K_out, tiles)
+    np.fill_diagonal(K_out, schedule.d)
     if two:
-        _mirror(S_out, bands)
-        np.fill_diagonal(S_out, sd)
-    return Propagated(K_out, S_out, log_K, log_S, layers)
-
-
-def _store(view: np.ndarray, result: np.ndarray) -> None:
-    if result is not view:
-        view[...] = result
-
-
-def _mirror(M: np.ndarray, bands: list[tuple[int, int]]) -> None:
-    """Make M symmetric in place from the rows of its strips (band lo:hi holds columns lo:P): the lower
-    triangle of each band's square block and the columns below it are copied from the upper triangle."""
-    for lo, hi in bands:
-        h = hi - lo
-        M[hi:, lo:hi] = M[lo:hi, hi:].T
-        square = M[lo:hi, lo:hi]
-        il = np.tril_indices(h, -1)
-        square[il] = square.T[il]
+        _mirror(S_out, tiles)
+        np.fill_diagonal(S_out, schedule.sd)
+    return Propagated(K_out, S_out, schedule.log_K, schedule.log_S, layers)
 
 
 class _StripRecorder:
@@ -512,18 +587,35 @@ def _progress_bar(total: int):
                 leave=False, dynamic_ncols=True)
 
 
-def _assemble(parts: list[np.ndarray], bands: list[tuple[int, int]], P: int, scale: float = 1.0) -> np.ndarray:
-    """The symmetric P x P matrix from the strips of its upper triangle (the diagonal is set by the caller)."""
+def _assemble(parts: list[np.ndarray], tiles: list[Tile], P: int, scale: float = 1.0) -> np.ndarray:
+    """The symmetric P x P matrix from the states of the tiles of its upper triangle (the diagonal is set by the
+    caller)."""
     M = np.empty((P, P))
-    for S, (lo, hi) in zip(parts, bands):
-        h = hi - lo
-        top = M[lo:hi, lo:]
-        np.multiply(S, scale, out=top)
-        M[hi:, lo:hi] = top[:, h:].T
-        square = M[lo:hi, lo:hi]
-        il = np.tril_indices(h, -1)
-        square[il] = square.T[il]
+    for S, (r0, r1, c0, c1) in zip(parts, tiles):
+        np.multiply(S, scale, out=M[r0:r1, c0:c1])
+    _mirror(M, tiles)
     return M
 
 
-__all__ = ["propagate", "recursions", "closed_form_names", "ActivationRecursions", "Propagated", "MODES", "strips"]
+def _store(view: np.ndarray, result: np.ndarray) -> None:
+    if result is not view:
+        view[...] = result
+
+
+def _mirror(M: np.ndarray, tiles: list[Tile]) -> None:
+    """Make M symmetric in place from its upper-triangle tiles: the lower triangle of each diagonal block and the
+    transposes of the blocks above the diagonal."""
+    for r0, r1, c0, c1 in tiles:
+        if c0 == r0:
+            e = min(c1, r1)
+            square = M[r0:e, r0:e]
+            il = np.tril_indices(e - r0, -1)
+            square[il] = square.T[il]
+            if c1 > r1:
+                M[r1:c1, r0:r1] = M[r0:r1, r1:c1].T
+        else:
+            M[c0:c1, r0:r1] = M[r0:r1, c0:c1].T
+
+
+__all__ = ["propagate", "recursions", "closed_form_names", "ActivationRecursions", "Propagated", "MODES", "strips",
+           "Schedule", "Block", "run_block", "tile_grid", "band_tiles", "default_block"]
