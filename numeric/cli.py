@@ -230,8 +230,17 @@ def cmd_kernel(args) -> int:
     from resprop.numeric.engine.kernel import kernel
     from resprop.numeric.engine.output import Publication
 
-    if Path(args.out).suffix != ".npz":
-        raise V.ParameterError("--out", f"must be a .npz file, got {args.out!r}")
+    suffix = Path(args.out).suffix
+    if suffix not in (".npz", ".zarr", ".npy"):
+        raise V.ParameterError("--out", f"must be a .npz or .npy file or a .zarr store, got {args.out!r}")
+    if suffix != ".npz":
+        return _kernel_to_store(args)
+    for opt in ("tile", "workers", "scheduler"):
+        if getattr(args, opt) is not None:
+            raise V.ParameterError(f"--{opt}", "applies to a kernel written to disk tile by tile: --out K.zarr or "
+                                               "K.npy")
+    if args.dtype != "float64":
+        raise V.ParameterError("--dtype", "applies to --out K.zarr or K.npy (a .npz holds float64)")
     pub = Publication(args.out, "file", "resprop kernel")  # the path is checked before any work
     branch = args.branch_scale
     try:
@@ -255,6 +264,45 @@ def cmd_kernel(args) -> int:
         return interrupted(exc, args.out)
     shape = arrays["nngp"].shape
     print(f"wrote {out}: {', '.join(arrays)} ({shape[0]} x {shape[1]})")
+    return 0
+
+
+_KERNEL_OPTIONS = {"X": "--inputs", "activation": "--activation", "depth": "--depth", "sigma_w2": "--weight-var",
+                   "sigma_b2": "--bias-var", "gamma": "--gamma", "branch_scale": "--branch-scale", "out": "--out",
+                   "dtype": "--dtype", "tile": "--tile", "workers": "--workers", "scheduler": "--scheduler"}
+
+
+def _kernel_to_store(args) -> int:
+    """resprop kernel --out K.zarr / K.npy: tiles written to disk (resprop.numeric.engine.kernel_store)."""
+    from resprop.numeric.engine import kernel_store
+    from resprop.numeric.engine import validation as V
+    from resprop.numeric.engine.inputs import read_inputs
+    from resprop.numeric.engine.kernel import kernel
+    from resprop.numeric.engine.output import check_output_path
+
+    check_output_path(args.out, "dir" if args.out.endswith(".zarr") else "file")  # before reading the inputs
+    branch = args.branch_scale
+    try:
+        branch = float(branch)
+    except ValueError:
+        pass
+    try:
+        X = read_inputs(args.inputs, ntk=args.ntk, name="--inputs", check_memory=False)
+        try:
+            out = kernel(X, args.activation, args.depth, args.weight_var, args.bias_var, gamma=args.gamma,
+                         branch_scale=branch, ntk=args.ntk, readout=args.readout, progress=not args.quiet,
+                         out=args.out, dtype=args.dtype,
+                         tile=kernel_store.TILE if args.tile is None else args.tile, workers=args.workers,
+                         scheduler=args.scheduler)
+        except V.ParameterError as exc:
+            raise _as_options(exc, _KERNEL_OPTIONS) from None
+    except KeyboardInterrupt as exc:
+        if args.out.endswith(".zarr"):
+            print(f"resprop: the finished tiles are kept in {Path(args.out).parent / ('.' + Path(args.out).name)}"
+                  ".partial; rerun the same command to finish", file=sys.stderr)
+        return interrupted(exc, args.out)
+    arrays = "nngp, ntk" if args.ntk else "nngp"
+    print(f"wrote {out}: {arrays} ({X.shape[0]} x {X.shape[0]}, {args.dtype})")
     return 0
 
 
@@ -389,9 +437,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar (shown on stderr after a second otherwise)")
     p.add_argument("--readout", action="store_true",
                    help="add the dense readout y = W_out phi(h_L) + b_out (same S, B); default: the kernel of h_L")
-    p.add_argument("--out", required=True, metavar="K.npz",
-                   help="output .npz with arrays nngp (and ntk), written atomically with a sidecar manifest "
-                        ".K.npz.resprop-manifest.json; an existing file is replaced only if resprop wrote it")
+    p.add_argument("--out", required=True, metavar="K.npz|K.zarr|K.npy",
+                   help="output: .npz with arrays nngp (and ntk), held in memory and written atomically with a "
+                        "sidecar manifest .K.npz.resprop-manifest.json; .zarr, a Zarr store with the arrays nngp "
+                        "(and ntk) written tile by tile, never held in memory, resumable (an interrupted run keeps "
+                        ".K.zarr.partial; rerun the same command to finish it); .npy, the NNGP through a memory map. "
+                        "An existing output is replaced only if resprop wrote it")
+    p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
+                   help=".zarr/.npy: the stored precision (always computed in float64; default float64)")
+    p.add_argument("--tile", type=int, default=None, metavar="N",
+                   help=".zarr/.npy: side of the square tiles and Zarr chunks, >= 1 (default 2048: 32 MiB a tile)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help=".zarr/.npy: compute the tiles on a local Dask cluster of N worker processes (>= 1)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help=".zarr/.npy: compute the tiles on an existing dask.distributed scheduler, e.g. "
+                        "tcp://10.0.0.1:8786 (its workers must see the output directory; docs/scaling.md)")
     p.set_defaults(func=cmd_kernel)
     p = sub.add_parser("predict",
                        help="GP posterior (or NTK gradient flow) on the test rows of a resprop kernel output")

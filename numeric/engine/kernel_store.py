@@ -362,16 +362,16 @@ def _run_local(net, schedule, blocks, tiles, writer, done_dir, pool, progress) -
 _WORKER_CACHE: dict[str, tuple[Network, RK.Schedule, list[RK.Block]]] = {}
 
 
-def _dask_tile(t: RK.Tile, net: Network, key: str, root: str, fmt: str, dtype: str, tile: int, scratch: bool,
+def _dask_tile(t: RK.Tile, net: Network, fingerprint: str, root: str, fmt: str, dtype: str, tile: int, scratch: bool,
                done_dir: str | None, b_from: int, b_to: int, block: int | None) -> RK.Tile:
     """One tile on a Dask worker: the schedule built once per worker process (BLAS on one thread), the tile
     computed and written into the store."""
     with RK._one_blas_thread(), np.errstate(all="ignore"):
-        hit = _WORKER_CACHE.get(key)
+        hit = _WORKER_CACHE.get(fingerprint)
         if hit is None:
             _WORKER_CACHE.clear()
             schedule, blocks = _schedule(net, block)
-            hit = _WORKER_CACHE[key] = (net, schedule, blocks)
+            hit = _WORKER_CACHE[fingerprint] = (net, schedule, blocks)
         _, schedule, blocks = hit
         writer = _Writer(Path(root), fmt, net.P, net.ntk, dtype, tile, scratch, {}) if fmt == ".zarr" else \
             _NpyWorkerWriter(Path(root), net.P, dtype, scratch)
@@ -422,7 +422,7 @@ def _run_dask(net, blocks, tiles, root, fmt, dtype, tile, scratch, done_dir, wor
                     todo = _todo(done_dir, b_to - 1, tiles)
                     if bar is not None:
                         bar.update(len(tiles) - len(todo))
-                    futures = client.map(_dask_tile, todo, net=net_future, key=key, root=str(root), fmt=fmt,
+                    futures = client.map(_dask_tile, todo, net=net_future, fingerprint=key, root=str(root), fmt=fmt,
                                          dtype=dtype, tile=tile, scratch=scratch,
                                          done_dir=str(done_dir) if done_dir else None, b_from=b_from, b_to=b_to,
                                          block=options["block"], pure=False)

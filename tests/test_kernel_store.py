@@ -1,0 +1,234 @@
+"""Kernels of any size (issue 24): the engine by tiles, the kernels written to disk tile by tile (Zarr, .npy),
+resume after an interruption, and a Dask cluster.
+
+References: the in-memory `resprop.kernel` (strips), whose agreement with mpmath and with neural-tangents is tested
+elsewhere.  A tile's K^(0) entries come from its own rows of X (a BLAS product of a sub-block), so disk and memory
+agree to round-off (1e-13 of the largest entry); tilings in memory share the same K^(0) and agree bit for bit;
+the Dask run and the single-process run of the same store are bit-identical."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import resprop
+from resprop.numeric.engine import kernel_store as KS
+from resprop.numeric.engine import residual_kernel as RK
+from resprop.numeric.engine.output import OutputPathError
+from resprop.numeric.engine.validation import ParameterError
+
+zarr = pytest.importorskip("zarr")
+
+SW, SB, LAM = 1.0, 0.05, 0.5
+
+
+def _X(P: int, seed: int = 0, d: int = 8) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((P, d))
+
+
+def _close(a, ref, what):
+    err = float(np.max(np.abs(a - ref)))
+    assert err <= 1e-13 * float(np.max(np.abs(ref))), f"{what}: {err:.2e}"
+
+
+def _read(path, names=("nngp", "ntk")):
+    g = zarr.open_group(str(path), mode="r")
+    return [g[n][:] for n in names if n in g]
+
+
+@pytest.mark.parametrize("act", ["erf", "relu", "tanh", "x*exp(-x**2/2)"])
+@pytest.mark.parametrize("tile", [1, 7, 64, 1000])
+def test_square_tiles_in_memory_equal_the_strips(act, tile):
+    X = _X(90)
+    X[::3] *= 1.7  # unequal norms: the general path for the tabulated activations
+    ref = resprop.kernel(X, act, 5, SW, SB, branch_scale=LAM, ntk=True)
+    got = resprop.kernel(X, act, 5, SW, SB, branch_scale=LAM, ntk=True, tile=tile)
+    assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1])
+
+
+@pytest.mark.parametrize("act,ntk", [("erf", True), ("relu", False), ("tanh", True), ("gelu", True)])
+@pytest.mark.parametrize("tile", [33, 150, 4096])
+def test_zarr_store_equals_memory(tmp_path, act, ntk, tile):
+    X = _X(301, seed=1)
+    ref = resprop.kernel(X, act, 6, SW, SB, branch_scale=LAM, ntk=ntk)
+    ref = ref if ntk else (ref,)
+    path = resprop.kernel(X, act, 6, SW, SB, branch_scale=LAM, ntk=ntk, out=tmp_path / "K.zarr", tile=tile)
+    got = _read(path)
+    assert len(got) == len(ref)
+    for a, r in zip(got, ref):
+        assert a.dtype == np.float64 and np.array_equal(a, a.T)
+        _close(a, r, act)
+    g = zarr.open_group(str(path), mode="r")
+    assert g["nngp"].chunks == (min(tile, 301),) * 2 or g["nngp"].chunks == (tile, tile)
+    assert g.attrs["resprop"]["network"]["activation"] == act
+    assert not (tmp_path / ".K.zarr.partial").exists()
+
+
+def test_float32_store_is_the_float64_result_rounded(tmp_path):
+    X = _X(120)
+    ref = resprop.kernel(X, "tanh", 4, SW, SB, ntk=True, out=tmp_path / "a.zarr", tile=50)
+    f32 = resprop.kernel(X, "tanh", 4, SW, SB, ntk=True, out=tmp_path / "b.zarr", tile=50, dtype="float32")
+    for a, b in zip(_read(ref), _read(f32)):
+        assert b.dtype == np.float32
+        assert np.array_equal(a.astype(np.float32), b)
+
+
+def test_npy_memory_map_and_its_limits(tmp_path):
+    X = _X(200)
+    ref = resprop.kernel(X, "erf", 3, SW, SB)
+    path = resprop.kernel(X, "erf", 3, SW, SB, out=tmp_path / "K.npy", tile=64)
+    _close(np.load(path), ref, "npy")
+    with pytest.raises(ParameterError, match="out"):
+        resprop.kernel(X, "erf", 3, SW, SB, ntk=True, out=tmp_path / "T.npy")
+    with pytest.raises(ParameterError, match="out"):
+        resprop.kernel(X, "erf", 3, SW, SB, out=tmp_path / "K.h5")
+    with pytest.raises(ParameterError, match="dtype"):
+        resprop.kernel(X, "erf", 3, SW, SB, out=tmp_path / "K2.zarr", dtype="float16")
+    with pytest.raises(ParameterError, match="tile"):
+        resprop.kernel(X, "erf", 3, SW, SB, out=tmp_path / "K3.zarr", tile=0)
+    with pytest.raises(ParameterError, match="workers"):
+        resprop.kernel(X, "erf", 3, SW, SB, workers=2)
+
+
+def test_depth_zero_and_readout_on_disk(tmp_path):
+    X = _X(50)
+    for depth, readout in ((0, False), (2, True)):
+        ref = resprop.kernel(X, "tanh", depth, SW, SB, ntk=True, readout=readout)
+        path = resprop.kernel(X, "tanh", depth, SW, SB, ntk=True, readout=readout,
+                              out=tmp_path / f"K{depth}.zarr", tile=16)
+        for a, r in zip(_read(path), ref):
+            _close(a, r, f"depth {depth}")
+
+
+def test_several_blocks_go_through_the_scratch_state(tmp_path, monkeypatch):
+    """Unequal norms with the general path's data limited to one layer per block: the state between blocks goes
+    to the float64 scratch arrays, which are removed at the end."""
+    monkeypatch.setattr(RK, "GENERAL_BYTES", 1)
+    X = _X(130, seed=4)
+    ref = resprop.kernel(X, "tanh", 4, SW, SB, branch_scale=LAM, ntk=True)
+    path = resprop.kernel(X, "tanh", 4, SW, SB, branch_scale=LAM, ntk=True, out=tmp_path / "K.zarr", tile=40)
+    for a, r in zip(_read(path), ref):
+        _close(a, r, "multi-block")
+    assert sorted(zarr.open_group(str(path), mode="r").array_keys()) == ["nngp", "ntk"]
+    # ReLU beyond HOMOGENEOUS_BLOCK layers: rescaled between blocks
+    monkeypatch.setattr(RK, "HOMOGENEOUS_BLOCK", 3)
+    ref = resprop.kernel(X, "relu", 8, 2.0, 0.0, gamma=0.0, ntk=True)
+    path = resprop.kernel(X, "relu", 8, 2.0, 0.0, gamma=0.0, ntk=True, out=tmp_path / "R.zarr", tile=40)
+    for a, r in zip(_read(path), ref):
+        _close(a, r, "relu rescaled")
+
+
+class _Stop(KeyboardInterrupt):
+    pass
+
+
+def test_interrupted_run_resumes_and_computes_only_missing_tiles(tmp_path, monkeypatch):
+    X = _X(200, seed=2)
+    out = tmp_path / "K.zarr"
+    calls = []
+    real = KS._tile_blocks
+
+    def counting(*args):
+        calls.append(args[4])
+        if len(calls) == 4:
+            raise _Stop()
+        return real(*args)
+
+    monkeypatch.setattr(KS, "_tile_blocks", counting)
+    monkeypatch.setattr(RK, "workers", lambda: 1)
+    with pytest.raises(KeyboardInterrupt):
+        resprop.kernel(X, "tanh", 3, SW, SB, ntk=True, out=out, tile=50)
+    partial = tmp_path / ".K.zarr.partial"
+    assert partial.is_dir() and not out.exists()
+    assert len(list((partial / KS._DONE).iterdir())) == 3
+    calls.clear()
+    monkeypatch.setattr(KS, "_tile_blocks", real)
+    seen = []
+    monkeypatch.setattr(KS, "_tile_blocks", lambda *a: (seen.append(a[4]), real(*a))[1])
+    path = resprop.kernel(X, "tanh", 3, SW, SB, ntk=True, out=out, tile=50)
+    n_tiles = len(RK.tile_grid(200, 50))
+    assert len(seen) == n_tiles - 3
+    assert not partial.exists()
+    ref = resprop.kernel(X, "tanh", 3, SW, SB, ntk=True)
+    for a, r in zip(_read(path), ref):
+        _close(a, r, "resumed")
+
+
+def test_a_changed_run_does_not_take_over_a_partial_one(tmp_path, monkeypatch):
+    X = _X(120, seed=3)
+    out = tmp_path / "K.zarr"
+    real = KS._tile_blocks
+    n = []
+
+    def stop_after_two(*args):
+        n.append(1)
+        if len(n) == 3:
+            raise _Stop()
+        return real(*args)
+
+    monkeypatch.setattr(KS, "_tile_blocks", stop_after_two)
+    monkeypatch.setattr(RK, "workers", lambda: 1)
+    with pytest.raises(KeyboardInterrupt):
+        resprop.kernel(X, "erf", 3, SW, SB, out=out, tile=40)
+    monkeypatch.setattr(KS, "_tile_blocks", real)
+    for change in ({"sigma_b2": 0.06}, {"tile": 30}, {"X": X * 1.0000001}, {"dtype": "float32"}):
+        kw = {"X": X, "sigma_b2": SB, "tile": 40, "dtype": "float64", **change}
+        with pytest.raises(OutputPathError, match="partial run with other inputs or options"):
+            resprop.kernel(kw["X"], "erf", 3, SW, kw["sigma_b2"], out=out, tile=kw["tile"], dtype=kw["dtype"])
+    resprop.kernel(X, "erf", 3, SW, SB, out=out, tile=40)  # the same run finishes it
+    assert out.is_dir()
+
+
+def test_the_output_is_never_held_in_memory(tmp_path):
+    """P = 2500, erf NNGP + NTK to a Zarr store: the two 50 MB float64 results exist only on disk; the traced
+    peak of the run stays far below one of them (tiles of 256: 0.5 MB each)."""
+    X = _X(2500, seed=5)
+    tracemalloc.start()
+    resprop.kernel(X, "erf", 3, SW, SB, ntk=True, out=tmp_path / "K.zarr", tile=256)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 0.3 * 2500 * 2500 * 8, f"peak {peak / 2**20:.1f} MiB"
+
+
+def test_existing_foreign_output_is_refused_before_work(tmp_path):
+    out = tmp_path / "K.zarr"
+    out.mkdir()
+    (out / "mine.txt").write_text("user data")
+    with pytest.raises(OutputPathError, match="did not write"):
+        resprop.kernel(_X(30), "erf", 2, SW, SB, out=out)
+    assert (out / "mine.txt").read_text() == "user data"
+
+
+def test_dask_local_cluster_is_bit_identical(tmp_path):
+    pytest.importorskip("dask.distributed")
+    X = _X(260, seed=6)
+    X[::2] *= 1.4
+    one = resprop.kernel(X, "tanh", 3, SW, SB, branch_scale=LAM, ntk=True, out=tmp_path / "one.zarr", tile=64)
+    two = resprop.kernel(X, "tanh", 3, SW, SB, branch_scale=LAM, ntk=True, out=tmp_path / "two.zarr", tile=64,
+                         workers=2)
+    for a, b in zip(_read(one), _read(two)):
+        assert np.array_equal(a, b)
+
+
+def test_cli_writes_a_zarr_store(tmp_path):
+    X = _X(80)
+    np.save(tmp_path / "X.npy", X)
+    out = tmp_path / "K.zarr"
+    run = subprocess.run([sys.executable, "-m", "resprop.numeric.cli", "kernel", "--inputs", str(tmp_path / "X.npy"),
+                          "--activation", "erf", "--depth", "3", "--weight-var", "1", "--bias-var", "0.05", "--ntk",
+                          "--out", str(out), "--tile", "32", "--dtype", "float32", "--quiet"],
+                         capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert run.returncode == 0, run.stderr
+    ref = resprop.kernel(X, "erf", 3, 1.0, 0.05, ntk=True)
+    for a, r in zip(_read(out), ref):
+        assert a.dtype == np.float32
+        np.testing.assert_allclose(a, r, rtol=1e-6, atol=0)
+    bad = subprocess.run([sys.executable, "-m", "resprop.numeric.cli", "kernel", "--inputs",
+                          str(tmp_path / "X.npy"), "--activation", "erf", "--depth", "3", "--weight-var", "1",
+                          "--bias-var", "0.05", "--out", str(tmp_path / "B.zarr"), "--tile", "0"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "--tile" in bad.stderr and "Traceback" not in bad.stderr
