@@ -152,6 +152,20 @@ def kernel_cli_cases() -> list[Case]:
                               setup=_write_inputs, timeout=60.0))
     cases.append(Case("cli:kernel:ok", "ok", (), argv=_argv(["kernel", "--ntk"], base), setup=_write_inputs,
                       check=lambda out: "wrote" in out and "nngp, ntk" in out))
+    # kernels to disk (issue 24): the store options, with --out K.zarr (and with a .npz, where they do not apply)
+    store = base | {"--out": "{tmp}/K.zarr"}
+    for opt, values in {"--tile": ("0", "-1", "abc", "1.5"), "--workers": ("0", "-2", "abc"),
+                        "--dtype": ("float16", "")}.items():
+        for i, text in enumerate(values):
+            cases.append(Case(f"cli:kernel:store:{opt.lstrip('-')}={i}", "error", (opt.lstrip("-"),),
+                              argv=_argv(["kernel"], store | {opt: text}), setup=_write_inputs, timeout=60.0))
+    for opt, text in (("--tile", "64"), ("--workers", "2"), ("--dtype", "float32"), ("--scheduler", "tcp://x:1")):
+        cases.append(Case(f"cli:kernel:npz-with-{opt.lstrip('-')}", "error", (opt.lstrip("-"),),
+                          argv=_argv(["kernel"], base | {opt: text}), setup=_write_inputs, timeout=60.0))
+    cases.append(Case("cli:kernel:store:ok", "ok", (), argv=_argv(["kernel", "--ntk"], store | {"--tile": "2"}),
+                      setup=_write_inputs, check=lambda out: "wrote" in out and "nngp, ntk" in out,
+                      after=lambda tmp: (tmp / "K.zarr" / "nngp").is_dir() and not (tmp / ".K.zarr.partial").exists(),
+                      timeout=60.0))
     return cases
 
 
@@ -247,6 +261,47 @@ def kernel_file_cases() -> list[Case]:
         Case("cli:kernel:out=foreign-and-inputs-missing", "error", ("out", "K.npz"),  # --out is checked first
              argv=_argv(["kernel"], base | {"--inputs": "{tmp}/missing.npy", "--depth": "1000000"}),
              setup=lambda tmp: (tmp / "K.npz").write_bytes(b"user data") and "out", timeout=60.0),
+    ]
+
+    def store_foreign(tmp):
+        _write_inputs(tmp)
+        (tmp / "K.zarr").mkdir()
+        (tmp / "K.zarr" / "mine.txt").write_text("user data")
+        return "out"
+
+    def store_link(tmp):
+        _write_inputs(tmp)
+        (tmp / "real").mkdir()
+        (tmp / "K.zarr").symlink_to("real")
+        return "out"
+
+    def partial_file(tmp):
+        _write_inputs(tmp)
+        (tmp / ".K.zarr.partial").write_text("user data")
+        return "out"
+
+    def partial_other_run(tmp):
+        import json
+
+        _write_inputs(tmp)
+        (tmp / ".K.zarr.partial").mkdir()
+        (tmp / ".K.zarr.partial" / ".resprop-partial.json").write_text(json.dumps({"key": "another run"}))
+        return "out"
+
+    store = base | {"--out": "{tmp}/K.zarr"}
+    cases += [
+        Case("cli:kernel:store:out=foreign-dir", "error", ("out", "K.zarr"), argv=_argv(["kernel"], store),
+             setup=store_foreign, after=lambda tmp: (tmp / "K.zarr" / "mine.txt").read_text() == "user data",
+             timeout=60.0),
+        Case("cli:kernel:store:out=symlink", "error", ("out", "symbolic link"), argv=_argv(["kernel"], store),
+             setup=store_link, after=lambda tmp: (tmp / "K.zarr").is_symlink() and not any((tmp / "real").iterdir()),
+             timeout=60.0),
+        Case("cli:kernel:store:partial=file", "error", ("out", "partial"), argv=_argv(["kernel"], store),
+             setup=partial_file, after=lambda tmp: (tmp / ".K.zarr.partial").read_text() == "user data",
+             timeout=60.0),
+        Case("cli:kernel:store:partial=other-run", "error", ("out", "partial"), argv=_argv(["kernel"], store),
+             setup=partial_other_run, after=lambda tmp: (tmp / ".K.zarr.partial" / ".resprop-partial.json").exists(),
+             timeout=60.0),
     ]
 
     def api_memory():

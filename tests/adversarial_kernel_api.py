@@ -129,7 +129,56 @@ def kernel_api_cases():
         for label, value in [("1", 1), ("str", "yes"), ("None", None), ("nan", math.nan)]:
             add(f"{flag}={label}", "error", (flag,), **{flag: value})
     add("ntk=True", "ok", (), check=_matches(reference(X, ntk=True)), ntk=True)
+    # kernels written to disk (issue 24): out, dtype, tile, workers, scheduler
+    for label, change, param in [
+            ("out=.h5", {"out": "K.h5"}, ("out",)), ("out=npy,ntk", {"out": "K.npy", "ntk": True}, ("out",)),
+            ("out=123", {"out": 123}, ("out",)),
+            ("dtype=float16", {"dtype": "float16"}, ("dtype",)), ("dtype=None", {"dtype": None}, ("dtype",)),
+            ("tile=0", {"tile": 0}, ("tile",)), ("tile=-1", {"tile": -1}, ("tile",)),
+            ("tile=1.5", {"tile": 1.5}, ("tile",)), ("tile=True", {"tile": True}, ("tile",)),
+            ("tile=str", {"tile": "64"}, ("tile",)), ("workers=0", {"workers": 0}, ("workers",)),
+            ("workers=1.5", {"workers": 1.5}, ("workers",)), ("workers=str", {"workers": "2"}, ("workers",)),
+            ("workers+scheduler", {"workers": 2, "scheduler": "tcp://127.0.0.1:1"}, ("workers", "scheduler")),
+            ("scheduler=unreachable", {"scheduler": "tcp://127.0.0.1:1"}, ("scheduler",))]:
+        cases.append(Case(f"api:kernel:{label}", "error", param, call=_disk_call(X, **change), timeout=60))
+    cases.append(Case("api:kernel:workers-without-out", "error", ("workers",),
+                      call=_call(X, "erf", DEPTH, SW, SB, workers=2)))
+    cases.append(Case("api:kernel:out=zarr,tile=2", "ok", (), call=_disk_call(X, ntk=True, tile=2),
+                      check=_store_matches(reference(X, ntk=True))))
+    cases.append(Case("api:kernel:out=npy,float32", "ok", (), call=_disk_call(X, out="K.npy", dtype="float32"),
+                      check=_store_matches(reference(X), rtol=1e-6)))
     return cases
+
+
+def _disk_call(X, out="K.zarr", **kwargs) -> Callable[[], Any]:
+    """resprop.kernel(X, erf, ...) into ``out`` inside a fresh temporary directory (a non-str ``out`` as is)."""
+    def call():
+        import tempfile
+        from pathlib import Path
+
+        import resprop
+
+        target = Path(tempfile.mkdtemp(prefix="resprop-adv-")) / out if isinstance(out, str) else out
+        return resprop.kernel(X, "erf", DEPTH, SW, SB, out=target, **kwargs)
+    return call
+
+
+def _store_matches(ref, rtol: float = 1e-11) -> Callable[[Any], bool]:
+    def check(path) -> bool:
+        from pathlib import Path
+
+        want = ref if isinstance(ref, tuple) else (ref,)
+        path = Path(path)
+        if path.suffix == ".npy":
+            got = (np.load(path),)
+        else:
+            import zarr
+
+            group = zarr.open_group(str(path), mode="r")
+            got = tuple(group[n][:] for n in ("nngp", "ntk") if n in group)
+        return len(got) == len(want) and all(g.shape == w.shape and np.allclose(g, w, rtol=rtol, atol=0)
+                                             for g, w in zip(got, want))
+    return check
 
 
 def _predict_files(tmp):

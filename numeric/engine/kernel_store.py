@@ -338,7 +338,7 @@ def _run_local(net, schedule, blocks, tiles, writer, done_dir, pool, progress) -
     from resprop.numeric.engine.residual_kernel import _progress_bar
 
     stages = _stages(blocks)
-    bar = _progress_bar(len(tiles) * len(stages)) if progress else None
+    bar = _progress_bar(len(tiles) * len(stages), unit="tile") if progress else None
     try:
         with RK._one_blas_thread():
             for b_from, b_to in stages:
@@ -416,7 +416,7 @@ def _run_dask(net, blocks, tiles, root, fmt, dtype, tile, scratch, done_dir, wor
             from resprop.numeric.engine.residual_kernel import _progress_bar
 
             stages = _stages(blocks)
-            bar = _progress_bar(len(tiles) * len(stages)) if progress else None
+            bar = _progress_bar(len(tiles) * len(stages), unit="tile") if progress else None
             try:
                 for b_from, b_to in stages:
                     todo = _todo(done_dir, b_to - 1, tiles)

@@ -577,13 +577,14 @@ def _one_blas_thread():
     return threadpool_limits(1, user_api="blas")
 
 
-def _progress_bar(total: int):
-    """A tqdm bar on stderr over strips x layers, shown only after a second (short runs print nothing)."""
+def _progress_bar(total: int, unit: str = "tile-layer"):
+    """A tqdm bar on stderr over tiles x layers (or ``unit``), shown only after a second (short runs print
+    nothing)."""
     import sys
 
     from tqdm import tqdm
 
-    return tqdm(total=total, desc="kernel", unit="strip-layer", unit_scale=True, delay=PROGRESS_DELAY, file=sys.stderr,
+    return tqdm(total=total, desc="kernel", unit=unit, unit_scale=True, delay=PROGRESS_DELAY, file=sys.stderr,
                 leave=False, dynamic_ncols=True)
 
 
