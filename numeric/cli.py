@@ -333,6 +333,72 @@ def _load_array(path: str, option: str, npz_key: str | None = None):
     return arr.astype(float)
 
 
+def _open_store(path: str, ntk: bool):
+    """The nngp (and ntk) arrays of a Zarr store written by ``resprop kernel --out K.zarr`` (not read yet)."""
+    from resprop.numeric.engine import validation as V
+
+    try:
+        import zarr
+
+        group = zarr.open_group(str(path), mode="r")
+        K = group["nngp"]
+        theta = group["ntk"] if ntk else None
+    except ImportError:
+        raise V.ParameterError("--kernel", "reading a .zarr store needs zarr: pip install 'resprop[sweep]'") from None
+    except KeyError as exc:
+        raise V.ParameterError("--kernel", f"{path!r} has no array {exc.args[0]!r} (write it with resprop kernel"
+                                           f"{' --ntk' if ntk else ''} --out K.zarr)") from None
+    except Exception as exc:  # noqa: BLE001  (zarr raises several types for a path that is not a store)
+        raise V.ParameterError("--kernel", f"cannot read a Zarr store at {path!r}: {_one_line(exc)}") from None
+    return K, theta
+
+
+class _Lazy:
+    """A square store array indexed like the in-memory kernel: K[:n, :n], K[n:, :n] give its blocks, read into
+    memory when they fit (``in_memory_train``), else lazy `BlockView`s (conjugate gradients)."""
+
+    def __init__(self, array, in_memory_train: bool) -> None:
+        self.array, self.shape, self.ndim = array, tuple(array.shape), 2
+        self.in_memory_train = in_memory_train
+
+    def __getitem__(self, key):
+        import numpy as np
+
+        from resprop.numeric.engine.predict import BlockView
+
+        rows, cols = key
+        view = BlockView(self.array, rows, cols)
+        if self.in_memory_train:  # the training and test blocks fit in memory: Cholesky, as for a .npz
+            return np.asarray(view[:], dtype=float)
+        return view
+
+
+def _store_blocks(K, theta, n: int, ntk: bool):
+    """Lazy blocks of a stored kernel: the training block in memory when it fits (Cholesky, the regulariser can be
+    chosen), else read row block by row block (conjugate gradients, --regulariser needed); the NTK needs its
+    blocks in memory.  The test variance only for at most MAX_CG_VARIANCE test points out of core."""
+    import numpy as np
+
+    from resprop.numeric.engine import validation as V
+    from resprop.numeric.engine.inputs import available_memory
+    from resprop.numeric.engine.predict import MAX_CG_VARIANCE
+
+    P = K.shape[0]
+    have = available_memory()
+    fits = have is None or 4 * 8 * n * n + 8 * (P - n) * n <= have
+    idx = np.arange(n, P)
+    diag: np.ndarray | None = np.asarray(K.get_coordinate_selection((idx, idx)), dtype=float)
+    if ntk:
+        if have is not None and 6 * 8 * P * P > have:
+            raise V.ParameterError("--kernel", f"the NTK prediction reads the NNGP and NTK ({P} x {P}) into memory "
+                                               f"({6 * 8 * P * P / 2**30:.1f} GiB with its work arrays); use the GP "
+                                               "posterior (without --ntk), which reads the store block by block")
+        return np.asarray(K[:], dtype=float), np.asarray(theta[:], dtype=float), diag
+    if not fits and P - n > MAX_CG_VARIANCE:
+        diag = None
+    return _Lazy(K, fits), None, diag
+
+
 def cmd_predict(args) -> int:
     """resprop predict: GP posterior / NTK gradient flow on the test rows of a kernel written by resprop kernel."""
     import numpy as np
@@ -344,7 +410,11 @@ def cmd_predict(args) -> int:
     if Path(args.out).suffix != ".npz":
         raise V.ParameterError("--out", f"must be a .npz file, got {args.out!r}")
     pub = Publication(args.out, "file", "resprop predict")  # the path is checked before any work
-    K = _load_array(args.kernel, "--kernel", "nngp")
+    if str(args.kernel).rstrip("/").endswith(".zarr"):
+        K, theta_store = _open_store(args.kernel, args.ntk)
+    else:
+        K = _load_array(args.kernel, "--kernel", "nngp")
+        theta_store = None
     if K.ndim != 2 or K.shape[0] != K.shape[1]:
         raise V.ParameterError("--kernel", f"nngp must be a square (P, P) array, got shape {K.shape}")
     P = K.shape[0]
@@ -352,14 +422,18 @@ def cmd_predict(args) -> int:
     y = _load_array(args.targets, "--targets")
     if y.ndim not in (1, 2) or y.shape[0] not in (n, P):
         raise V.ParameterError("--targets", f"must have {n} (training) or {P} (all) rows, got shape {y.shape}")
-    theta = _load_array(args.kernel, "--kernel", "ntk") if args.ntk else None
+    if theta_store is not None or not isinstance(K, np.ndarray):
+        K, theta, diag = _store_blocks(K, theta_store, n, args.ntk)
+    else:
+        theta = _load_array(args.kernel, "--kernel", "ntk") if args.ntk else None
+        diag = np.diagonal(K)[n:].copy()
     options = {"k_train": "--kernel", "k_test": "--kernel", "k_test_diag": "--kernel", "ntk_train": "--kernel",
                "ntk_test": "--kernel", "y_train": "--targets", "t": "--time", "learning_rate": "--learning-rate",
                "regulariser": "--regulariser", "validation_fraction": "--validation-fraction", "seed": "--seed"}
     try:
         with pub:
             try:
-                res = predict(K[:n, :n], y[:n], K[n:, :n], k_test_diag=np.diagonal(K)[n:].copy(),
+                res = predict(K[:n, :n], y[:n], K[n:, :n], k_test_diag=diag,
                               ntk_train=None if theta is None else theta[:n, :n],
                               ntk_test=None if theta is None else theta[n:, :n],
                               t=args.time if args.ntk else np.inf, learning_rate=args.learning_rate,

@@ -232,3 +232,44 @@ def test_cli_writes_a_zarr_store(tmp_path):
                           "--bias-var", "0.05", "--out", str(tmp_path / "B.zarr"), "--tile", "0"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "--tile" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_predict_reads_a_zarr_store(tmp_path, monkeypatch):
+    """resprop predict --kernel K.zarr: the same posterior as from the .npz when the blocks fit in memory
+    (Cholesky), and by conjugate gradients over row blocks of the store when they do not (BlockView)."""
+    from resprop.numeric import cli
+    from resprop.numeric.engine import inputs
+    from resprop.numeric.engine.predict import BlockView, predict
+
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((160, 6)) * np.linspace(0.5, 2.0, 160)[:, None]
+    Y = np.sin(X[:, :2])
+    np.save(tmp_path / "Y.npy", Y)
+    store = resprop.kernel(X, "erf", 3, 1.5, 0.05, ntk=True, out=tmp_path / "K.zarr", tile=48)
+    K, T = resprop.kernel(X, "erf", 3, 1.5, 0.05, ntk=True)
+    np.savez(tmp_path / "K.npz", nngp=K, ntk=T)
+    outs = {}
+    for name in ("K.zarr", "K.npz"):
+        for mode in ((), ("--ntk",)):
+            out = tmp_path / f"P-{name}-{len(mode)}.npz"
+            assert cli.main(["predict", "--kernel", str(tmp_path / name), "--train", "120", "--targets",
+                             str(tmp_path / "Y.npy"), "--regulariser", "1e-4", "--out", str(out), *mode]) == 0
+            with np.load(out) as f:
+                outs[name, mode] = f["mean"]
+    for mode in ((), ("--ntk",)):
+        np.testing.assert_allclose(outs["K.zarr", mode], outs["K.npz", mode], rtol=1e-12, atol=1e-12)
+    # out of core: the store read 16 rows at a time by CG, against the direct solve
+    g = zarr.open_group(str(store), mode="r")
+    lazy = predict(BlockView(g["nngp"], slice(0, 120), slice(0, 120)), Y[:120],
+                   BlockView(g["nngp"], slice(120, 160), slice(0, 120)), regulariser=1e-4, block_rows=16)
+    direct = np.linalg.solve(K[:120, :120] + 1e-4 * np.eye(120), Y[:120])
+    assert lazy.solver == "cg"
+    np.testing.assert_allclose(lazy.mean, K[120:, :120] @ direct, rtol=1e-7, atol=1e-9)
+    # the CLI takes that route when the blocks do not fit in memory
+    monkeypatch.setattr(inputs, "available_memory", lambda: 1000)
+    out = tmp_path / "P-lazy.npz"
+    assert cli.main(["predict", "--kernel", str(store), "--train", "120", "--targets", str(tmp_path / "Y.npy"),
+                     "--regulariser", "1e-4", "--out", str(out)]) == 0
+    with np.load(out) as f:
+        np.testing.assert_allclose(f["mean"], K[120:, :120] @ direct, rtol=1e-7, atol=1e-9)
+        assert "variance" in f.files  # 40 test points: one CG solve each

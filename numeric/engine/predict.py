@@ -73,6 +73,27 @@ class Prediction(ResultRecord):
     validation_mse: np.ndarray | None = None
 
 
+class BlockView:
+    """Rows ``rows`` and columns ``cols`` of a 2-D array read lazily (a Zarr array of ``resprop kernel --out
+    K.zarr``, a memmap): ``view[lo:hi]`` reads those rows of the block only, ``view[:]`` all of it.  What
+    `predict` takes as an out-of-core ``k_train`` or ``k_test``."""
+
+    def __init__(self, array, rows: slice, cols: slice) -> None:
+        self.array = array
+        self.r0, self.r1, _ = rows.indices(array.shape[0])
+        self.c0, self.c1, _ = cols.indices(array.shape[1])
+        self.shape = (self.r1 - self.r0, self.c1 - self.c0)
+        self.dtype = np.dtype(array.dtype)
+
+    def __getitem__(self, key) -> np.ndarray:
+        if not isinstance(key, slice):
+            raise TypeError("BlockView takes a slice of rows")
+        lo, hi, step = key.indices(self.shape[0])
+        if step != 1:
+            raise TypeError("BlockView takes contiguous rows")
+        return np.asarray(self.array[self.r0 + lo:self.r0 + hi, self.c0:self.c1])
+
+
 def _in_memory(A) -> bool:
     return type(A) is np.ndarray
 
