@@ -186,7 +186,7 @@ def _npy_cases() -> dict[str, tuple[Callable[[Path], Any], str]]:
         from resprop.numeric.engine.inputs import PEAK_FACTOR, available_memory
 
         have = available_memory() or 2**40
-        np.save(p, np.zeros((int(math.sqrt(have / (8 * PEAK_FACTOR[False]))) + 100, 1)))
+        np.save(p, np.zeros((int(math.sqrt(have / (8 * PEAK_FACTOR[False]))) + 1000, 1)))
 
     return {
         "empty": lambda p: p.write_bytes(b""),
@@ -309,7 +309,7 @@ def kernel_file_cases() -> list[Case]:
         from resprop.numeric.engine.kernel import kernel
 
         have = available_memory() or 2**40
-        return kernel(np.zeros((int(math.sqrt(have / (8 * PEAK_FACTOR[True]))) + 100, 1)), "erf", 2, 1.5, 0.1,
+        return kernel(np.zeros((int(math.sqrt(have / (8 * PEAK_FACTOR[True]))) + 1000, 1)), "erf", 2, 1.5, 0.1,
                       ntk=True)
 
     cases += [

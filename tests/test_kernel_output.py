@@ -294,15 +294,16 @@ def test_bad_inputs_file(kind, tmp_path, capsys):
 
 
 def test_memory_refused_before_allocation(tmp_path, capsys, monkeypatch):
-    """P = 40000 (the issue's case) with 16 GB available: the NNGP alone needs 3.5 x 8 P^2 = 44.8 GB."""
+    """P = 40000 (the issue's case) with 16 GB available: the NNGP alone needs 1.5 x 8 P^2 = 19.2 GB (plus the
+    128 MiB allowance of the general path)."""
     path, out = tmp_path / "X.npy", tmp_path / "K.npz"
     np.save(path, np.ones((40000, 1)))
     monkeypatch.setattr(I, "available_memory", lambda: 16 * 10**9)
-    for extra, need in (([], 3.5), (["--ntk"], 6.0)):
+    for extra, need in (([], 1.5), (["--ntk"], 2.5)):
         code, _, err = _run(capsys, *_kernel_argv(path, out, "0.1", *extra))
         assert code == 2 and len(err) == 1 and err[0].startswith("resprop: error: --inputs: P = 40000"), err
         x_bytes = 2 * 8 * 40000  # X as read and as float64
-        assert f"need about {int(need * 8 * 40000**2) + x_bytes} bytes" in err[0], err
+        assert f"need about {int(need * 8 * 40000**2) + 128 * 2**20 + x_bytes} bytes" in err[0], err
         assert "16000000000 bytes" in err[0]
     with pytest.raises(ParameterError) as info:
         resprop.kernel(np.ones((40000, 1)), "erf", 2, 1.5, 0.1)
@@ -314,7 +315,7 @@ def test_memory_refused_with_the_real_available_memory(tmp_path, capsys):
     have = I.available_memory()
     if have is None:
         pytest.skip("available memory unknown on this system")
-    P = int(np.sqrt(have / (8 * I.PEAK_FACTOR[False]))) + 100  # cannot fit, but the file itself is small
+    P = int(np.sqrt(have / (8 * I.PEAK_FACTOR[False]))) + 1000  # cannot fit, but the file itself is small
     path = tmp_path / "X.npy"
     np.save(path, np.zeros((P, 1)))
     code, _, err = _run(capsys, *_kernel_argv(path, tmp_path / "K.npz"))
@@ -384,11 +385,12 @@ def test_api_object_array_of_numbers_still_works():
 
 def test_check_kernel_memory_units(monkeypatch):
     monkeypatch.setattr(I, "available_memory", lambda: 10**9)
-    assert I.check_kernel_memory(1000, False) == int(3.5 * 8 * 10**6)
-    assert I.check_kernel_memory(1000, True) == int(6 * 8 * 10**6)
+    # the in-place engine: 1.5 (2.5 with the NTK) float64 P x P arrays, plus the general path's allowance
+    assert I.check_kernel_memory(1000, False) == int(1.5 * 8 * 10**6) + 128 * 2**20
+    assert I.check_kernel_memory(1000, True) == int(2.5 * 8 * 10**6) + 128 * 2**20
     with pytest.raises(ParameterError, match="P = 10000 inputs") as info:
         I.check_kernel_memory(10000, True)
-    assert info.value.parameter == "X" and "4800000000 bytes" in str(info.value)
+    assert info.value.parameter == "X" and f"{int(2.5 * 8 * 10**8) + 128 * 2**20} bytes" in str(info.value)
     monkeypatch.setattr(I, "available_memory", lambda: None)  # unknown: not refused
     assert I.check_kernel_memory(10**6, True) > 0
 

@@ -16,13 +16,13 @@ naming the option:
 :func:`check_inputs` is the same check for an in-memory X (``resprop.kernel`` calls it before K^(0) is formed),
 refusing ragged and non-numeric X with an error naming ``X``.
 
-Memory.  ``resprop.kernel`` holds K^(0), the strips of the upper triangle, the assembled result(s) and their
-rescaled copies.  Peak traced allocations (tracemalloc) measured at P = 2000 and 4000, depth 3, for erf, relu,
-sin(x) and tanh with equal input norms: 3.13 x 8 P^2 bytes for the NNGP and 5.13 x 8 P^2 with the NTK (the
-peak resident set grew by 3.15 and 5.67 x 8 P^2 at P = 4000).  :data:`PEAK_FACTOR` rounds these up (3.5 and 6).
-The tabulated general path (an activation without a closed-form dual, e.g. tanh, and inputs of unequal norm)
-also keeps per-input tables: it peaked at 12.6-13.6 x 8 P^2 at P = 2000, depth 3, so the check is a lower bound
-for that path (such runs take minutes already at P of a few thousand).  Available memory is MemAvailable of
+Memory.  ``resprop.kernel`` works in place: K^(0) (and its copy Theta^(0)) become the results, each tile's state
+is a view of them, and they are mirrored and rescaled in place.  Peak traced allocations (tracemalloc) at
+P = 2000, depth 3: 1.13-1.26 x 8 P^2 bytes for the NNGP and 2.13-2.30 x 8 P^2 with the NTK (erf, relu, tanh; the
+extra 0.13 is the boolean finiteness check); the tabulated general path (tanh with unequal norms) adds its
+per-layer data and their construction, ~0.9 x 8 P^2 at P = 2000 but bounded by ``GENERAL_BYTES`` per block, not
+growing like P^2.  :data:`PEAK_FACTOR` (1.5 and 2.5) plus :data:`ALLOWANCE` (128 MiB) covers both.
+Available memory is MemAvailable of
 /proc/meminfo (else ``SC_AVPHYS_PAGES x SC_PAGE_SIZE``); when neither is known the memory check is skipped.
 """
 from __future__ import annotations
@@ -39,7 +39,9 @@ __all__ = ["read_inputs", "check_inputs", "check_kernel_memory", "kernel_bytes",
            "PEAK_FACTOR"]
 
 #: peak bytes of resprop.kernel in units of one float64 P x P array (8 P^2 bytes): NNGP only / with the NTK
-PEAK_FACTOR = {False: 3.5, True: 6.0}
+PEAK_FACTOR = {False: 1.5, True: 2.5}
+#: bytes beyond PEAK_FACTOR x 8 P^2: the per-layer data of the general path and the temporaries of a few tiles
+ALLOWANCE = 128 * 2**20
 
 
 def available_memory() -> int | None:
@@ -60,7 +62,7 @@ def available_memory() -> int | None:
 
 def kernel_bytes(P: int, ntk: bool) -> int:
     """Peak bytes :func:`resprop.kernel` needs for P inputs (see :data:`PEAK_FACTOR`)."""
-    return int(math.ceil(PEAK_FACTOR[bool(ntk)] * 8 * P * P))
+    return int(math.ceil(PEAK_FACTOR[bool(ntk)] * 8 * P * P)) + ALLOWANCE
 
 
 def _size(n: float) -> str:
