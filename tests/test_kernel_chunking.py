@@ -1,5 +1,5 @@
-"""One answer whatever the chunking (issue 23, item 1): the kernel engine's internal settings -- strips, blocks of
-layers, thread count, the table/series caches and their budgets -- change no result beyond round-off.
+"""One answer whatever the chunking (issue 23, item 1; issue 24, item 1): the kernel engine's internal settings --
+strips or square tiles, blocks of layers, thread count, the table/series caches and their budgets -- change no result beyond round-off.
 
 Every case is compared with the single-block, single-strip, single-thread run of the same inputs with the default
 settings: max |difference| <= 1e-13 max |reference| for K and Theta.  Activations: closed forms (erf, relu, gelu),
@@ -38,11 +38,12 @@ def _inputs(P: int, equal: bool, seed: int = 0) -> np.ndarray:
     return X
 
 
-def _run(X: np.ndarray, act: str, L: int, mode: str, strip: int, block: int | None, sw=SW, sb=SB, lam=LAM):
+def _run(X: np.ndarray, act: str, L: int, mode: str, strip: int, block: int | None, sw=SW, sb=SB, lam=LAM,
+         tile: int | None = None):
     K0 = input_kernel(X, sw, sb)
     seq = (np.ones(L), np.full(L, lam**2 * sw), np.full(L, lam**2 * sb))
     out = RK.propagate(K0, K0.copy() if mode == "ntk" else None, seq, mode, RK.recursions(act), strip=strip,
-                       block=block)
+                       block=block, tile=tile)
     return out.K * math.exp(out.log_scale_K), (None if out.second is None
                                                else out.second * math.exp(out.log_scale_second))
 
@@ -92,6 +93,7 @@ settings_strategy = st.fixed_dictionaries({
     "tail_rows": st.sampled_from([1, 5, 512]),
     "direct_chunk": st.sampled_from([1, 7, 512]),
     "k_probe": st.sampled_from([2, 5, 17]),
+    "tile": st.sampled_from([None, 1, 4, 9, 64]),  # square tiles instead of the strips
 })
 
 
@@ -118,7 +120,7 @@ def test_internal_settings_do_not_change_the_kernel(monkeypatch, act, equal, mod
         m.setattr(dt, "TAIL_ROWS", cfg["tail_rows"])
         m.setattr(variance_interpolation, "DIRECT_CHUNK", cfg["direct_chunk"])
         m.setattr(dt, "K_PROBE", cfg["k_probe"])
-        K, T = _run(_inputs(P, equal), act, L, mode, cfg["strip"], cfg["block"])
+        K, T = _run(_inputs(P, equal), act, L, mode, cfg["strip"], cfg["block"], tile=cfg["tile"])
     _close(K, ref[0], f"{act} K")
     if mode == "ntk":
         _close(T, ref[1], f"{act} Theta")
