@@ -273,3 +273,18 @@ def test_predict_reads_a_zarr_store(tmp_path, monkeypatch):
     with np.load(out) as f:
         np.testing.assert_allclose(f["mean"], K[120:, :120] @ direct, rtol=1e-7, atol=1e-9)
         assert "variance" in f.files  # 40 test points: one CG solve each
+
+
+def test_the_scaling_page_runs(tmp_path, monkeypatch):
+    """docs/scaling.md's first Python block, in a scratch directory (it writes K.zarr)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "scaling.md").read_text()
+    block = re.findall(r"```python\n(.*?)```", text, re.S)[0]
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(block, "scaling.md[python block 0]", "exec"), namespace)
+    assert namespace["block"].shape == (1000, 1000) and namespace["block"].dtype == np.float32
+    ref = resprop.kernel(namespace["X"][:50], "tanh", 20, 1.0, 0.05, branch_scale=0.5)
+    np.testing.assert_allclose(namespace["K"][0:50, 0:50], ref, rtol=1e-6)
