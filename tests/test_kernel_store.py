@@ -126,27 +126,32 @@ class _Stop(KeyboardInterrupt):
     pass
 
 
-def test_interrupted_run_resumes_and_computes_only_missing_tiles(tmp_path, monkeypatch):
-    X = _X(200, seed=2)
-    out = tmp_path / "K.zarr"
-    calls = []
+def _interrupt_at(monkeypatch, n: int) -> list:
+    """Make the n-th tile raise a KeyboardInterrupt (one thread); returns the list of tiles started."""
+    started: list = []
     real = KS._tile_blocks
 
-    def counting(*args):
-        calls.append(args[4])
-        if len(calls) == 4:
+    def tile_blocks(*args):
+        started.append(args[4])
+        if len(started) == n:
             raise _Stop()
         return real(*args)
 
-    monkeypatch.setattr(KS, "_tile_blocks", counting)
+    monkeypatch.setattr(KS, "_tile_blocks", tile_blocks)
     monkeypatch.setattr(RK, "workers", lambda: 1)
+    return started
+
+
+def test_interrupted_run_resumes_and_computes_only_missing_tiles(tmp_path, monkeypatch):
+    X = _X(200, seed=2)
+    out = tmp_path / "K.zarr"
+    real = KS._tile_blocks
+    _interrupt_at(monkeypatch, 4)
     with pytest.raises(KeyboardInterrupt):
         resprop.kernel(X, "tanh", 3, SW, SB, ntk=True, out=out, tile=50)
     partial = tmp_path / ".K.zarr.partial"
     assert partial.is_dir() and not out.exists()
     assert len(list((partial / KS._DONE).iterdir())) == 3
-    calls.clear()
-    monkeypatch.setattr(KS, "_tile_blocks", real)
     seen = []
     monkeypatch.setattr(KS, "_tile_blocks", lambda *a: (seen.append(a[4]), real(*a))[1])
     path = resprop.kernel(X, "tanh", 3, SW, SB, ntk=True, out=out, tile=50)
@@ -162,16 +167,7 @@ def test_a_changed_run_does_not_take_over_a_partial_one(tmp_path, monkeypatch):
     X = _X(120, seed=3)
     out = tmp_path / "K.zarr"
     real = KS._tile_blocks
-    n = []
-
-    def stop_after_two(*args):
-        n.append(1)
-        if len(n) == 3:
-            raise _Stop()
-        return real(*args)
-
-    monkeypatch.setattr(KS, "_tile_blocks", stop_after_two)
-    monkeypatch.setattr(RK, "workers", lambda: 1)
+    _interrupt_at(monkeypatch, 3)
     with pytest.raises(KeyboardInterrupt):
         resprop.kernel(X, "erf", 3, SW, SB, out=out, tile=40)
     monkeypatch.setattr(KS, "_tile_blocks", real)
