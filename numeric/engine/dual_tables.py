@@ -835,13 +835,34 @@ def _table(key: str, d_a: float, d_b: float, rtol: float) -> DualTable:
         if worst <= tol_interp or M >= M_MAX:
             break
         M = int(min(M_MAX, math.ceil(M * 1.1 * (worst / tol_interp) ** (1.0 / n))))
-    floor = 1e-15 * (n + 1)
+    err_f, err_g = _bounds(ser, ef, eg, qerr, tol_series)
+    return DualTable(act, d_a, d_b, ser, cf, cg, err_f, err_g, eps)
+
+
+def _bounds(ser: _Series, ef: float, eg: float, qerr: float, tol_series: float) -> tuple[float, float]:
+    """The stored error bounds of a table (see the module docstring) from its measured midpoint errors."""
+    floor = 1e-15 * (DEGREE + 2)
     err_f = 2 * ef + ser.tail_f * (1.0 if ser.rho_s >= 1.0 else 0.0) + ser.quad_f + qerr + floor
     err_g = 2 * eg + ser.tail_g * (1.0 if ser.rho_s >= 1.0 else 0.0) + ser.quad_g + qerr + floor
     if ser.rho_s < 1.0:  # the series is certified to tol_series inside rho_s, the quadrature outside
         err_f += tol_series
         err_g += tol_series
-    return DualTable(act, d_a, d_b, ser, cf, cg, err_f, err_g, eps)
+    return err_f, err_g
+
+
+def large_variance_parts(act: Activation, d: float, M: int, rtol: float
+                         ) -> tuple[_Series, Array, Array, float, float]:
+    """The table of an equal pair (d, d) in the large-variance construction (series to K_SERIES_LARGE terms,
+    heat-smoothing windows, intervals graded with eps = 1/sqrt(d)) on exactly ``M`` intervals: (series, cubic
+    coefficients of f and g, error bounds).  `table_family` interpolates these across variances."""
+    tol_series = rtol / 50
+    ser = _series(act, d, d, tol_series, K_SERIES_LARGE)
+    wins, werr = None, 0.0
+    if ser.rho_s < 1.0:
+        wins, werr = _windows(act, ser, d, d, tol_series, rtol)
+    cf, cg, ef, eg, qerr = _fit(act, ser, d, d, M, wins, 1.0 / math.sqrt(d))
+    err_f, err_g = _bounds(ser, ef, eg, max(qerr, werr), tol_series)
+    return ser, cf, cg, err_f, err_g
 
 
 def _windows(act: Activation, ser: _Series, d_a: float, d_b: float, tol: float, rtol: float) -> tuple[list, float]:

@@ -43,6 +43,7 @@ import numpy as np
 import sympy as sp
 
 import resprop.generated.residual_recursions as gen
+from resprop.numeric.engine import table_family
 
 MODES = ("nngp", "ntk", "response")
 #: target elements per strip (512 KiB per float64 buffer: measured fastest on the 2-core dev machine,
@@ -179,6 +180,8 @@ class _Tables:
         # expectation is O(spread) relative, far below the tables' 1e-10
         if np.max(np.abs(d - d[0])) <= EQUAL_DIAGONAL_RTOL * np.max(np.abs(d)):
             m = float(np.mean(d))
+            if self.dt.__name__.endswith(".dual_tables") and table_family.applies(m):
+                return table_family.table(self.expr, m, RTOL), None  # interpolated between cached anchors
             return self.dt.build_table(self.expr, m, m, RTOL), None
         values = np.unique(d)
         smooth = self.dt.__name__.endswith(".dual_tables")  # piecewise_duals takes no moments
@@ -198,6 +201,11 @@ class _Tables:
         def mean_phi_phi(l, rho, out):
             obj, index = layers[l]
             if index is None:
+                if want_dphi:  # one interval lookup for both (the same numbers as two calls)
+                    dphi = np.empty_like(out)
+                    obj.both(rho, out, dphi)
+                    stash[l] = dphi
+                    return out
                 return obj.mean_phi_phi(rho, out)
             if want_dphi:
                 dphi = np.empty_like(out)
@@ -209,6 +217,9 @@ class _Tables:
 
         def mean_dphi_dphi(l, rho, out):
             obj, index = layers[l]
+            if l in stash:
+                out[...] = stash.pop(l)
+                return out
             if index is None:
                 return obj.mean_dphi_dphi(rho, out)
             if l in stash:
