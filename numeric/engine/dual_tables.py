@@ -125,7 +125,10 @@ one at the largest Delta most (its trapezoidal z-rule has ~ Omega sqrt(d Delta) 
 against mpmath (tests/test_large_variance_tables.py; rho = 0, 0.5, -0.9, +-0.99, +-(1 - 1e-6)) for tanh,
 softplus, SiLU, atan and sin^2 at d = 1e-8 .. 1000: error <= ~1e-11 and below the stored bound.  ``build_table``
 refuses d_a or d_b > D_TABLE_MAX = 5000 up front (the series coefficients' trapezoidal rule and the first window
-still grow like sqrt(d); graded rules in z would lift this).
+still grow like sqrt(d); graded rules in z would lift this).  The kernel engine does not build one such table per
+layer: `resprop.numeric.engine.table_family` interpolates the equal-variance tables across log d from anchors
+built by ``large_variance_parts`` (one per quarter octave, cached), which makes a deep network's tables cost
+~2 per quarter octave of variance instead of one per layer.
 """
 from __future__ import annotations
 

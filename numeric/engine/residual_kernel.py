@@ -164,6 +164,10 @@ class _Tables:
         self.layers: list[tuple[Any, np.ndarray | None]] = []  # (DualTable, None) or (diagonal data, value index)
         nbytes, n, L = 0, 0, diag.shape[0]
         step = 1 if pool is None else max(1, step)
+        if self.dt.__name__.endswith(".dual_tables"):  # the anchors of the interpolated tables, each built once
+            equal = [float(np.mean(d)) for d in diag
+                     if np.max(np.abs(d - d[0])) <= EQUAL_DIAGONAL_RTOL * np.max(np.abs(d))]
+            table_family.prepare(expr, equal, RTOL, pool)
         while n < L and (n == 0 or nbytes <= budget):
             batch = range(n, min(L, n + step))
             built = (list(pool.map(lambda l: self._layer(l, diag[l]), batch)) if pool

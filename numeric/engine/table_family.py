@@ -111,6 +111,22 @@ def applies(d: float) -> bool:
     return dt.D_SERIES < d <= dt.D_TABLE_MAX
 
 
+def prepare(expr, ds, rtol: float = 1e-10, pool=None) -> None:
+    """Build (and cache) the anchors and window checks that the tables at the variances ``ds`` need, each once,
+    in parallel on ``pool`` (a concurrent.futures executor) if given: layers built in parallel would otherwise
+    compute a shared anchor twice."""
+    key = dt.activation(expr).key
+    xs = [ANCHORS_PER_OCTAVE * math.log2(float(d) / D_ANCHOR0) for d in ds if applies(float(d))]
+    if not xs:
+        return
+    windows = sorted({math.floor(x) for x in xs})
+    anchors = sorted({int(j) for x in xs for j in _window(x)} | {int(j) for j0 in windows for j in _window(j0 + 0.5)})
+    rtol = float(rtol)
+    run = pool.map if pool is not None else map
+    list(run(lambda j: _anchor(key, j, rtol), anchors))
+    list(run(lambda j0: _window_error(key, j0, rtol), windows))
+
+
 def table(expr, d: float, rtol: float = 1e-10) -> dt.DualTable:
     """The table of the equal pair (d, d): interpolated from the anchors when ``applies(d)`` and the window checks,
     else `dual_tables.build_table`."""
@@ -131,4 +147,4 @@ def table(expr, d: float, rtol: float = 1e-10) -> dt.DualTable:
                         err_g + 2 * window_err, 1.0 / math.sqrt(d))
 
 
-__all__ = ["table", "applies", "ANCHORS_PER_OCTAVE", "POINTS", "M_ANCHOR"]
+__all__ = ["table", "prepare", "applies", "ANCHORS_PER_OCTAVE", "POINTS", "M_ANCHOR"]
