@@ -284,3 +284,25 @@ def test_the_scaling_page_runs(tmp_path, monkeypatch):
     assert namespace["block"].shape == (1000, 1000) and namespace["block"].dtype == np.float32
     ref = resprop.kernel(namespace["X"][:50], "tanh", 20, 1.0, 0.05, branch_scale=0.5)
     np.testing.assert_allclose(namespace["K"][0:50, 0:50], ref, rtol=1e-6)
+
+
+def test_an_existing_scheduler_computes_the_same_store(tmp_path):
+    """scheduler=ADDRESS: an existing dask.distributed cluster (started here, as a user would start one) computes
+    the tiles; bit-identical to the single-process store.  Several blocks (ReLU rescaled every 2 layers) go through
+    the scratch state on the workers too."""
+    distributed = pytest.importorskip("dask.distributed")
+    X = _X(150, seed=9)
+    one = resprop.kernel(X, "relu", 5, 2.0, 0.0, gamma=0.5, ntk=True, out=tmp_path / "one.zarr", tile=40)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None,
+                                  silence_logs=40) as cluster:
+        import unittest.mock as um
+
+        with um.patch.object(RK, "HOMOGENEOUS_BLOCK", 2):
+            many = resprop.kernel(X, "relu", 5, 2.0, 0.0, gamma=0.5, ntk=True, out=tmp_path / "many.zarr",
+                                  tile=40, scheduler=cluster.scheduler_address)
+            ref_blocks = resprop.kernel(X, "relu", 5, 2.0, 0.0, gamma=0.5, ntk=True, out=tmp_path / "blocks.zarr",
+                                        tile=40)
+    for a, b in zip(_read(many), _read(ref_blocks)):
+        assert np.array_equal(a, b)
+    for a, b in zip(_read(many), _read(one)):
+        _close(a, b, "blocks vs one block")

@@ -245,11 +245,12 @@ def _tile_blocks(net: Network, blocks: list[RK.Block], schedule: RK.Schedule, wr
             writer.write_state("ntk", (b_to - 1) % 2, t, S)
 
 
-def _schedule(net: Network, block: int | None, pool=None, n_workers: int = 1) -> tuple[RK.Schedule, list[RK.Block]]:
+def _schedule(net: Network, block: int | None, pool=None, n_workers: int = 1,
+              bounds: list[tuple[int, int]] | None = None) -> tuple[RK.Schedule, list[RK.Block]]:
     d0 = net.diagonal0()
     block = RK.default_block(d0, len(net.sequences[0]), net.mode, net.rec) if block is None else block
     schedule = RK.Schedule(d0, d0.copy() if net.mode != "nngp" else None, net.sequences, net.mode, net.rec, block,
-                           pool, n_workers)
+                           pool, n_workers, bounds=bounds)
     blocks = list(schedule.blocks())
     return schedule, blocks
 
@@ -363,14 +364,14 @@ _WORKER_CACHE: dict[str, tuple[Network, RK.Schedule, list[RK.Block]]] = {}
 
 
 def _dask_tile(t: RK.Tile, net: Network, fingerprint: str, root: str, fmt: str, dtype: str, tile: int, scratch: bool,
-               done_dir: str | None, b_from: int, b_to: int, block: int | None) -> RK.Tile:
+               done_dir: str | None, b_from: int, b_to: int, bounds: list[tuple[int, int]]) -> RK.Tile:
     """One tile on a Dask worker: the schedule built once per worker process (BLAS on one thread), the tile
     computed and written into the store."""
     with RK._one_blas_thread(), np.errstate(all="ignore"):
         hit = _WORKER_CACHE.get(fingerprint)
         if hit is None:
             _WORKER_CACHE.clear()
-            schedule, blocks = _schedule(net, block)
+            schedule, blocks = _schedule(net, None, bounds=bounds)
             hit = _WORKER_CACHE[fingerprint] = (net, schedule, blocks)
         _, schedule, blocks = hit
         writer = _Writer(Path(root), fmt, net.P, net.ntk, dtype, tile, scratch, {}) if fmt == ".zarr" else \
@@ -425,7 +426,7 @@ def _run_dask(net, blocks, tiles, root, fmt, dtype, tile, scratch, done_dir, wor
                     futures = client.map(_dask_tile, todo, net=net_future, fingerprint=key, root=str(root), fmt=fmt,
                                          dtype=dtype, tile=tile, scratch=scratch,
                                          done_dir=str(done_dir) if done_dir else None, b_from=b_from, b_to=b_to,
-                                         block=options["block"], pure=False)
+                                         bounds=[(b.start, b.stop) for b in blocks], pure=False)
                     for fut in futures:
                         fut.add_done_callback(lambda f: bar.update(1) if bar is not None else None)
                     wait(futures)

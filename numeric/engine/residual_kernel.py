@@ -373,7 +373,10 @@ class Schedule:
 
     def __init__(self, d0: np.ndarray, sd0: np.ndarray | None, sequences: tuple[np.ndarray, np.ndarray, np.ndarray],
                  mode: str, rec: ActivationRecursions, block: int, pool: ThreadPoolExecutor | None = None,
-                 n_workers: int = 1) -> None:
+                 n_workers: int = 1, bounds: list[tuple[int, int]] | None = None) -> None:
+        #: ``bounds``: the (start, stop) of every block, as another process's schedule chose them (a Dask worker
+        #: follows the driver's blocks whatever its own budgets say)
+        self.bounds = bounds
         self.g, self.w, self.s = (np.asarray(q, dtype=float) for q in sequences)
         self.L = self.g.size
         self.mode, self.rec, self.block = mode, rec, block
@@ -387,9 +390,10 @@ class Schedule:
     def blocks(self):
         diag_fn = self.rec.diagonal[self.mode]
         two, L, P = self.two, self.L, self.d.size
-        start = 0
+        start, i = 0, 0
         while start < L:
-            stop = min(L, start + self.block)
+            stop = min(L, start + self.block) if self.bounds is None else self.bounds[i][1]
+            i += 1
             gb, wb = self.g[start:stop], self.w[start:stop]
             sb = self.s[start:stop] * math.exp(-self.log_K)  # bias in the scaled units
             rows = np.empty((stop - start, P))
@@ -410,7 +414,8 @@ class Schedule:
             d_next, sd_next = (out if two else (out, None))
             built = None
             if self.rec.expr is not None:
-                built = _Tables(self.rec.expr, rows, self.pool, self.n_workers, moments=known)
+                built = _Tables(self.rec.expr, rows, self.pool, self.n_workers, moments=known,
+                                budget=None if self.bounds is None else 1 << 62)
                 if built.n_layers < stop - start:  # the general path's data filled the budget
                     nb = built.n_layers
                     stop = start + nb
