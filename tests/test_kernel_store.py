@@ -293,7 +293,7 @@ def test_an_existing_scheduler_computes_the_same_store(tmp_path):
     distributed = pytest.importorskip("dask.distributed")
     X = _X(150, seed=9)
     one = resprop.kernel(X, "relu", 5, 2.0, 0.0, gamma=0.5, ntk=True, out=tmp_path / "one.zarr", tile=40)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None,
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0",
                                   silence_logs=40) as cluster:
         import unittest.mock as um
 

@@ -408,7 +408,7 @@ def _run_dask(net, blocks, tiles, root, fmt, dtype, tile, scratch, done_dir, wor
                 raise V.ParameterError("scheduler", f"cannot connect to the Dask scheduler at {scheduler!r}: "
                                                     f"{' '.join(str(exc).split())[:160]}") from None
         else:
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
                                    silence_logs=40)
             client = Client(cluster)
         with client:
