@@ -261,6 +261,8 @@ def write_kernel(net: Network, out, dtype: str = "float64", tile: int = TILE, wo
     module docstring."""
     from resprop.numeric.engine.output import Publication
 
+    if not isinstance(out, (str, os.PathLike)) or not str(out):
+        raise V.ParameterError("out", f"must be a path ending in .zarr or .npy, got {out!r}")
     out = Path(out)
     fmt = out.suffix
     if fmt not in FORMATS:
