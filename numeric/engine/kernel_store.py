@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import warnings
@@ -147,8 +148,9 @@ class _Writer:
     def _zarr_array(self, group, name: str, dtype: str):
         if name in group:
             return group[name]
+        # no compression: kernels are dense floats (zstd saved 5% at P = 10000 and cost 5x the write time)
         return group.create_array(name, shape=(self.P, self.P), chunks=(self.tile, self.tile), dtype=dtype,
-                                  fill_value=np.nan)
+                                  fill_value=np.nan, compressors=None)
 
     def write(self, name: str, t: RK.Tile, M: np.ndarray) -> None:
         """The tile and, off the diagonal, its transpose."""
@@ -219,10 +221,10 @@ def _finish_tile(schedule: RK.Schedule, t: RK.Tile, K: np.ndarray, S: np.ndarray
     return out[0], out[1]
 
 
-def _tile_blocks(net: Network, blocks: list[RK.Block], schedule: RK.Schedule, writer: _Writer, t: RK.Tile,
-                 b_from: int, b_to: int) -> None:
-    """Run blocks b_from:b_to on tile t: from K^(0) (b_from == 0) or the scratch state; the last block of the run
-    writes the final values, others the scratch state of their parity."""
+def _tile_blocks(net: Network, stage: list[RK.Block], schedule: RK.Schedule, writer: _Writer, t: RK.Tile,
+                 b_from: int, final: bool) -> None:
+    """Run the blocks of ``stage`` (numbered from b_from) on tile t: from K^(0) (b_from == 0) or the scratch state
+    of block b_from - 1; the run's last block writes the final values, others the scratch state of their parity."""
     two = net.mode != "nngp"
     if b_from == 0:
         K = net.k0_tile(*t)
@@ -230,29 +232,45 @@ def _tile_blocks(net: Network, blocks: list[RK.Block], schedule: RK.Schedule, wr
     else:
         K = writer.read_state("nngp", (b_from - 1) % 2, t)
         S = writer.read_state("ntk", (b_from - 1) % 2, t) if two else None
-    for b in range(b_from, b_to):
-        K, S = RK.run_block(blocks[b], net.rec, net.mode, t, K, S)
-    if b_to == len(blocks):
+    for blk in stage:
+        RK.run_block_pieces(blk, net.rec, net.mode, t, K, S)
+    if final:
         K, S = _finish_tile(schedule, t, K, S)
         writer.write("nngp", t, K)
         if two:
             assert S is not None
             writer.write("ntk", t, S)
     else:
-        writer.write_state("nngp", (b_to - 1) % 2, t, K)
+        b_last = b_from + len(stage) - 1
+        writer.write_state("nngp", b_last % 2, t, K)
         if two:
             assert S is not None
-            writer.write_state("ntk", (b_to - 1) % 2, t, S)
+            writer.write_state("ntk", b_last % 2, t, S)
 
 
-def _schedule(net: Network, block: int | None, pool=None, n_workers: int = 1,
-              bounds: list[tuple[int, int]] | None = None) -> tuple[RK.Schedule, list[RK.Block]]:
-    d0 = net.diagonal0()
-    block = RK.default_block(d0, len(net.sequences[0]), net.mode, net.rec) if block is None else block
-    schedule = RK.Schedule(d0, d0.copy() if net.mode != "nngp" else None, net.sequences, net.mode, net.rec, block,
-                           pool, n_workers, bounds=bounds)
-    blocks = list(schedule.blocks())
-    return schedule, blocks
+class _LazyBlocks:
+    """The blocks of a run's schedule, built one at a time and only the current one kept (a deep tabulated run
+    would otherwise hold every layer's tables); ``get(b)`` advances to block b (None past the last)."""
+
+    def __init__(self, net: Network, block: int | None, pool=None, n_workers: int = 1,
+                 bounds: list[tuple[int, int]] | None = None) -> None:
+        d0 = net.diagonal0()
+        self.L = len(net.sequences[0])
+        block = RK.default_block(d0, self.L, net.mode, net.rec) if block is None else block
+        self.schedule = RK.Schedule(d0, d0.copy() if net.mode != "nngp" else None, net.sequences, net.mode,
+                                    net.rec, block, pool, n_workers, bounds=bounds)
+        self._gen = self.schedule.blocks()
+        self.index, self.current = -1, None
+
+    def get(self, b: int) -> RK.Block | None:
+        if b < self.index:
+            raise RuntimeError("blocks are built in order")
+        while self.index < b:
+            self.current = next(self._gen, None)
+            self.index += 1
+            if self.current is None:
+                break
+        return self.current
 
 
 def write_kernel(net: Network, out, dtype: str = "float64", tile: int = TILE, workers: int | None = None,
@@ -294,8 +312,9 @@ def write_kernel(net: Network, out, dtype: str = "float64", tile: int = TILE, wo
         pool = ThreadPoolExecutor(n_threads) if n_threads > 1 else None
         try:
             with RK._one_blas_thread():
-                schedule, blocks = _schedule(net, block, pool, n_threads)
-            scratch = len(blocks) > 1
+                lazy = _LazyBlocks(net, block, pool, n_threads)
+                first = lazy.get(0)
+            scratch = first is not None and first.stop < lazy.L
             check_disk(out, required_bytes(P, net.ntk, dtype, scratch) if not pub.resumed else 0)
             root = pub.path
             attrs = {"resprop": {"network": net.options, "inputs_sha256": hashlib.sha256(
@@ -306,10 +325,10 @@ def write_kernel(net: Network, out, dtype: str = "float64", tile: int = TILE, wo
             if done_dir is not None:
                 done_dir.mkdir(exist_ok=True)
             if workers is not None or scheduler is not None:
-                _run_dask(net, blocks, tiles, root, fmt, dtype, tile, scratch, done_dir, workers, scheduler,
+                _run_dask(net, lazy, tiles, root, fmt, dtype, tile, scratch, done_dir, workers, scheduler,
                           progress, options)
             else:
-                _run_local(net, schedule, blocks, tiles, writer, done_dir, pool, progress)
+                _run_local(net, lazy, tiles, writer, done_dir, pool, progress)
             writer.flush()
             writer.drop_scratch()
             if done_dir is not None:
@@ -332,26 +351,46 @@ def _mark(done_dir: Path | None, b: int, t: RK.Tile) -> None:
         _marker(done_dir, b, t).touch()
 
 
-def _stages(blocks: list[RK.Block]) -> list[tuple[int, int]]:
-    """The passes over the tiles: all blocks at once when there is one, else one pass per block."""
-    return [(0, len(blocks))] if len(blocks) <= 1 else [(b, b + 1) for b in range(len(blocks))]
+def _stages(lazy: _LazyBlocks):
+    """The passes over the tiles, as (b_from, blocks of the pass, final): all layers at once when the first block
+    holds them, else one pass per block, each block built when its pass comes."""
+    first = lazy.get(0)
+    if first is None or first.stop >= lazy.L:
+        yield 0, [first] if first is not None else [], True
+        return
+    b = 0
+    blk: RK.Block | None = first
+    while blk is not None:
+        final = blk.stop >= lazy.L
+        yield b, [blk], final
+        if final:
+            return
+        b += 1
+        blk = lazy.get(b)
 
 
-def _run_local(net, schedule, blocks, tiles, writer, done_dir, pool, progress) -> None:
+def _n_stages(lazy: _LazyBlocks) -> int:
+    first = lazy.get(0)
+    if first is None or first.stop >= lazy.L:
+        return 1
+    return math.ceil(lazy.L / max(1, first.stop - first.start))
+
+
+def _run_local(net, lazy, tiles, writer, done_dir, pool, progress) -> None:
     from resprop.numeric.engine.residual_kernel import _progress_bar
 
-    stages = _stages(blocks)
-    bar = _progress_bar(len(tiles) * len(stages), unit="tile") if progress else None
+    bar = _progress_bar(len(tiles) * _n_stages(lazy), unit="tile") if progress else None
     try:
         with RK._one_blas_thread():
-            for b_from, b_to in stages:
-                todo = _todo(done_dir, b_to - 1, tiles)
+            for b_from, stage, final in _stages(lazy):
+                b_last = b_from + max(len(stage), 1) - 1
+                todo = _todo(done_dir, b_last, tiles)
                 if bar is not None:
                     bar.update(len(tiles) - len(todo))
 
-                def work(t, b_from=b_from, b_to=b_to):
-                    _tile_blocks(net, blocks, schedule, writer, t, b_from, b_to)
-                    _mark(done_dir, b_to - 1, t)
+                def work(t, b_from=b_from, stage=stage, final=final, b_last=b_last):
+                    _tile_blocks(net, stage, lazy.schedule, writer, t, b_from, final)
+                    _mark(done_dir, b_last, t)
 
                 for _ in (pool.map(work, todo) if pool is not None else map(work, todo)):
                     if bar is not None:
@@ -362,25 +401,26 @@ def _run_local(net, schedule, blocks, tiles, writer, done_dir, pool, progress) -
 
 
 # --------------------------------------------------------------------------- Dask
-_WORKER_CACHE: dict[str, tuple[Network, RK.Schedule, list[RK.Block]]] = {}
+_WORKER_CACHE: dict[str, _LazyBlocks] = {}
 
 
 def _dask_tile(t: RK.Tile, net: Network, fingerprint: str, root: str, fmt: str, dtype: str, tile: int, scratch: bool,
-               done_dir: str | None, b_from: int, b_to: int, bounds: list[tuple[int, int]]) -> RK.Tile:
-    """One tile on a Dask worker: the schedule built once per worker process (BLAS on one thread), the tile
-    computed and written into the store."""
+               done_dir: str | None, b_from: int, n_blocks: int, final: bool, bounds: list[tuple[int, int]]
+               ) -> RK.Tile:
+    """One tile on a Dask worker: the schedule followed block by block once per worker process (the driver's
+    block bounds, BLAS on one thread), the tile computed and written into the store."""
     with RK._one_blas_thread(), np.errstate(all="ignore"):
-        hit = _WORKER_CACHE.get(fingerprint)
-        if hit is None:
+        lazy = _WORKER_CACHE.get(fingerprint)
+        if lazy is None or lazy.index > b_from:
             _WORKER_CACHE.clear()
-            schedule, blocks = _schedule(net, None, bounds=bounds)
-            hit = _WORKER_CACHE[fingerprint] = (net, schedule, blocks)
-        _, schedule, blocks = hit
+            lazy = _WORKER_CACHE[fingerprint] = _LazyBlocks(net, None, bounds=bounds)
+        lazy.schedule.bounds = bounds
+        stage = [blk for blk in (lazy.get(b) for b in range(b_from, b_from + n_blocks)) if blk is not None]
         writer = _Writer(Path(root), fmt, net.P, net.ntk, dtype, tile, scratch, {}) if fmt == ".zarr" else \
             _NpyWorkerWriter(Path(root), net.P, dtype, scratch)
-        _tile_blocks(net, blocks, schedule, writer, t, b_from, b_to)
+        _tile_blocks(net, stage, lazy.schedule, writer, t, b_from, final)
         writer.flush()
-        _mark(Path(done_dir) if done_dir else None, b_to - 1, t)
+        _mark(Path(done_dir) if done_dir else None, b_from + max(n_blocks, 1) - 1, t)
     return t
 
 
@@ -394,7 +434,7 @@ class _NpyWorkerWriter(_Writer):
                          for i in (0, 1)} if scratch else {})
 
 
-def _run_dask(net, blocks, tiles, root, fmt, dtype, tile, scratch, done_dir, workers, scheduler, progress,
+def _run_dask(net, lazy, tiles, root, fmt, dtype, tile, scratch, done_dir, workers, scheduler, progress,
               options) -> None:
     try:
         from dask.distributed import Client, LocalCluster, wait
@@ -418,17 +458,19 @@ def _run_dask(net, blocks, tiles, root, fmt, dtype, tile, scratch, done_dir, wor
             [net_future] = client.scatter([net], broadcast=True)
             from resprop.numeric.engine.residual_kernel import _progress_bar
 
-            stages = _stages(blocks)
-            bar = _progress_bar(len(tiles) * len(stages), unit="tile") if progress else None
+            bar = _progress_bar(len(tiles) * _n_stages(lazy), unit="tile") if progress else None
+            bounds: list[tuple[int, int]] = []
             try:
-                for b_from, b_to in stages:
-                    todo = _todo(done_dir, b_to - 1, tiles)
+                for b_from, stage, final in _stages(lazy):
+                    bounds += [(b.start, b.stop) for b in stage]
+                    b_last = b_from + max(len(stage), 1) - 1
+                    todo = _todo(done_dir, b_last, tiles)
                     if bar is not None:
                         bar.update(len(tiles) - len(todo))
                     futures = client.map(_dask_tile, todo, net=net_future, fingerprint=key, root=str(root), fmt=fmt,
                                          dtype=dtype, tile=tile, scratch=scratch,
-                                         done_dir=str(done_dir) if done_dir else None, b_from=b_from, b_to=b_to,
-                                         bounds=[(b.start, b.stop) for b in blocks], pure=False)
+                                         done_dir=str(done_dir) if done_dir else None, b_from=b_from,
+                                         n_blocks=len(stage), final=final, bounds=list(bounds), pure=False)
                     for fut in futures:
                         fut.add_done_callback(lambda f: bar.update(1) if bar is not None else None)
                     wait(futures)

@@ -32,12 +32,12 @@ import shutil
 import signal
 import tempfile
 import threading
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
 __all__ = ["OutputPathError", "Interrupted", "Publication", "MANIFEST_NAME", "check_output_path",
            "check_replaceable", "manifest_path", "write_manifest", "sigterm_interrupts", "signals_deferred",
-           "sweep_stale_temps"]
+           "sweep_stale_temps", "write_cache_file"]
 
 MANIFEST_NAME = ".resprop-manifest.json"
 #: inside a kept partial output (``Publication(..., resume_key=...)``): the fingerprint of the run it belongs to
@@ -428,3 +428,30 @@ class Publication:
         finally:
             self._stack.close()
         return False
+
+
+# --------------------------------------------------------------------------- cache files
+def write_cache_file(path, arrays: dict) -> Path:
+    """Write ``arrays`` as the .npz ``path`` in resprop's own cache directory (`disk_cache`): atomically (a
+    temporary sibling renamed over it, SIGINT/SIGTERM deferred during the rename), never through a symbolic link,
+    never over a path that is not a regular file.  No manifest: the cache's files are resprop's by construction and
+    their names are content hashes.  OSError or OutputPathError when it cannot be written."""
+    import numpy as np
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.parent.is_symlink():
+        raise OutputPathError(path.parent, "is a symbolic link; the cache does not follow links")
+    if os.path.lexists(path) and (path.is_symlink() or not path.is_file()):
+        raise OutputPathError(path, "is not a regular file; the cache does not replace it")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.tmp-{os.getpid()}-", suffix=".npz", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **arrays)
+        with signals_deferred():
+            os.replace(tmp, path)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return path

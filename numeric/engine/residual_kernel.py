@@ -374,8 +374,8 @@ class Schedule:
     def __init__(self, d0: np.ndarray, sd0: np.ndarray | None, sequences: tuple[np.ndarray, np.ndarray, np.ndarray],
                  mode: str, rec: ActivationRecursions, block: int, pool: ThreadPoolExecutor | None = None,
                  n_workers: int = 1, bounds: list[tuple[int, int]] | None = None) -> None:
-        #: ``bounds``: the (start, stop) of every block, as another process's schedule chose them (a Dask worker
-        #: follows the driver's blocks whatever its own budgets say)
+        #: ``bounds``: the (start, stop) of the first blocks, as another process's schedule chose them (a Dask
+        #: worker follows the driver's blocks whatever its own budgets say)
         self.bounds = bounds
         self.g, self.w, self.s = (np.asarray(q, dtype=float) for q in sequences)
         self.L = self.g.size
@@ -392,7 +392,8 @@ class Schedule:
         two, L, P = self.two, self.L, self.d.size
         start, i = 0, 0
         while start < L:
-            stop = min(L, start + self.block) if self.bounds is None else self.bounds[i][1]
+            forced = self.bounds is not None and i < len(self.bounds)
+            stop = self.bounds[i][1] if forced else min(L, start + self.block)
             i += 1
             gb, wb = self.g[start:stop], self.w[start:stop]
             sb = self.s[start:stop] * math.exp(-self.log_K)  # bias in the scaled units
@@ -415,7 +416,7 @@ class Schedule:
             built = None
             if self.rec.expr is not None:
                 built = _Tables(self.rec.expr, rows, self.pool, self.n_workers, moments=known,
-                                budget=None if self.bounds is None else 1 << 62)
+                                budget=1 << 62 if forced else None)
                 if built.n_layers < stop - start:  # the general path's data filled the budget
                     nb = built.n_layers
                     stop = start + nb
@@ -482,6 +483,24 @@ def run_block(block: Block, rec: ActivationRecursions, mode: str, tile: Tile, K_
     return K_new, S_new
 
 
+def run_block_pieces(block: Block, rec: ActivationRecursions, mode: str, tile: Tile, K_state: np.ndarray,
+                     S_state: np.ndarray | None, target: int | None = None) -> None:
+    """`run_block` on a tile in pieces of rows of at most ``target`` (default STRIP) elements, in place in the
+    float64 arrays K_state (and S_state): the recursion's temporaries stay cache-sized whatever the tile (a
+    2048 x 2048 tile in one piece ran 2.5x slower); the same numbers, element by element."""
+    r0, r1, c0, c1 = tile
+    n = c1 - c0
+    h = max(1, (STRIP if target is None else target) // max(n, 1))
+    for a in range(0, r1 - r0, h):
+        b = min(r1 - r0, a + h)
+        K_view = K_state[a:b]
+        S_view = S_state[a:b] if S_state is not None else None
+        K_new, S_new = run_block(block, rec, mode, (r0 + a, r0 + b, c0, c1), K_view, S_view)
+        _store(K_view, K_new)
+        if S_view is not None and S_new is not None:
+            _store(S_view, S_new)
+
+
 def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndarray, np.ndarray],
               mode: str, rec: ActivationRecursions, record_layers: bool = False, strip: int = STRIP,
               block: int | None = None, progress: bool = False, in_place: bool = False,
@@ -528,6 +547,9 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
                 recorder = _StripRecorder() if record_layers else None
                 K_view = K_out[r0:r1, c0:c1]
                 S_view = S_out[r0:r1, c0:c1] if two else None
+                if recorder is None:
+                    run_block_pieces(blk, rec, mode, t, K_view, S_view)
+                    return None
                 K_new, S_new = run_block(blk, rec, mode, t, K_view, S_view, recorder)
                 _store(K_view, K_new)
                 if S_view is not None and S_new is not None:
@@ -639,4 +661,4 @@ def _mirror(M: np.ndarray, tiles: list[Tile]) -> None:
 
 
 __all__ = ["propagate", "recursions", "closed_form_names", "ActivationRecursions", "Propagated", "MODES", "strips",
-           "Schedule", "Block", "run_block", "tile_grid", "band_tiles", "default_block"]
+           "Schedule", "Block", "run_block", "run_block_pieces", "tile_grid", "band_tiles", "default_block"]
