@@ -1,8 +1,10 @@
 """Shared test helpers: adaptive SciPy quadrature (a reference route independent of the generated kernels), and
 interrupting a command-line run mid-way."""
+import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +13,10 @@ import numpy as np
 from scipy import integrate
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# resprop's per-machine cache (numeric/engine/disk_cache.py) in a scratch directory of this test session, never the
+# user's ~/.cache; subprocesses inherit it
+os.environ.setdefault("RESPROP_CACHE_DIR", tempfile.mkdtemp(prefix="resprop-test-cache-"))
 
 _INF = np.inf
 

@@ -34,18 +34,19 @@ def test_interpolated_table_vs_mpmath(case):
 
 
 @pytest.mark.parametrize("expr", ["tanh(x)", "x/(1 + exp(-x))", "atan(x)"])
-@pytest.mark.parametrize("d", [20.5, 33.3, 77.7, 150.0, 420.0, 2500.0])
+@pytest.mark.parametrize("d", [5.5, 11.0, 20.5, 33.3, 77.7, 150.0, 420.0, 2500.0])
 def test_interpolated_table_equals_a_direct_table(expr, d):
-    """Against the table built directly at d on the same intervals: the interpolation adds <= 2e-12 of the scale
-    (measured ~7e-13 for f, ~1e-12 for g), far below the 1e-10 of the tables."""
+    """Against the table built directly at d on the same intervals, at variances that are not the windows' checked
+    midpoints: within rtol / 4 = 2.5e-11 of the scale, the criterion the window checks apply (measured above d = 20:
+    ~7e-13 for f, ~1e-12 for g; between 5 and 20 up to ~1e-11), far below the tables' 1e-10."""
     interp = TF.table(expr, d)
     act = dt.activation(expr)
     ser, cf, cg, _, _ = dt.large_variance_parts(act, d, TF.M_ANCHOR, 1e-10)
     direct = dt.DualTable(act, d, d, ser, cf, cg, 0.0, 0.0, 1.0 / math.sqrt(d))
     f_i, g_i = interp.both(TF._CHECK_RHO)
     f_d, g_d = direct.both(TF._CHECK_RHO)
-    assert np.max(np.abs(f_i - f_d)) <= 2e-12 * ser.scale_f
-    assert np.max(np.abs(g_i - g_d)) <= 2e-12 * ser.scale_g
+    assert np.max(np.abs(f_i - f_d)) <= 2.5e-11 * ser.scale_f
+    assert np.max(np.abs(g_i - g_d)) <= 2.5e-11 * ser.scale_g
 
 
 def test_a_window_that_does_not_check_falls_back_to_direct_tables(monkeypatch):
@@ -65,7 +66,7 @@ def test_a_window_that_does_not_check_falls_back_to_direct_tables(monkeypatch):
 
 
 def test_outside_the_large_range_tables_are_built_directly():
-    for d in (0.5, dt.D_SERIES):
+    for d in (0.5, TF.D_MIN):
         assert not TF.applies(d)
         rho = np.linspace(-1, 1, 101)
         assert np.array_equal(TF.table("tanh(x)", d).mean_phi_phi(rho), dt.build_table("tanh(x)", d, d)

@@ -1,4 +1,4 @@
-"""Tables of E[phi(u) phi(v)] for equal variances d > D_SERIES, interpolated across the variance.
+"""Tables of E[phi(u) phi(v)] for equal variances d > D_MIN = 5, interpolated across the variance.
 
 A deep network with ``branch_scale = 1`` grows the variance every layer, so the kernel engine needs one table per
 layer at a new d (tanh at L = 200: d from ~1 to ~200). At large d, a table costs 20-60 ms
@@ -16,9 +16,11 @@ The check that can fail: the first time a window (between anchors j0 and j0 + 1)
 midpoint is compared with a table built directly there, on a grid of 4,801 correlations (uniform, plus the last
 1e-12 .. 1e-1 at both ends). When they differ by more than rtol / 4 of the scale, the window's layers get direct
 tables instead. An interpolated table's error bound is the largest bound of its anchors plus twice the window's
-measured difference. Measured (tests/test_table_family.py) against direct tables and mpmath, for tanh, SiLU,
-softplus and atan at d = 21 .. 4000: the value difference from a direct table is <= 7e-13 of the scale (f) and
-<= 1e-12 (g) with 10 points at 4 per octave; 8 points give 3e-11, 6 give 2e-9.
+measured difference.  Anchors and window checks are kept in the per-machine cache (`disk_cache`, keyed by the
+activation, the variance, the sha256 of the source that computes them and the library versions), so a new
+process does not build them again.  Measured (tests/test_table_family.py) against direct tables and mpmath, for
+tanh, SiLU, softplus and atan at d = 21 .. 4000: the value difference from a direct table is <= 7e-13 of the scale
+(f) and <= 1e-12 (g) with 10 points at 4 per octave; 8 points give 3e-11, 6 give 2e-9.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ import math
 
 import numpy as np
 
+from resprop.numeric.engine import disk_cache
 from resprop.numeric.engine import dual_tables as dt
 
 ANCHORS_PER_OCTAVE = 4
@@ -52,9 +55,37 @@ def _anchor_d(j: int) -> float:
     return D_ANCHOR0 * 2.0 ** (j / ANCHORS_PER_OCTAVE)
 
 
+_SCALARS = ("scale_f", "scale_g", "tail_f", "tail_g", "quad_f", "quad_g", "rho_s")
+_ARRAYS = ("ser_cf", "ser_cg", "cf", "cg", "scalars")
+
+
+def _cache_key(key: str, j: int | float, rtol: float) -> dict:
+    import sympy
+
+    return {"activation": key, "at": j, "rtol": rtol, "M": M_ANCHOR, "per_octave": ANCHORS_PER_OCTAVE,
+            "d0": D_ANCHOR0, "sympy": sympy.__version__,
+            "source": disk_cache.source_hash("resprop.numeric.engine.dual_tables",
+                                             "resprop.numeric.engine.heat_smoothing",
+                                             "resprop.numeric.engine.table_family",
+                                             "resprop.generated.gauss_hermite")}
+
+
 @functools.lru_cache(maxsize=128)
 def _anchor(key: str, j: int, rtol: float) -> _Anchor:
-    return _parts(key, _anchor_d(j), rtol)
+    """Anchor j: from the per-machine cache (`disk_cache`) when it holds it, else built and kept there."""
+    ck = _cache_key(key, j, rtol)
+    hit = disk_cache.load("table-anchors", ck, _ARRAYS)
+    if hit is not None and hit["scalars"].shape == (len(_SCALARS) + 6,):
+        sc = hit["scalars"].tolist()
+        ser = dt._Series(hit["ser_cf"], hit["ser_cg"], *sc[:len(_SCALARS)],
+                         moments=tuple(sc[len(_SCALARS):len(_SCALARS) + 4]))
+        return _Anchor(ser, hit["cf"], hit["cg"], sc[-2], sc[-1])
+    a = _parts(key, _anchor_d(j), rtol)
+    ser = a.ser
+    scalars = np.array([getattr(ser, n) for n in _SCALARS] + list(ser.moments) + [a.err_f, a.err_g], dtype=float)
+    disk_cache.store("table-anchors", ck, {"ser_cf": ser.cf, "ser_cg": ser.cg, "cf": a.cf, "cg": a.cg,
+                                           "scalars": scalars})
+    return a
 
 
 def _parts(key: str, d: float, rtol: float) -> _Anchor:
@@ -91,7 +122,18 @@ def _combine(key: str, x: float, rtol: float) -> tuple[np.ndarray, np.ndarray, f
 
 @functools.lru_cache(maxsize=256)
 def _window_error(key: str, j0: int, rtol: float) -> float:
-    """The interpolant at the midpoint of window j0 against a table built there (relative to the scales)."""
+    """The interpolant at the midpoint of window j0 against a table built there (relative to the scales); kept in
+    the per-machine cache like the anchors."""
+    ck = _cache_key(key, j0 + 0.5, rtol) | {"points": POINTS}
+    hit = disk_cache.load("table-windows", ck, ("error",))
+    if hit is not None and hit["error"].shape == ():
+        return float(hit["error"])
+    err = _measure_window(key, j0, rtol)
+    disk_cache.store("table-windows", ck, {"error": np.array(err)})
+    return err
+
+
+def _measure_window(key: str, j0: int, rtol: float) -> float:
     act = dt._activation(key)
     x = j0 + 0.5
     d = _anchor_d(0) * 2.0 ** (x / ANCHORS_PER_OCTAVE)
@@ -106,9 +148,14 @@ def _window_error(key: str, j0: int, rtol: float) -> float:
     return max(float(np.max(np.abs(fi - fd))) / ser.scale_f, float(np.max(np.abs(gi - gd))) / ser.scale_g)
 
 
+#: the smallest variance whose table is interpolated: below ~5 the window checks of SiLU reach 2-4e-11 (> rtol/4)
+#: and direct tables cost only ~3-10 ms
+D_MIN = 5.0
+
+
 def applies(d: float) -> bool:
-    """Whether an equal-variance table at d is interpolated (D_SERIES < d <= D_TABLE_MAX)."""
-    return dt.D_SERIES < d <= dt.D_TABLE_MAX
+    """Whether an equal-variance table at d is interpolated (D_MIN < d <= D_TABLE_MAX)."""
+    return D_MIN < d <= dt.D_TABLE_MAX
 
 
 def prepare(expr, ds, rtol: float = 1e-10, pool=None) -> None:
