@@ -137,8 +137,9 @@ def worker() -> None:
 
 
 def _schedule_cost(X: np.ndarray, act: str, depth: int) -> dict:
-    """What every Dask worker builds once: kernel_store's schedule (diagonals and per-layer tables, all blocks);
-    its wall s, the memory it adds, and its number of blocks (passes over the tiles)."""
+    """What every Dask worker builds: kernel_store's schedule (diagonals and per-layer tables), block by block,
+    holding one block at a time; its wall s, the memory it adds at its peak, and its number of blocks (passes
+    over the tiles)."""
     from resprop.numeric.engine import kernel as KN
     from resprop.numeric.engine import kernel_store as KS
     from resprop.numeric.engine import residual_kernel as RK
@@ -149,8 +150,11 @@ def _schedule_cost(X: np.ndarray, act: str, depth: int) -> dict:
     Path("/proc/self/clear_refs").write_text("5")
     t0 = time.perf_counter()
     with RK._one_blas_thread():
-        _, blocks = KS._schedule(net, None)
-    return {"P": int(X.shape[0]), "depth": depth, "wall_s": time.perf_counter() - t0, "blocks": len(blocks),
+        lazy = KS._LazyBlocks(net, None)
+        n = 0
+        while lazy.get(n) is not None:
+            n += 1
+    return {"P": int(X.shape[0]), "depth": depth, "wall_s": time.perf_counter() - t0, "blocks": n,
             "peak_MiB": _status("VmHWM") - before}
 
 
@@ -282,7 +286,9 @@ def model(rows: list[dict], schedules: dict[str, dict]) -> dict:
             out["rows"].append({"activation": act, "k": k, "t_w_ns": t_w * 1e9, "schedule_s": S, "passes": passes,
                                 "hours": T / 3600, "disk_GB": disk / 1e9, "io_TB": io / 1e12,
                                 "io_MBps": io / T / 1e6, "measured_at_P": m["P"],
-                                "schedule_MiB_per_worker": sc["peak_MiB"] * (P * L) / (sc["P"] * sc["depth"])})
+                                # one block at a time: the peak scales with P (a block of the general path is
+                                # one layer at these P), not with the depth
+                                "schedule_MiB_per_worker": sc["peak_MiB"] * P / sc["P"]})
     return out
 
 
@@ -427,8 +433,8 @@ Model: CIFAR-10, P = {m['P']}, depth {m['depth']}, NNGP + NTK in float64, tiles 
 pass), on k single-threaded workers. Per-worker time per entry-layer = 2 x the measured workers=2 wall / entry-layers
 at the largest P (cluster start-up and schedules included); T(k) = S + t_w P (P + 1) / 2 x depth / k, with whole
 tiles per worker (ceil(tiles / k)). S is the per-worker schedule (diagonals and per-layer tables of all P inputs,
-built once by every worker, in parallel, and held for the whole run: its memory is per worker too), measured at P = {res['schedules']['erf']['P']}, depth {DEPTH} and scaled
-by P x depth. Assumed: tiles independent (they are), linear scaling in k (no shared memory-bandwidth or scheduler
+built by every worker, in parallel, one block at a time: its memory is per worker too), measured at
+P = {res['schedules']['erf']['P']}, depth {DEPTH}; its time scaled by P x depth, its memory by P. Assumed: tiles independent (they are), linear scaling in k (no shared memory-bandwidth or scheduler
 limit), I/O not limiting; "passes" > 1 means the layers do not fit one block, so the state goes through float64
 scratch arrays on disk between passes (disk GB: output plus scratch, `kernel_store.required_bytes`; I/O: reads and
 writes of the passes; I/O MB/s: the rate the shared file system must then sustain).
