@@ -77,8 +77,9 @@ def _anchor(key: str, j: int, rtol: float) -> _Anchor:
     hit = disk_cache.load("table-anchors", ck, _ARRAYS)
     if hit is not None and hit["scalars"].shape == (len(_SCALARS) + 6,):
         sc = hit["scalars"].tolist()
-        ser = dt._Series(hit["ser_cf"], hit["ser_cg"], *sc[:len(_SCALARS)],
-                         moments=tuple(sc[len(_SCALARS):len(_SCALARS) + 4]))
+        m = sc[len(_SCALARS):len(_SCALARS) + 4]
+        ser = dt._Series(cf=hit["ser_cf"], cg=hit["ser_cg"], **dict(zip(_SCALARS, sc[:len(_SCALARS)])),
+                         moments=(m[0], m[1], m[2], m[3]))
         return _Anchor(ser, hit["cf"], hit["cg"], sc[-2], sc[-1])
     a = _parts(key, _anchor_d(j), rtol)
     ser = a.ser
