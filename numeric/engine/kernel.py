@@ -205,23 +205,22 @@ def _kernel_on_disk(X, activation, depth, sw, sb, g, lam, ntk, readout, progress
     """`kernel` with ``out``: the kernels written tile by tile by `kernel_store.write_kernel`."""
     from resprop.numeric.engine import kernel_store
 
-    sq = np.einsum("ij,ij->i", X, X)
-    d0 = sw * sq / X.shape[1] + sb
-    if not np.all(np.isfinite(d0)):
-        raise V.ParameterError("X, sigma_w2", "K^(0) = sigma_w2 X X^T / d_in + sigma_b2 is not finite in float64")
-    if np.any(d0 <= 0):
-        raise V.ParameterError("X", "every input needs K^(0)_aa > 0 (a zero input with sigma_b2 = 0 has no "
-                                    "correlation)")
     rec = recursions(activation) if isinstance(activation, str) else recursions(str(activation))
-    if ntk and rec.expr is not None:
-        from resprop.numeric.engine.activation_check import check_activation
-
-        check_activation(rec.expr).require_finite_dphi()
     options = {"activation": str(activation), "depth": depth, "sigma_w2": sw, "sigma_b2": sb, "gamma": g,
                "branch_scale": [float(v) for v in lam] if not isinstance(branch_scale, str) else branch_scale,
                "ntk": ntk, "readout": readout}
     net = kernel_store.Network(X, sw, sb, rec, _sequences(depth, g, lam, sw, sb, readout), "ntk" if ntk else "nngp",
                                options)
+    d0 = net.diagonal0()
+    if not np.all(np.isfinite(d0)):
+        raise V.ParameterError("X, sigma_w2", "K^(0) = sigma_w2 X X^T / d_in + sigma_b2 is not finite in float64")
+    if np.any(d0 <= 0):
+        raise V.ParameterError("X", "every input needs K^(0)_aa > 0 (a zero input with sigma_b2 = 0 has no "
+                                    "correlation)")
+    if ntk and rec.expr is not None:
+        from resprop.numeric.engine.activation_check import check_activation
+
+        check_activation(rec.expr).require_finite_dphi()
     with np.errstate(all="ignore"):
         return kernel_store.write_kernel(net, out, dtype=dtype, tile=kernel_store.TILE if tile is None else tile,
                                          workers=workers, scheduler=scheduler, progress=bool(progress))

@@ -165,8 +165,7 @@ class _Tables:
         nbytes, n, L = 0, 0, diag.shape[0]
         step = 1 if pool is None else max(1, step)
         if self.dt.__name__.endswith(".dual_tables"):  # the anchors of the interpolated tables, each built once
-            equal = [float(np.mean(d)) for d in diag
-                     if np.max(np.abs(d - d[0])) <= EQUAL_DIAGONAL_RTOL * np.max(np.abs(d))]
+            equal = [float(np.mean(d)) for d in diag if _equal_diagonal(d)]
             table_family.prepare(expr, equal, RTOL, pool)
         while n < L and (n == 0 or nbytes <= budget):
             batch = range(n, min(L, n + step))
@@ -182,7 +181,7 @@ class _Tables:
     def _layer(self, l: int, d: np.ndarray) -> tuple[Any, np.ndarray | None]:
         # equal up to round-off (unit-norm inputs differ by ulps): one table at the mean; the change of the
         # expectation is O(spread) relative, far below the tables' 1e-10
-        if np.max(np.abs(d - d[0])) <= EQUAL_DIAGONAL_RTOL * np.max(np.abs(d)):
+        if _equal_diagonal(d):
             m = float(np.mean(d))
             if self.dt.__name__.endswith(".dual_tables") and table_family.applies(m):
                 return table_family.table(self.expr, m, RTOL), None  # interpolated between cached anchors
@@ -226,10 +225,7 @@ class _Tables:
                 return out
             if index is None:
                 return obj.mean_dphi_dphi(rho, out)
-            if l in stash:
-                out[...] = stash.pop(l)
-            else:
-                strip(obj, index[r0:r1], index[c0:c1], rho, np.empty_like(out), out)
+            strip(obj, index[r0:r1], index[c0:c1], rho, np.empty_like(out), out)
             return out
 
         return {"mean_phi_phi": mean_phi_phi, "mean_dphi_dphi": mean_dphi_dphi}
@@ -250,6 +246,11 @@ class _Tables:
             out[...] = np.asarray(price)[inverse].reshape(K.shape)
             return out
         return callback
+
+
+def _equal_diagonal(d: np.ndarray) -> bool:
+    """Every input has the same K_aa up to round-off (unit-norm inputs differ by ulps): one rho table serves."""
+    return bool(np.max(np.abs(d - d[0])) <= EQUAL_DIAGONAL_RTOL * np.max(np.abs(d)))
 
 
 class _DiagonalMoments:
@@ -455,8 +456,7 @@ def default_block(K0_diagonal: np.ndarray, L: int, mode: str, rec: ActivationRec
     block = max(1, min(L, DIAGONAL_BYTES // (8 * P * 3)))
     if rec.name in HOMOGENEOUS or mode == "response":
         block = min(block, HOMOGENEOUS_BLOCK)
-    d0 = K0_diagonal
-    if rec.expr is not None and np.max(np.abs(d0 - d0[0])) > EQUAL_DIAGONAL_RTOL * np.max(np.abs(d0)):
+    if rec.expr is not None and not _equal_diagonal(K0_diagonal):
         # unequal diagonals: the general path's data (P x ~300 Hermite coefficients per layer) fills
         # GENERAL_BYTES; a block of that many layers (_Tables shortens it if the series need more terms)
         block = min(block, max(1, GENERAL_BYTES // (8 * P * GENERAL_TERMS)))
