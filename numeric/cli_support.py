@@ -9,8 +9,13 @@ import numpy as np
 
 def interrupted(exc: KeyboardInterrupt, out=None) -> int:
     """Ctrl-C, or SIGTERM raised as resprop.numeric.engine.output.Interrupted: one line, exit 128 + the signal
-    number."""
-    where = f"; {out} left as it was" if out is not None else ""
+    number.  The line says whether ``out`` was left as it was or had already been written in full."""
+    from resprop.numeric.engine.output import published_here
+
+    if out is not None and published_here(out):  # the signal landed after the commit, on the way out
+        where = f" after {out} was written (it is complete)"
+    else:
+        where = f"; {out} left as it was" if out is not None else ""
     print(f"resprop: interrupted{where}", file=sys.stderr)
     return 128 + getattr(exc, "signum", 2)
 

@@ -150,8 +150,12 @@ def check_signal(res: dict) -> bool:
         return res["exists"]
     # 128 + signal, or killed by the signal itself after the one-line message (Python re-raises an interrupt that
     # lands during interpreter exit that way; a shell shows both as $? = 128 + signal)
-    return (res["code"] in (128 + res["signal"], -res["signal"]) and not res["exists"]
-            and any(ln.startswith("resprop: interrupted") for ln in res["stderr_lines"]) and len(res["stderr_lines"]) <= 2)
+    if res["code"] not in (128 + res["signal"], -res["signal"]) or len(res["stderr_lines"]) > 2:
+        return False
+    said = [ln for ln in res["stderr_lines"] if ln.startswith("resprop: interrupted")]
+    if res["exists"]:  # it landed after the commit: a complete output, and the line must say so
+        return any("was written (it is complete)" in ln for ln in said)
+    return bool(said) and not any("was written" in ln for ln in said)
 
 
 def concurrency_scenario(writer: str, runs: int = 3, timeout: float = 600.0) -> dict:

@@ -380,3 +380,21 @@ def test_sweep_point_refused_by_its_computation_is_one_line_and_leaves_nothing(t
     assert "resprop: error: grid point 1 (depth=3, sigma_w2=1e+300)" in err, err
     assert "Traceback" not in err and "Compute Failed" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_after_the_commit_reports_a_complete_output(sig, tmp_path, tiny_spec, monkeypatch, capsys):
+    """An interrupt that lands after the output was renamed into place (here: while the parts are removed) must
+    not say the output was "left as it was": it was written, in full."""
+    import resprop.numeric.sweep.runner as runner
+
+    def interrupt_after_commit(parts):
+        raise O.Interrupted(sig)
+
+    monkeypatch.setattr(runner, "_remove_parts", interrupt_after_commit)
+    out = tmp_path / "late.nc"
+    assert main(_argv("sweep", out, tiny_spec)) == 128 + sig
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"resprop: interrupted after {out} was written (it is complete)"]
+    check_replaceable(out, "file")  # the manifest matches: a complete output
+    assert O.published_here(out) and not O.published_here(tmp_path / "other.nc")

@@ -53,6 +53,16 @@ class OutputPathError(ValueError):
         self.path = Path(path)
 
 
+#: the outputs this process has published (committed) so far: an interrupt that lands after the commit, on the way out
+#: of the run, must not report the output as "left as it was"
+_PUBLISHED: set[Path] = set()
+
+
+def published_here(out) -> bool:
+    """True when this process has committed ``out`` (see :class:`Publication`)."""
+    return Path(out).absolute() in _PUBLISHED
+
+
 class Interrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM during a run; ``signum`` says which (exit status 128 + signum)."""
 
@@ -414,7 +424,8 @@ class Publication:
             else:
                 os.replace(self.path, out)
                 os.replace(tmp / "manifest.json", manifest_path(out, "file"))
-        self.committed = True
+            self.committed = True
+            _PUBLISHED.add(out.absolute())
         return out
 
     def __exit__(self, exc_type, exc, tb):

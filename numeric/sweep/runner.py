@@ -576,6 +576,11 @@ def cli_sweep(spec, out, scheduler: str | None = None, workers: int | None = Non
     try:
         ds = run_sweep(spec, out, scheduler=scheduler, workers=workers, progress=not quiet)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as resprop.numeric.engine.output.Interrupted
+        from resprop.numeric.cli_support import interrupted
+        from resprop.numeric.engine.output import published_here
+
+        if published_here(out):  # it landed after the commit: out is complete
+            return interrupted(exc, out)
         parts = _parts_dir(Path(out))
         kept = (f"finished chunks are kept in {parts} -- rerun the same command to resume" if parts.is_dir()
                 else "no chunk had finished")
