@@ -427,6 +427,28 @@ def render_recursion_module(d: Derivation, derivation_path: str, recursions=None
                   derivation_path=derivation_path, title=d.title, paper=d.paper)
 
 
+def render_compiled_module(d: Derivation, derivation_path: str) -> str | None:
+    """The fused compiled (Numba) kernels of the pair recursions of ``d`` that `resprop.derive.compiled` lowers
+    (closed forms without callbacks); None when there are none."""
+    from resprop.derive import approximations as A
+    from resprop.derive.compiled import JB, LANES, compilable, compiled_spec
+    from resprop.derive.recursion import recursions_of
+
+    specs = [compiled_spec(r) for r in recursions_of(d) if compilable(r)]
+    if not specs:
+        return None
+    coeffs = A.asin_coefficients()
+    horner = repr(coeffs[-1])
+    for c in reversed(coeffs[:-1]):
+        horner = f"({horner}) * z + {c!r}"
+    return render("compiled_module.py.j2", recursions=specs, derivation_path=derivation_path, title=d.title,
+                  paper=d.paper, numpy_module=f"resprop.generated.{d.theory}_recursions", jb=JB,
+                  degree=A.DEGREE, coefficients=[repr(c) for c in coeffs], horner=horner, ulp=A.max_ulp_error(),
+                  n_points=len(A.test_points()), fastmath='{"contract"}', lanes=LANES, pio2_hi=repr(A.PIO2_HI),
+                  pio2_lo=repr(A.PIO2_LO), pi_hi=repr(A.PI_HI), pi_lo=repr(A.PI_LO),
+                  sequences=specs[0].sequences)
+
+
 def render_gauss_hermite_module() -> str:
     return render("gauss_hermite.py.j2", panels_1d=PANELS_1D, half_width=HALF_WIDTH_1D, order_2d=GH_ORDER_2D,
                   gl_order=GL_ORDER, z_max=Z_MAX, z_edges=Z_EDGES, feature=FEATURE, j_max=J_MAX, block_2d=BLOCK_2D,
@@ -502,6 +524,9 @@ def generated_files() -> dict[str, str]:
         files[f"latex/{theory}.tex"] = render_latex_document(d, path)
         if getattr(d, "recursions", None):
             files[f"{theory}_recursions.py"] = render_recursion_module(d, path)
+            compiled = render_compiled_module(d, path)
+            if compiled is not None:
+                files[f"{theory}_compiled.py"] = compiled
     files[KERNEL_REFERENCE] = render_kernel_reference()
     files[PARAMETER_REFERENCE] = render_parameter_reference()
     return files

@@ -248,13 +248,14 @@ def cmd_kernel(args) -> int:
     except ValueError:
         pass  # a SymPy expression in l and L
     options = {"X": "--inputs", "activation": "--activation", "depth": "--depth", "sigma_w2": "--weight-var",
-               "sigma_b2": "--bias-var", "gamma": "--gamma", "branch_scale": "--branch-scale"}
+               "sigma_b2": "--bias-var", "gamma": "--gamma", "branch_scale": "--branch-scale", "backend": "--backend"}
     try:
         with pub:
             X = read_inputs(args.inputs, ntk=args.ntk, name="--inputs")  # header, size and memory before the data
             try:
                 result = kernel(X, args.activation, args.depth, args.weight_var, args.bias_var, gamma=args.gamma,
-                                branch_scale=branch, ntk=args.ntk, readout=args.readout, progress=not args.quiet)
+                                branch_scale=branch, ntk=args.ntk, readout=args.readout, progress=not args.quiet,
+                                backend=args.backend)
             except V.ParameterError as exc:
                 raise _as_options(exc, options) from None
             arrays = {"nngp": result[0], "ntk": result[1]} if args.ntk else {"nngp": result}
@@ -269,7 +270,8 @@ def cmd_kernel(args) -> int:
 
 _KERNEL_OPTIONS = {"X": "--inputs", "activation": "--activation", "depth": "--depth", "sigma_w2": "--weight-var",
                    "sigma_b2": "--bias-var", "gamma": "--gamma", "branch_scale": "--branch-scale", "out": "--out",
-                   "dtype": "--dtype", "tile": "--tile", "workers": "--workers", "scheduler": "--scheduler"}
+                   "dtype": "--dtype", "tile": "--tile", "workers": "--workers", "scheduler": "--scheduler",
+                   "backend": "--backend"}
 
 
 def _kernel_to_store(args) -> int:
@@ -293,7 +295,7 @@ def _kernel_to_store(args) -> int:
                          branch_scale=branch, ntk=args.ntk, readout=args.readout, progress=not args.quiet,
                          out=args.out, dtype=args.dtype,
                          tile=kernel_store.TILE if args.tile is None else args.tile, workers=args.workers,
-                         scheduler=args.scheduler)
+                         scheduler=args.scheduler, backend=args.backend)
         except V.ParameterError as exc:
             raise _as_options(exc, _KERNEL_OPTIONS) from None
     except KeyboardInterrupt as exc:
@@ -526,6 +528,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help=".zarr/.npy: compute the tiles on an existing dask.distributed scheduler, e.g. "
                         "tcp://10.0.0.1:8786 (its workers must see the output directory; docs/scaling.md)")
+    p.add_argument("--backend", default="auto", choices=("auto", "compiled", "numpy"),
+                   help="auto (default): the fused compiled kernels (Numba) for erf, relu and gelu, NumPy otherwise; "
+                        "compiled: refuse an activation without them; numpy: the generated ufunc kernels (the "
+                        "reference). The results agree to round-off")
     p.set_defaults(func=cmd_kernel)
     p = sub.add_parser("predict",
                        help="GP posterior (or NTK gradient flow) on the test rows of a resprop kernel output")

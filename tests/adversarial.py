@@ -143,7 +143,7 @@ def kernel_cli_cases() -> list[Case]:
     bad = {"--weight-var": ("nan", "-1", "0", ULP_BELOW_ZERO, "abc"), "--bias-var": ("nan", "-1", ULP_BELOW_ZERO),
            "--depth": ("-1", "1.5", "abc"), "--gamma": ("nan", "inf"), "--branch-scale": ("nan", "l**", "1/(l-1)"),
            "--activation": ("nosuch(x", "exp(x**2)*y", "__import__('os')"),
-           "--inputs": ("{tmp}/missing.npy",), "--out": ("{tmp}/K.txt", "{tmp}")}
+           "--inputs": ("{tmp}/missing.npy",), "--out": ("{tmp}/K.txt", "{tmp}"), "--backend": ("fast", "")}
     cases = []
     for opt, values in bad.items():
         for i, text in enumerate(values):
@@ -152,6 +152,11 @@ def kernel_cli_cases() -> list[Case]:
                               setup=_write_inputs, timeout=60.0))
     cases.append(Case("cli:kernel:ok", "ok", (), argv=_argv(["kernel", "--ntk"], base), setup=_write_inputs,
                       check=lambda out: "wrote" in out and "nngp, ntk" in out))
+    cases.append(Case("cli:kernel:backend=compiled,tanh", "error", ("backend",),
+                      argv=_argv(["kernel"], base | {"--activation": "tanh", "--backend": "compiled"}),
+                      setup=_write_inputs, timeout=60.0))
+    cases.append(Case("cli:kernel:backend=numpy", "ok", (), argv=_argv(["kernel", "--ntk"], base | {"--backend": "numpy"}),
+                      setup=_write_inputs, check=lambda out: "wrote" in out and "nngp, ntk" in out, timeout=60.0))
     # kernels to disk (issue 24): the store options, with --out K.zarr (and with a .npz, where they do not apply)
     store = base | {"--out": "{tmp}/K.zarr"}
     for opt, values in {"--tile": ("0", "-1", "abc", "1.5"), "--workers": ("0", "-2", "abc"),

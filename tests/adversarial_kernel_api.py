@@ -129,6 +129,16 @@ def kernel_api_cases():
         for label, value in [("1", 1), ("str", "yes"), ("None", None), ("nan", math.nan)]:
             add(f"{flag}={label}", "error", (flag,), **{flag: value})
     add("ntk=True", "ok", (), check=_matches(reference(X, ntk=True)), ntk=True)
+    # backend (issue 25): the compiled and the NumPy kernels both match the independent reference
+    for label, value in [("bogus", "fast"), ("None", None), ("int", 1), ("upper", "NUMPY")]:
+        add(f"backend={label}", "error", ("backend",), backend=value)
+    add("backend=compiled,tanh", "error", ("backend",), activation="tanh", backend="compiled")
+    for act in ("erf", "relu"):
+        for be in ("compiled", "numpy"):
+            add(f"backend={be},{act},ntk", "ok", (), check=_matches(reference(X, act, ntk=True)), activation=act,
+                backend=be, ntk=True)
+    add("backend=auto,sign", "ok", (), check=_matches(reference(X, "sign")), activation="sign(x)",
+        backend="auto")
     # kernels written to disk (issue 24): out, dtype, tile, workers, scheduler
     for label, change, param in [
             ("out=.h5", {"out": "K.h5"}, ("out",)), ("out=npy,ntk", {"out": "K.npy", "ntk": True}, ("out",)),

@@ -103,7 +103,8 @@ def _scaled(M: np.ndarray, log_scale: float) -> np.ndarray:
 
 def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scale=1.0, ntk: bool = False,
            readout: bool = False, progress: bool | None = None, out=None, dtype: str = "float64",
-           tile: int | None = None, workers: int | None = None, scheduler: str | None = None):
+           tile: int | None = None, workers: int | None = None, scheduler: str | None = None,
+           backend: str = "auto"):
     """The (P, P) NNGP K^(L) of the residual network for inputs X (P, d_in) after ``depth`` residual blocks; with
     ``ntk=True`` the tuple (NNGP, NTK); with ``readout=True`` the kernels of the dense readout
     y = W_out phi(h^(L)) + b_out instead (see the module docstring for the architecture).
@@ -134,6 +135,10 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
     on a local Dask cluster of N processes, ``scheduler="tcp://host:port"`` on an existing one (bit-identical
     results).  Returns the output's path then.  ``tile`` without ``out`` cuts the in-memory run into square
     tiles of that side instead of its default strips (the same result to round-off).
+
+    ``backend``: "auto" (default: the fused compiled kernels of erf, ReLU and GELU where Numba is available, the
+    NumPy kernels otherwise), "compiled" (ParameterError naming ``backend`` for an activation without compiled
+    kernels) or "numpy" (the generated ufunc kernels, the reference).  Both agree to round-off.
     """
     if progress is None:
         import sys
@@ -156,14 +161,14 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
     X = check_inputs(X, ntk, check_memory=not on_disk)
     if on_disk:
         return _kernel_on_disk(X, activation, depth, sw, sb, g, lam, ntk, readout, progress, out, dtype, tile,
-                               workers, scheduler, branch_scale)
+                               workers, scheduler, branch_scale, _backend(backend))
     K0 = input_kernel(X, sw, sb)
     if not np.all(np.isfinite(K0)):
         raise V.ParameterError("X, sigma_w2", "K^(0) = sigma_w2 X X^T / d_in + sigma_b2 is not finite in float64")
     if np.any(np.diagonal(K0) <= 0):
         raise V.ParameterError("X", "every input needs K^(0)_aa > 0 (a zero input with sigma_b2 = 0 has no "
                                     "correlation)")
-    rec = recursions(activation) if isinstance(activation, str) else recursions(str(activation))
+    rec = recursions(str(activation), _backend(backend))
     if ntk and rec.expr is not None:  # a jump (sign, Heaviside, floor): phi' has a Dirac delta, no finite NTK
         from resprop.numeric.engine.activation_check import check_activation
 
@@ -200,15 +205,23 @@ def _sequences(depth: int, g: float, lam: np.ndarray, sw: float, sb: float, read
     return skip, weight, bias
 
 
+def _backend(backend) -> str:
+    from resprop.numeric.engine.residual_kernel import BACKENDS
+
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise V.ParameterError("backend", f"must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    return backend
+
+
 def _kernel_on_disk(X, activation, depth, sw, sb, g, lam, ntk, readout, progress, out, dtype, tile, workers,
-                    scheduler, branch_scale):
+                    scheduler, branch_scale, backend="auto"):
     """`kernel` with ``out``: the kernels written tile by tile by `kernel_store.write_kernel`."""
     from resprop.numeric.engine import kernel_store
 
-    rec = recursions(activation) if isinstance(activation, str) else recursions(str(activation))
+    rec = recursions(str(activation), backend)
     options = {"activation": str(activation), "depth": depth, "sigma_w2": sw, "sigma_b2": sb, "gamma": g,
                "branch_scale": [float(v) for v in lam] if not isinstance(branch_scale, str) else branch_scale,
-               "ntk": ntk, "readout": readout}
+               "ntk": ntk, "readout": readout, "backend": rec.backend}
     net = kernel_store.Network(X, sw, sb, rec, _sequences(depth, g, lam, sw, sb, readout), "ntk" if ntk else "nngp",
                                options)
     d0 = net.diagonal0()

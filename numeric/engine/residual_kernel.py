@@ -31,6 +31,7 @@ and sorting: ~120 ns per element) against ~8-20 ns for a rho table; see BENCHMAR
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 from collections.abc import Callable
@@ -79,6 +80,13 @@ class ActivationRecursions:
     pair: dict[str, Callable]
     diagonal: dict[str, Callable]
     expr: sp.Expr | None = None
+    #: the fused compiled kernels of the pairs, mode -> (prepare, run) (`resprop.generated.residual_compiled`),
+    #: or None: the NumPy kernels run
+    compiled: dict[str, tuple[Callable, Callable]] | None = None
+
+    @property
+    def backend(self) -> str:
+        return "numpy" if self.compiled is None else "compiled"
 
 
 def _functions(module, prefix: str) -> tuple[dict[str, Callable], dict[str, Callable]]:
@@ -94,9 +102,55 @@ def closed_form_names() -> tuple[str, ...]:
                          if name.endswith("_nngp") and not name.startswith("tabulated")}))
 
 
+BACKENDS = ("auto", "compiled", "numpy")
+
+
+def compiled_module():
+    """`resprop.generated.residual_compiled` (imports Numba), or None when Numba cannot be imported."""
+    try:
+        import resprop.generated.residual_compiled as comp
+    except ImportError:  # pragma: no cover - an install without Numba
+        return None
+    return comp
+
+
+def _compiled_functions(comp, prefix: str) -> dict[str, tuple[Callable, Callable]]:
+    suffix = {"nngp": "", "ntk": "_ntk", "response": "_response"}
+    return {m: (getattr(comp, f"{prefix}_nngp{s}_prepare"), getattr(comp, f"{prefix}_nngp{s}_run"))
+            for m, s in suffix.items()}
+
+
 @cache
-def recursions(activation: str) -> ActivationRecursions:
-    """The recursions of a named activation or of a SymPy expression in x (given as text)."""
+def recursions(activation: str, backend: str = "auto") -> ActivationRecursions:
+    """The recursions of a named activation or of a SymPy expression in x (given as text).
+
+    ``backend``: "numpy" (the generated ufunc kernels), "compiled" (the fused Numba kernels of
+    `resprop.generated.residual_compiled`; ParameterError when the activation has none or Numba is missing) or
+    "auto" (compiled where available, NumPy otherwise).  The two agree to round-off (tests/test_compiled_kernels.py).
+    """
+    if backend not in BACKENDS:
+        from resprop.numeric.engine.validation import ParameterError
+
+        raise ParameterError("backend", f"must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    rec = _recursions(activation)
+    if backend == "numpy":
+        return rec
+    comp = compiled_module() if rec.expr is None and rec.name in closed_form_names() and \
+        rec.pair["nngp"] is getattr(gen, f"{rec.name}_nngp") else None
+    if comp is None:
+        if backend == "compiled":
+            from resprop.numeric.engine.validation import ParameterError
+
+            why = "Numba cannot be imported" if compiled_module() is None else \
+                f"compiled kernels exist for {', '.join(closed_form_names())} (and what reduces to them)"
+            raise ParameterError("backend", f"no compiled kernel for activation {activation!r}: {why}; use "
+                                            "backend='auto' or 'numpy'")
+        return rec
+    return dataclasses.replace(rec, compiled=_compiled_functions(comp, rec.name))
+
+
+@cache
+def _recursions(activation: str) -> ActivationRecursions:
     if activation in closed_form_names():
         return ActivationRecursions(activation, *_functions(gen, activation))
     from resprop.derive.closed_forms import closed_form_dual
@@ -362,6 +416,8 @@ class Block:
     log_S: float
     d_after: np.ndarray          # the diagonal after the block, before the rescaling
     sd_after: np.ndarray | None
+    #: the compiled kernels' per-layer, row and column values of the block (``ActivationRecursions.compiled``)
+    prepared: Any = None
 
 
 class Schedule:
@@ -425,6 +481,9 @@ class Schedule:
                     sd_next = srow[nb].copy() if srow is not None else None
                     rows, gb, wb, sb = rows[:nb], gb[:nb], wb[:nb], sb[:nb]
                     srow = srow[:nb] if srow is not None else None
+            prepared = None
+            if self.rec.compiled is not None:
+                prepared = self.rec.compiled[self.mode][0](rows, gb, wb, sb)
             log_K, log_S = self.log_K, self.log_S
             self.d, self.sd = d_next, sd_next
             cK = cS = 1.0
@@ -445,7 +504,7 @@ class Schedule:
                         self.sd = self.sd / c
                         self.log_S += math.log(c)
                         cS = c
-            yield Block(start, stop, rows, srow, gb, wb, sb, built, cK, cS, log_K, log_S, d_next, sd_next)
+            yield Block(start, stop, rows, srow, gb, wb, sb, built, cK, cS, log_K, log_S, d_next, sd_next, prepared)
             start = stop
 
 
@@ -470,12 +529,26 @@ def run_block(block: Block, rec: ActivationRecursions, mode: str, tile: Tile, K_
     pair_fn = rec.pair[mode]
     two = mode != "nngp"
     r0, r1, c0, c1 = tile
+    if block.prepared is not None and record is None:  # the fused compiled kernel, in place
+        K_new = _work_array(K_state)
+        S_new = _work_array(S_state) if two else None
+        rec.compiled[mode][1](*((K_new, S_new) if two else (K_new,)), r0, c0, *block.prepared)
+        return _rescaled(block, K_new, S_new)
     want = set(_callback_names(pair_fn))
     callbacks = {} if block.tables is None else block.tables.for_tile(r0, r1, c0, c1, "mean_dphi_dphi" in want)
     args = [K_state] + ([S_state] if two else [])
     result = pair_fn(*args, block.rows[:, r0:r1, None], block.rows[:, None, c0:c1], block.gb, block.wb, block.sb,
                      record=record, **_used(pair_fn, callbacks))
     K_new, S_new = result if two else (result, None)
+    return _rescaled(block, K_new, S_new)
+
+
+def _work_array(a: np.ndarray) -> np.ndarray:
+    """``a`` itself when the compiled kernels can write into it (float64, writable), else a float64 copy."""
+    return a if a.dtype == np.float64 and a.flags.writeable else np.array(a, dtype=np.float64)
+
+
+def _rescaled(block: Block, K_new: np.ndarray, S_new: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
     if block.rescale_K != 1.0:
         K_new /= block.rescale_K
     if S_new is not None and block.rescale_S != 1.0:

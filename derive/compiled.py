@@ -1,0 +1,216 @@
+"""Lowering of a pair recursion to a fused compiled (Numba) kernel: one pass over a tile, layers inside.
+
+The NumPy lowering (:mod:`resprop.derive.recursion`) turns a :class:`Recursion` into a sequence of ufunc passes
+over a strip per layer; each pass reads and writes the whole strip, so the kernel is bound by memory traffic and
+by the ufuncs' own speed.  This lowering emits scalar code instead, for a compiled loop that keeps an element's
+state in registers while it goes through the layers of a block:
+
+* every right-hand side (the recursion's ``definitions``, the common subexpressions of ``sympy.cse``, the
+  updates) is classified by what it reads: the per-layer scalars only (``layer``), the first input's diagonal
+  (``row``), the second input's (``col``), or the pair state / both inputs (``elem``);
+* the maximal non-elementwise factors and summands of every elementwise expression are hoisted (``2 w_l / pi``,
+  ``g_l`` ...), so that the innermost loop does only what depends on the pair;
+* ``prepare`` evaluates the layer, row and column values once per block of layers for all P inputs (O(P L));
+  ``run`` takes a tile of the state through the block: rows of the tile outside, then a block of ``JB`` columns
+  whose state stays in L1, layers inside it and the columns innermost (the loop the compiler vectorises);
+* arcsine and arccosine are the division-free polynomial evaluations of
+  :mod:`resprop.derive.approximations` (vectorisable; <= 2 ulp), their arguments clipped into [-1, 1]; every
+  square root's argument is clamped at 0 -- the same hardening as the NumPy lowering.
+
+Only recursions with rows and columns and without callbacks are lowered (the closed-form pair recursions); the
+others keep their NumPy kernels.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+from sympy.printing.pycode import PythonCodePrinter
+
+from resprop.derive.recursion import Recursion, UnitClip
+
+#: columns of a tile whose state is kept together while the layers of a block run (4 KiB per state: L1)
+JB = 512
+#: the column loop runs a multiple of this many elements (see the generated module's LANES): a multiple of every
+#: vector width times unroll factor LLVM picks for these loops (8 doubles x up to 4 on AVX-512)
+LANES = 64
+
+
+class ScalarPrinter(PythonCodePrinter):
+    """Scalar Python for Numba: arcsine/arccosine through the polynomial kernels (argument clipped), square roots
+    clamped at 0, small integer powers as products, numbers as float literals."""
+
+    def _print_Symbol(self, expr):
+        return expr.name
+
+    def _clip(self, arg) -> str:
+        return f"min(max({self._print(arg)}, -1.0), 1.0)"
+
+    def _print_asin(self, expr):
+        return f"_asin({self._clip(expr.args[0])})"
+
+    def _print_acos(self, expr):
+        return f"_acos({self._clip(expr.args[0])})"
+
+    def _print_UnitClip(self, expr):
+        return self._clip(expr.args[0])
+
+    def _print_Pi(self, expr):
+        return repr(float(sp.pi))
+
+    def _print_Rational(self, expr):
+        return repr(float(expr))
+
+    def _print_Integer(self, expr):
+        return repr(float(expr))
+
+    def _print_Float(self, expr):
+        return repr(float(expr))
+
+    def _print_Pow(self, expr, rational=False):
+        base, ex = expr.args
+        b = self.parenthesize(base, 100)  # always parenthesised: (x)
+        b = f"({self._print(base)})"
+        if ex == sp.S.Half:
+            return f"math.sqrt(max({self._print(base)}, 0.0))"
+        if ex == -sp.S.Half:
+            return f"(1.0 / math.sqrt(max({self._print(base)}, 0.0)))"
+        if ex == sp.Rational(3, 2):
+            return f"({b} * math.sqrt(max({self._print(base)}, 0.0)))"
+        if ex.is_Integer and 1 <= abs(int(ex)) <= 4:
+            prod = " * ".join([b] * abs(int(ex)))
+            return f"({prod})" if ex > 0 else f"(1.0 / ({prod}))"
+        return f"({b} ** {self._print(ex)})"
+
+
+@dataclass
+class CompiledSpec:
+    """What the compiled-module template needs for one recursion."""
+
+    name: str
+    source: str
+    states: list[str]
+    sequences: list[str]
+    layer: list[tuple[str, str]]     # (name, scalar expression over sequences and earlier layer values)
+    row: list[tuple[str, str]]       # (name, expression over K_aa, layer values and earlier row values)
+    col: list[tuple[str, str]]
+    elem: list[tuple[str, str]]      # (name, expression) computed per element and layer, in order
+    finals: list[str]                # the new value of each state
+    layer_used: list[str]            # layer values read by the elementwise code (stored per layer)
+    row_used: list[str]
+    col_used: list[str]
+    row_symbol: str
+    col_symbol: str
+
+
+class _Classifier:
+    def __init__(self, rec: Recursion) -> None:
+        self.rec = rec
+        self.kind: dict[sp.Symbol, str] = {}
+        for s, _ in rec.state:
+            self.kind[s] = "elem"
+        for s in rec.rows:
+            self.kind[s] = "row"
+        for s in rec.cols:
+            self.kind[s] = "col"
+        for s in rec.sequences:
+            self.kind[s] = "layer"
+        self.defs: dict[str, list[tuple[sp.Symbol, sp.Expr]]] = {"layer": [], "row": [], "col": [], "elem": []}
+        self.hoisted: dict[sp.Expr, sp.Symbol] = {}
+        self.counter = 0
+
+    def kind_of(self, e: sp.Expr) -> str:
+        kinds = {self.kind[s] for s in e.free_symbols}
+        if "elem" in kinds or {"row", "col"} <= kinds:
+            return "elem"
+        if "row" in kinds:
+            return "row"
+        if "col" in kinds:
+            return "col"
+        return "layer"
+
+    def add(self, sym: sp.Symbol, e: sp.Expr) -> None:
+        k = self.kind_of(e)
+        if k == "elem":
+            e = self.hoist(e)
+        self.kind[sym] = k
+        self.defs[k].append((sym, e))
+
+    def _value(self, e: sp.Expr) -> sp.Expr:
+        """A symbol holding the non-elementwise ``e`` (numbers and plain symbols are used as they are)."""
+        if e.is_Number or isinstance(e, sp.Symbol):
+            return e
+        if e not in self.hoisted:
+            sym = sp.Symbol(f"h{self.counter}", real=True)
+            self.counter += 1
+            self.hoisted[e] = sym
+            k = self.kind_of(e)
+            self.kind[sym] = k
+            self.defs[k].append((sym, e))
+        return self.hoisted[e]
+
+    def hoist(self, e: sp.Expr) -> sp.Expr:
+        """``e`` with its maximal non-elementwise parts replaced by hoisted symbols."""
+        if self.kind_of(e) != "elem":
+            return self._value(e)
+        if isinstance(e, (sp.Add, sp.Mul)):
+            elem = [a for a in e.args if self.kind_of(a) == "elem"]
+            groups: dict[str, list[sp.Expr]] = {"row": [], "col": [], "layer": []}
+            for a in e.args:
+                k = self.kind_of(a)
+                if k != "elem":
+                    groups[k].append(a)
+            # fold the layer part into the row part (or the column part): one value per side
+            if groups["layer"] and groups["row"]:
+                groups["row"] += groups.pop("layer")
+            elif groups["layer"] and groups["col"]:
+                groups["col"] += groups.pop("layer")
+            parts = [self._value(e.func(*g)) for g in groups.values() if g]
+            return e.func(*[self.hoist(a) for a in elem], *parts, evaluate=False)
+        if isinstance(e, sp.Pow):
+            return sp.Pow(self.hoist(e.base), e.exp if e.exp.is_Number else self.hoist(e.exp), evaluate=False)
+        if e.args:
+            return e.func(*[self.hoist(a) for a in e.args], evaluate=False)
+        return e
+
+
+def compilable(rec: Recursion) -> bool:
+    """Pair recursions with one row and one column quantity and no callbacks (the closed-form pair kernels)."""
+    return not rec.callbacks and len(rec.rows) == 1 and len(rec.cols) == 1
+
+
+def compiled_spec(rec: Recursion) -> CompiledSpec:
+    """Classify, hoist and print the scalar code of ``rec`` (see the module docstring)."""
+    if not compilable(rec):
+        raise ValueError(f"{rec.name}: only pair recursions without callbacks are compiled")
+    cl = _Classifier(rec)
+    for sym, sub in rec.definitions:
+        cl.add(sym, sub)
+    replacements, reduced = sp.cse([u for _, u in rec.state], symbols=sp.numbered_symbols("x"), order="none")
+    for sym, sub in replacements:
+        cl.add(sym, sub)
+    finals = []
+    for i, expr in enumerate(reduced):
+        sym = sp.Symbol(f"new{i}", real=True)
+        cl.add(sym, expr)
+        finals.append(sym)
+    # a state update that is not elementwise (cannot happen for a recursion that reads its state) stays correct:
+    # it is computed where its kind says and read below
+    pr = ScalarPrinter({"fully_qualified_modules": False})
+    elem_text = [(s.name, pr.doprint(e)) for s, e in cl.defs["elem"]]
+    used = " ".join(t for _, t in elem_text) + " " + " ".join(s.name for s in finals)
+
+    def read(k):
+        import re
+
+        return [s.name for s, _ in cl.defs[k] if re.search(rf"\b{s.name}\b", used)] + \
+            ([s.name for s in rec.sequences if re.search(rf"\b{s.name}\b", used)] if k == "layer" else [])
+
+    return CompiledSpec(
+        name=rec.name, source=rec.source.cite(), states=rec.state_names, sequences=[s.name for s in rec.sequences],
+        layer=[(s.name, pr.doprint(e)) for s, e in cl.defs["layer"]],
+        row=[(s.name, pr.doprint(e)) for s, e in cl.defs["row"]],
+        col=[(s.name, pr.doprint(e)) for s, e in cl.defs["col"]],
+        elem=elem_text, finals=[s.name for s in finals],
+        layer_used=read("layer"), row_used=read("row"), col_used=read("col"),
+        row_symbol=rec.rows[0].name, col_symbol=rec.cols[0].name)
