@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import sympy as sp
 from sympy.printing.pycode import PythonCodePrinter
 
-from resprop.derive.recursion import Recursion, UnitClip
+from resprop.derive.recursion import Recursion
 
 #: columns of a tile whose state is kept together while the layers of a block run (4 KiB per state: L1)
 JB = 512
