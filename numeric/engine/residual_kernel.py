@@ -529,9 +529,9 @@ def run_block(block: Block, rec: ActivationRecursions, mode: str, tile: Tile, K_
     pair_fn = rec.pair[mode]
     two = mode != "nngp"
     r0, r1, c0, c1 = tile
-    if block.prepared is not None and record is None:  # the fused compiled kernel, in place
+    if block.prepared is not None and record is None and rec.compiled is not None:  # the fused kernel, in place
         K_new = _work_array(K_state)
-        S_new = _work_array(S_state) if two else None
+        S_new = _work_array(S_state) if S_state is not None and two else None
         rec.compiled[mode][1](*((K_new, S_new) if two else (K_new,)), r0, c0, *block.prepared)
         return _rescaled(block, K_new, S_new)
     want = set(_callback_names(pair_fn))
