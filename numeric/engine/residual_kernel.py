@@ -63,6 +63,8 @@ GENERAL_BYTES = 8 * 2**20
 GENERAL_TERMS = 384
 #: target relative error of the tabulated expectations (rho tables and the general path's series)
 RTOL = 1e-10
+#: inputs from which the depth collapse (`depth_collapse`) is tried: below, the layers cost less than building it
+COLLAPSE_MIN_P = 256
 #: seconds before a progress bar appears (shorter runs print nothing)
 PROGRESS_DELAY = 1.0
 #: activations whose recursions are homogeneous of degree one in (K, Theta, sigma_b^2)
@@ -577,7 +579,7 @@ def run_block_pieces(block: Block, rec: ActivationRecursions, mode: str, tile: T
 def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndarray, np.ndarray],
               mode: str, rec: ActivationRecursions, record_layers: bool = False, strip: int = STRIP,
               block: int | None = None, progress: bool = False, in_place: bool = False,
-              tile: int | None = None) -> Propagated:
+              tile: int | None = None, collapse: bool = True) -> Propagated:
     """Run the generated recursions of ``rec`` from K^(0) (and Theta^(0) or chi^(0)) through the layers given
     by the per-layer ``sequences`` (skip_gain, branch_weight, branch_bias), each of length L.
 
@@ -588,9 +590,20 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
     second).  ``in_place``: K0 (and second0) are overwritten and returned as K^(L) (and the second state): each
     tile's state is a view of them, so that the run holds no P x P array beyond its inputs (peak: the two outputs
     plus the per-layer data and one tile's temporaries per thread); otherwise the inputs are left alone and the
-    outputs are new arrays."""
+    outputs are new arrays.
+
+    ``collapse``: when the inputs' norms take few values, the L-layer map of a pair is built once as a Chebyshev
+    interpolant and evaluated over the triangle (`depth_collapse`; to 1e-13, when it pays: P >= COLLAPSE_MIN_P,
+    not for ReLU or the response); False always runs the layers."""
     L, P = len(sequences[0]), K0.shape[0]
     two = mode != "nngp"
+    if collapse and not record_layers and P >= COLLAPSE_MIN_P:
+        from resprop.numeric.engine import depth_collapse
+
+        col = depth_collapse.build(np.diagonal(K0).copy(), np.diagonal(second0).copy() if two else None,
+                                   sequences, mode, rec)
+        if col is not None:
+            return _collapsed(col, K0, second0, P, two, in_place, strip, tile, progress)
     if block is None:
         block = default_block(np.diagonal(K0), L, mode, rec)
     tiles = band_tiles(P, strip) if tile is None else tile_grid(P, tile)
@@ -659,6 +672,37 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
         _mirror(S_out, tiles)
         np.fill_diagonal(S_out, schedule.sd)
     return Propagated(K_out, S_out, schedule.log_K, schedule.log_S, layers)
+
+
+def _collapsed(col, K0: np.ndarray, second0: Any, P: int, two: bool, in_place: bool, strip: int,
+               tile: int | None, progress: bool) -> Propagated:
+    """`propagate` through the collapsed maps of `depth_collapse` (tile by tile, in place or on copies)."""
+    from resprop.numeric.engine.depth_collapse import evaluate_tile
+
+    K_out = K0 if in_place else np.array(K0, dtype=float)
+    S_out = (second0 if in_place else np.array(second0, dtype=float)) if two else None
+    tiles = band_tiles(P, strip) if tile is None else tile_grid(P, tile)
+    n_workers = min(workers(), len(tiles)) if P * (P - 1) // 2 >= THREAD_MIN else 1
+    bar = _progress_bar(len(tiles), unit="tile") if progress else None
+
+    def work(t: Tile) -> None:
+        r0, r1, c0, c1 = t
+        evaluate_tile(col, K_out[r0:r1, c0:c1], S_out[r0:r1, c0:c1] if S_out is not None else None, r0, c0)
+
+    try:
+        with ThreadPoolExecutor(n_workers) if n_workers > 1 else contextlib.nullcontext() as pool:
+            for _ in (pool.map(work, tiles) if pool is not None else map(work, tiles)):
+                if bar is not None:
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    _mirror(K_out, tiles)
+    np.fill_diagonal(K_out, col.diagonal[col.classes])
+    if S_out is not None:
+        _mirror(S_out, tiles)
+        np.fill_diagonal(S_out, col.second_diagonal[col.classes])
+    return Propagated(K_out, S_out, 0.0, 0.0, None)
 
 
 class _StripRecorder:

@@ -1,0 +1,417 @@
+"""Depth collapsed: the L-layer map of a pair as a piecewise Chebyshev interpolant when the inputs' norms take
+few values.
+
+Element (a, b) of the residual recursions depends only on its own state and on the diagonals K_aa^(l), K_bb^(l)
+of the layers before (`residual_kernel`).  When every input has the same K^(0)_aa = q (inputs on a sphere), the
+diagonals are the same for all inputs at every layer, so the L-layer map
+
+    x = K^(0)_ab  ->  K^(L)_ab = F(x),      Theta^(L)_ab = A(x) Theta^(0)_ab + B(x)
+
+(the NTK is affine in its own state, with coefficients that depend on K only) is one function of one variable on
+[-q, q].  It is computed once, by the same engine (`residual_kernel.propagate` on a small matrix whose upper
+triangle holds the nodes, so every activation and backend is served), and evaluated over the triangle: the cost is
+O(P^2 n + pieces n L) instead of O(P^2 L).  Inputs whose K^(0)_aa take m <= ``MAX_CLASSES`` distinct values (to
+``EQUAL_DIAGONAL_RTOL``, as the tables of `residual_kernel` treat them) get one interpolant per pair of classes, on
+x = sqrt(q_a q_b) u, u in [-1, 1].
+
+A deep network's map is steep near u = 1 (one Chebyshev series on [-1, 1] needs ~500 terms for erf at depth 200),
+so u is split adaptively (Chebfun's splitting): on each piece the map is sampled at the ``DEGREE`` + 1
+Chebyshev-Lobatto points; a piece whose last ``TAIL`` Chebyshev coefficients are below ``RTOL / 8`` of the largest
+|value| of its function is then checked against the layered map at ``CHECKS`` points inside it that are not nodes,
+and accepted when every one is within ``RTOL / 2``; a piece that fails either test is bisected.  The end points
+u = +-1 are nodes, so the layered values there are reproduced exactly.  It gives up (the caller runs the layers)
+above ``MAX_PIECES`` pieces, when the depth is below ``MIN_LAYERS`` (the layers cost less than the evaluation) or
+the build would cost more than ``BUILD_SHARE`` of the layered run; and it is not used for homogeneous activations
+(ReLU: rescaled between blocks) or the response (rescaled by its own diagonal).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+#: most distinct diagonal values (classes) for which the map is collapsed (m (m + 1) / 2 interpolants)
+MAX_CLASSES = 8
+#: target relative error of the interpolants (of the largest |value| of each function)
+RTOL = 1e-13
+#: polynomial degree on each piece (DEGREE + 1 Lobatto points; the check uses the DEGREE / 2 + 1 subset)
+DEGREE = 32
+#: most pieces of [-1, 1] per pair of classes; the narrowest piece
+MAX_PIECES = 512
+MIN_WIDTH = 2.0**-13
+#: cells of the uniform grid of [-1, 1] that locates an element's piece (pieces are dyadic, >= MIN_WIDTH wide)
+CELLS = int(round(2 / MIN_WIDTH))
+#: a piece's series has converged when its last TAIL coefficients are below RTOL / 8 of the function's largest
+#: |value|; it is then certified at the CHECKS points (relative to the piece, not nodes of the grid) against the
+#: layered values, to RTOL / 2
+TAIL = 3
+CHECKS = np.array([-0.8711, -0.2963, 0.3417, 0.9127])
+#: depth from which the collapse is tried: an evaluation costs about DEGREE Clenshaw steps (~0.3-0.5 ns each per
+#: element, vectorised) against ~0.6-1.2 ns per layer and element for the compiled kernels
+MIN_LAYERS = 32
+#: the build (pieces x nodes x layers) may cost at most this share of the layered run (P^2 / 2 x layers)
+BUILD_SHARE = 0.25
+#: columns per block in the evaluation (its work arrays stay in L1)
+JB = 512
+
+
+@dataclass
+class Collapsed:
+    """The piecewise maps: for the pair of classes p, pieces ``starts[p]:starts[p + 1]`` of the flat arrays, with
+    left ends ``left`` (the right end is the next left end; 1 for the last), half-widths ``half`` and Chebyshev
+    coefficients ``coef[f, piece, :]`` of the functions f = K (0), and A, B (1, 2) for the second state; a piece is
+    found through ``cell_piece`` (the piece of each cell of a uniform grid of [-1, 1]); ``ends[f, p]`` the layered
+    values at u = -1 and u = 1, returned as they are there.  ``classes[a]`` the class of input a, ``pair[ca, cb]`` = p, ``inv_root[a]`` =
+    1 / sqrt(q_class(a)); ``diagonal``/``second_diagonal``: the final diagonal of each class."""
+
+    classes: np.ndarray
+    values: np.ndarray
+    pair: np.ndarray
+    inv_root: np.ndarray
+    starts: np.ndarray
+    cell_piece: np.ndarray
+    left: np.ndarray
+    half: np.ndarray
+    coef: np.ndarray
+    ends: np.ndarray
+    diagonal: np.ndarray
+    second_diagonal: np.ndarray | None
+    two: bool
+    estimate: float
+
+    @property
+    def pieces(self) -> int:
+        return int(self.left.size)
+
+
+def norm_classes(d: np.ndarray, rtol: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """(class of each value, representative value of each class): values within ``rtol`` x max|d| of a class's
+    smallest value belong to it; None when there are more than MAX_CLASSES classes."""
+    order = np.argsort(d, kind="stable")
+    s = d[order]
+    tol = rtol * float(np.max(np.abs(d)))
+    starts = [0]
+    for i in range(1, s.size):
+        if s[i] - s[starts[-1]] > tol:
+            starts.append(i)
+            if len(starts) > MAX_CLASSES:
+                return None
+    labels_sorted = np.zeros(s.size, dtype=np.int64)
+    for k, i in enumerate(starts):
+        labels_sorted[i:] = k
+    labels = np.empty_like(labels_sorted)
+    labels[order] = labels_sorted
+    reps = np.array([s[i] for i in starts])
+    return labels, reps
+
+
+def lobatto(N: int) -> np.ndarray:
+    return np.cos(np.pi * np.arange(N) / (N - 1))
+
+
+def chebyshev_coefficients(values: np.ndarray) -> np.ndarray:
+    """Coefficients c_k of sum c_k T_k(u) through the values at the Lobatto points (last axis), by the DCT-I."""
+    from scipy.fft import dct
+
+    N = values.shape[-1]
+    c = dct(values, type=1, axis=-1) / (N - 1)
+    c[..., 0] /= 2
+    c[..., -1] /= 2
+    return c
+
+
+def _clenshaw(c: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """sum_k c[..., k] T_k(u) for c (F, N) and u (M,): (F, M)."""
+    b1 = np.zeros((c.shape[0], u.size))
+    b2 = np.zeros_like(b1)
+    for k in range(c.shape[1] - 1, 0, -1):
+        b1, b2 = c[:, k:k + 1] + 2 * u * b1 - b2, b1
+    return c[:, :1] + u * b1 - b2
+
+
+def _layout(m: int, n_entries: list[int]) -> tuple[int, dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]]:
+    """A small matrix of m classes x M inputs whose upper-triangle block of class pair (i, j) holds at least
+    n_entries[index of (i, j)] positions: (size, pair -> (rows, cols))."""
+    pairs = [(i, j) for i in range(m) for j in range(i, m)]
+    need = max(n_entries)
+    M = max(2, math.ceil((1 + math.sqrt(1 + 8 * need)) / 2))
+    where = {}
+    for (i, j), n in zip(pairs, n_entries):
+        rr, cc = np.triu_indices(M, 1) if i == j else np.indices((M, M)).reshape(2, -1)
+        where[(i, j)] = (rr[:n] + i * M, cc[:n] + j * M)
+    return m * M, where
+
+
+def _sample(reps, pairs, xs: list[np.ndarray], two: bool, sequences, mode: str, rec):
+    """Run the layers on the values xs[p] (in units of u) of every class pair p: (values (F, n_p) per pair,
+    final diagonals K and second of each class) or None when the run rescaled or left the float64 range."""
+    from resprop.numeric.engine import residual_kernel as RK
+
+    m = reps.size
+    n = [x.size * (2 if two else 1) for x in xs]
+    size, where = _layout(m, n)
+    M = size // m
+    K0 = np.zeros((size, size))
+    K0[np.arange(size), np.arange(size)] = np.repeat(reps, M)
+    S0 = K0.copy() if two else None
+    for (i, j), u in zip(pairs, xs):
+        rr, cc = where[(i, j)]
+        x = u * math.sqrt(reps[i] * reps[j])
+        k = u.size
+        K0[rr[:k], cc[:k]] = x
+        if two:
+            K0[rr[k:], cc[k:]] = x
+            S0[rr[:k], cc[:k]] = 0.0   # B: the map of Theta^(0) = 0
+            S0[rr[k:], cc[k:]] = 1.0   # A + B
+    out = RK.propagate(K0, S0, sequences, mode, rec, collapse=False)
+    if out.log_scale_K != 0.0 or out.log_scale_second != 0.0:
+        return None
+    vals = []
+    for (i, j), u in zip(pairs, xs):
+        rr, cc = where[(i, j)]
+        k = u.size
+        fK = out.K[rr[:k], cc[:k]]
+        if two:
+            B = out.second[rr[:k], cc[:k]]
+            vals.append(np.stack([fK, out.second[rr[k:], cc[k:]] - B, B]))
+        else:
+            vals.append(fK[None])
+    if not all(np.all(np.isfinite(v)) for v in vals):
+        return None
+    diag = out.K[np.arange(0, size, M), np.arange(0, size, M)]
+    sdiag = out.second[np.arange(0, size, M), np.arange(0, size, M)] if two else None
+    return vals, diag, sdiag
+
+
+def build(d0: np.ndarray, sd0: np.ndarray | None, sequences, mode: str, rec, rtol: float = RTOL,
+          classes=None, P: int | None = None) -> Collapsed | None:
+    """The collapsed maps of the run ``propagate(K0, second0, sequences, mode, rec)`` for inputs with diagonal
+    d0 (and second-state diagonal sd0), or None when it does not apply or does not pay (module docstring)."""
+    from resprop.numeric.engine import residual_kernel as RK
+
+    L = len(sequences[0])
+    P = d0.size if P is None else P
+    if mode == "response" or rec.name in RK.HOMOGENEOUS or L < MIN_LAYERS or rec.expr is not None:
+        return None
+    found = norm_classes(d0, RK.EQUAL_DIAGONAL_RTOL) if classes is None else classes
+    if found is None:
+        return None
+    labels, reps = found
+    m = reps.size
+    two = mode != "nngp"
+    if two:
+        assert sd0 is not None
+        if np.max(np.abs(sd0 - reps[labels])) > RK.EQUAL_DIAGONAL_RTOL * np.max(np.abs(sd0)):
+            return None  # the second state's diagonal is not a function of the class
+    pairs = [(i, j) for i in range(m) for j in range(i, m)]
+    budget = BUILD_SHARE * P * (P - 1) / 2  # elements' worth of layered work the sampling may use
+    nodes = lobatto(DEGREE + 1)[::-1]  # increasing
+    todo: list[list[tuple[float, float]]] = [[(-1.0, 1.0)] for _ in pairs]
+    done: list[list[tuple[float, float, np.ndarray]]] = [[] for _ in pairs]
+    scale = np.zeros((len(pairs), 3 if two else 1))
+    endpoint: list[dict[float, np.ndarray]] = [{} for _ in pairs]
+    used = 0
+    diag = sdiag = None
+    worst = 0.0
+
+    def sample(pts: list[np.ndarray]):
+        nonlocal used, diag, sdiag
+        used += sum(x.size for x in pts) * (2 if two else 1)
+        if used > budget:
+            return None
+        got = _sample(reps, pairs, [x if x.size else np.zeros(1) for x in pts], two, sequences, mode, rec)
+        if got is not None:
+            diag, sdiag = got[1], got[2]
+        return None if got is None else got[0]
+
+    while any(todo):
+        if sum(len(d) + len(t) for d, t in zip(done, todo)) > MAX_PIECES * len(pairs):
+            return None
+        vals = sample([np.concatenate([(lo + hi) / 2 + (hi - lo) / 2 * nodes for lo, hi in t]) if t else
+                       np.zeros(0) for t in todo])
+        if vals is None:
+            return None
+        fresh: list[list[tuple[float, float, np.ndarray]]] = [[] for _ in pairs]
+        nxt: list[list[tuple[float, float]]] = [[] for _ in pairs]
+        for p, t in enumerate(todo):
+            if not t:
+                continue
+            V = vals[p][:, :len(t) * (DEGREE + 1)].reshape(vals[p].shape[0], len(t), DEGREE + 1)
+            scale[p] = np.maximum(scale[p], np.max(np.abs(V), axis=(1, 2)))
+            ref = np.where(scale[p] > 0, scale[p], 1.0)[:, None]
+            for q, (lo, hi) in enumerate(t):
+                if lo == -1.0:
+                    endpoint[p][-1.0] = V[:, q, 0]
+                if hi == 1.0:
+                    endpoint[p][1.0] = V[:, q, -1]
+                coef = chebyshev_coefficients(V[:, q, ::-1])  # Lobatto order u_k = cos(pi k / n)
+                if np.max(np.abs(coef[:, -TAIL:]) / ref) <= rtol / 8:  # the series has reached round-off
+                    fresh[p].append((lo, hi, coef))
+                else:
+                    mid = (lo + hi) / 2
+                    nxt[p] += [(lo, mid), (mid, hi)]
+        # certify the accepted pieces: the interpolant against the layers at CHECKS points inside each piece
+        pts = [np.concatenate([(lo + hi) / 2 + (hi - lo) / 2 * CHECKS for lo, hi, _ in f]) if f else np.zeros(0)
+               for f in fresh]
+        if any(x.size for x in pts):
+            vals = sample(pts)
+            if vals is None:
+                return None
+            for p, f in enumerate(fresh):
+                ref = np.where(scale[p] > 0, scale[p], 1.0)[:, None]
+                for q, (lo, hi, coef) in enumerate(f):
+                    got = vals[p][:, q * CHECKS.size:(q + 1) * CHECKS.size]
+                    err = float(np.max(np.abs(_clenshaw(coef, CHECKS) - got) / ref))
+                    if err <= rtol / 2:
+                        done[p].append((lo, hi, coef))
+                        worst = max(worst, err)
+                    else:
+                        mid = (lo + hi) / 2
+                        nxt[p] += [(lo, mid), (mid, hi)]
+        if any(hi - lo < MIN_WIDTH for t in nxt for lo, hi in t):
+            return None
+        todo = nxt
+    # a piece accepted early was judged against the scale known then; the final scale only grows: still valid
+    starts = np.zeros(len(pairs) + 1, dtype=np.int64)
+    lefts, halves, coefs, ends = [], [], [], []
+    for p in range(len(pairs)):
+        pieces = sorted(done[p], key=lambda e: e[0])
+        # the values at u = -1 and 1 (nodes of the first and last piece): sums of the Chebyshev coefficients
+        ends.append(np.stack([endpoint[p][-1.0], endpoint[p][1.0]], axis=-1))
+        starts[p + 1] = starts[p] + len(pieces)
+        lefts += [lo for lo, _, _ in pieces]
+        halves += [(hi - lo) / 2 for lo, hi, _ in pieces]
+        coefs += [c for _, _, c in pieces]
+    pair = np.zeros((m, m), dtype=np.int64)
+    for p, (i, j) in enumerate(pairs):
+        pair[i, j] = pair[j, i] = p
+    coef = np.ascontiguousarray(np.stack(coefs, axis=1))  # (F, pieces, DEGREE + 1)
+    left = np.array(lefts)
+    # cell c = [-1 + c w, -1 + (c + 1) w) of width w = MIN_WIDTH lies in exactly one dyadic piece
+    cell_left = -1.0 + MIN_WIDTH * np.arange(CELLS)
+    cell_piece = np.empty((len(pairs), CELLS), dtype=np.int64)
+    for p in range(len(pairs)):
+        own = left[starts[p]:starts[p + 1]]
+        cell_piece[p] = starts[p] + np.searchsorted(own, cell_left + MIN_WIDTH / 2, side="right") - 1
+    assert diag is not None
+    return Collapsed(labels, reps, pair, 1.0 / np.sqrt(reps[labels]), starts, cell_piece, left, np.array(halves),
+                     coef, np.ascontiguousarray(np.stack(ends, axis=1)), diag, sdiag, two, worst)
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _evaluate_tile(K, S, r0, c0, classes, inv_root, pair, cell_piece, left, half, coef, ends, two):
+    """Replace K (and S) on a tile by the collapsed maps, in place: u = K / sqrt(q_a q_b) clipped into [-1, 1],
+    its piece from the uniform cell grid, K <- F(u), S <- A(u) S + B(u) by Clenshaw's recurrence, over blocks of JB
+    columns whose elements are grouped by piece (each group runs with its coefficients as scalars)."""
+    h, n = K.shape
+    nf = coef.shape[0]
+    cells = cell_piece.shape[1]
+    y = np.empty(JB)
+    piece = np.empty(JB, dtype=np.int64)
+    b1 = np.empty(JB)
+    b2 = np.empty(JB)
+    res = np.empty((3, JB))
+    ys = np.empty(JB)
+    out = np.empty(JB)
+    order = np.empty(JB, dtype=np.int64)
+    count = np.empty(coef.shape[1] + 1, dtype=np.int64)
+    for i in range(h):
+        a = r0 + i
+        ca = classes[a]
+        ra = inv_root[a]
+        for j0 in range(0, n, JB):
+            m = min(JB, n - j0)
+            pmin = coef.shape[1]
+            pmax = -1
+            for t in range(m):
+                b = c0 + j0 + t
+                p = pair[ca, classes[b]]
+                u = min(max(K[i, j0 + t] * ra * inv_root[b], -1.0), 1.0)
+                cell = min(int((u + 1.0) * (0.5 * cells)), cells - 1)
+                pc = cell_piece[p, cell]
+                piece[t] = pc
+                pmin = min(pmin, pc)
+                pmax = max(pmax, pc)
+                y[t] = min(max((u - left[pc]) / half[pc] - 1.0, -1.0), 1.0)
+            if pmin == pmax:  # one piece (the common case): no grouping
+                for f in range(nf):
+                    _clenshaw_run(coef[f, pmin], y[:m], b1, b2, res[f, :m])
+                    _ends(res, K, ra, inv_root, classes, pair, ca, ends, i, j0, c0, m, nf)
+                _store(K, S, res, i, j0, m, two)
+                continue
+            # the block's elements grouped by piece (a counting sort: few distinct pieces), so that each group
+            # runs with its coefficients as scalars of the vectorised loop
+            span = pmax - pmin + 1
+            for q in range(span + 1):
+                count[q] = 0
+            for t in range(m):
+                count[piece[t] - pmin + 1] += 1
+            for q in range(span):
+                count[q + 1] += count[q]
+            for t in range(m):
+                q = piece[t] - pmin
+                order[count[q]] = t
+                count[q] += 1
+            for t in range(m):
+                ys[t] = y[order[t]]
+            g0 = 0
+            while g0 < m:
+                pc = piece[order[g0]]
+                g1 = g0 + 1
+                while g1 < m and piece[order[g1]] == pc:
+                    g1 += 1
+                for f in range(nf):
+                    _clenshaw_run(coef[f, pc], ys[g0:g1], b1, b2, out[g0:g1])
+                    for t in range(g0, g1):
+                        res[f, order[t]] = out[t]
+                g0 = g1
+            _ends(res, K, ra, inv_root, classes, pair, ca, ends, i, j0, c0, m, nf)
+            _store(K, S, res, i, j0, m, two)
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _clenshaw_run(cf, y, b1, b2, out):
+    """out[t] = sum_k cf[k] T_k(y[t]) (Clenshaw), vectorised over t; b1, b2: work arrays of at least len(y)."""
+    n = y.shape[0]
+    N = cf.shape[0]
+    for t in range(n):
+        b1[t] = 0.0
+        b2[t] = 0.0
+    for k in range(N - 1, 0, -1):
+        ck = cf[k]
+        for t in range(n):
+            b0 = ck + 2.0 * y[t] * b1[t] - b2[t]
+            b2[t] = b1[t]
+            b1[t] = b0
+    c0 = cf[0]
+    for t in range(n):
+        out[t] = c0 + y[t] * b1[t] - b2[t]
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _ends(res, K, ra, inv_root, classes, pair, ca, ends, i, j0, c0, m, nf):
+    """Elements at u = -1 or 1 (antipodal or duplicate inputs) take the layered values there, not the sum."""
+    for t in range(m):
+        b = c0 + j0 + t
+        u = K[i, j0 + t] * ra * inv_root[b]
+        if u >= 1.0 or u <= -1.0:
+            p = pair[ca, classes[b]]
+            e = 1 if u >= 1.0 else 0
+            for f in range(nf):
+                res[f, t] = ends[f, p, e]
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _store(K, S, res, i, j0, m, two):
+    for t in range(m):
+        K[i, j0 + t] = res[0, t]
+    if two:
+        for t in range(m):
+            S[i, j0 + t] = res[1, t] * S[i, j0 + t] + res[2, t]
+
+
+def evaluate_tile(col: Collapsed, K: np.ndarray, S: np.ndarray | None, r0: int, c0: int) -> None:
+    _evaluate_tile(K, S if col.two else np.zeros((1, 1)), r0, c0, col.classes, col.inv_root, col.pair,
+                   col.cell_piece, col.left, col.half, col.coef, col.ends, col.two)

@@ -1,0 +1,116 @@
+"""Depth collapsed (issue 25, item 2): numeric/engine/depth_collapse.py.
+
+The collapsed maps are checked against the layered run of the same engine (a different algorithm: L passes of the
+recursion per element, not an interpolant) and against the textbook erf duals iterated in a plain NumPy loop, to
+the certified 1e-13 of the largest entry; the end points u = +-1 (duplicate and antipodal inputs) exactly; and the
+cases where it must not apply fall back to the layers.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import resprop
+from resprop.numeric.engine import depth_collapse as DC
+from resprop.numeric.engine import residual_kernel as RK
+
+
+def _sphere(P: int, d: int, seed: int, radii=(1.0,)) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((P, d))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    return X * np.asarray(radii)[np.arange(P) % len(radii)][:, None] * np.sqrt(d)
+
+
+def _max_rel(a, b) -> float:
+    return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+
+
+def _runs(X, act, depth, ntk, lam=0.3, sw=1.0, sb=0.05):
+    K0 = sw * X @ X.T / X.shape[1] + sb
+    seq = (np.ones(depth), np.full(depth, lam**2 * sw), np.full(depth, lam**2 * sb))
+    rec = RK.recursions(act)
+    mode = "ntk" if ntk else "nngp"
+    S0 = K0.copy() if ntk else None
+    col = DC.build(np.diagonal(K0).copy(), None if S0 is None else np.diagonal(S0).copy(), seq, mode, rec,
+                   P=10**6)
+    a = RK.propagate(K0, None if S0 is None else S0.copy(), seq, mode, rec, collapse=True)
+    b = RK.propagate(K0, None if S0 is None else S0.copy(), seq, mode, rec, collapse=False)
+    return col, a, b
+
+
+@pytest.mark.parametrize("act", ["erf", "gelu"])
+@pytest.mark.parametrize("ntk", [False, True])
+@pytest.mark.parametrize("radii", [(1.0,), (0.5, 1.0, 2.0)], ids=["one-norm", "three-norms"])
+def test_collapsed_equals_layered(act, ntk, radii, monkeypatch):
+    monkeypatch.setattr(RK, "COLLAPSE_MIN_P", 2)
+    X = _sphere(300, 20, 1, radii)
+    X[1] = X[0]        # u = 1: a duplicate
+    X[4] = -X[len(radii) + 1]  # u = -1 when the two share a norm class
+    col, a, b = _runs(X, act, 64, ntk, sb=0.0)  # no bias: antipodal inputs have u = -1
+    assert col is not None and col.estimate <= DC.RTOL and col.values.size == len(radii)
+    assert _max_rel(a.K, b.K) <= DC.RTOL
+    if ntk:
+        assert _max_rel(a.second, b.second) <= DC.RTOL
+    # u = +-1 (the duplicate, the antipodal pair) take the layered values at the end points, not a sum: equal up to
+    # the ulps by which the norms of one class differ (the class's representative diagonal is used), far below
+    # the interpolation error allowed elsewhere
+    for i, j in ((0, 1), (4, len(radii) + 1)):
+        assert abs(a.K[i, j] - b.K[i, j]) <= 1e-14 * abs(b.K[i, j])
+
+
+def test_collapsed_against_the_textbook_erf_duals():
+    X = _sphere(400, 16, 2)
+    K, T = resprop.kernel(X, "erf", 100, 1.0, 0.05, branch_scale=0.25, ntk=True)
+    Kr = X @ X.T / X.shape[1] + 0.05
+    Tr = Kr.copy()
+    for _ in range(100):
+        d = np.diagonal(Kr)
+        sq = np.sqrt(np.outer(1 + 2 * d, 1 + 2 * d))
+        ff, dd = 2 / np.pi * np.arcsin(2 * Kr / sq), 4 / np.pi / np.sqrt(sq * sq - 4 * Kr * Kr)
+        Kr, Tr = Kr + 0.0625 * (ff + 0.05), Tr + 0.0625 * (ff + 0.05 + dd * Tr)
+    K0 = X @ X.T / X.shape[1] + 0.05
+    seq = (np.ones(100), np.full(100, 0.0625), np.full(100, 0.0625 * 0.05))
+    assert RK.COLLAPSE_MIN_P <= 400 and DC.build(np.diagonal(K0).copy(), np.diagonal(K0).copy(), seq, "ntk",
+                                                 RK.recursions("erf")) is not None  # this run is collapsed
+    assert _max_rel(K, Kr) <= 2e-13 and _max_rel(T, Tr) <= 2e-13
+
+
+@pytest.mark.parametrize("why, act, mode, radii, depth", [
+    ("relu (rescaled between blocks; arc-cosine kernel not smooth at u = 1)", "relu", "nngp", (1.0,), 64),
+    ("the response (rescaled by its own diagonal)", "erf", "response", (1.0,), 64),
+    ("more than MAX_CLASSES norms", "erf", "nngp", tuple(np.linspace(0.5, 2, DC.MAX_CLASSES + 1)), 64),
+    ("shallow: the layers cost less", "erf", "nngp", (1.0,), DC.MIN_LAYERS - 1),
+    ("tabulated activations", "tanh", "nngp", (1.0,), 64)])
+def test_collapse_does_not_apply(why, act, mode, radii, depth):
+    X = _sphere(60, 8, 3, radii)
+    K0 = X @ X.T / 8 + 0.05
+    seq = (np.ones(depth), np.full(depth, 0.09), np.full(depth, 0.0045))
+    assert DC.build(np.diagonal(K0).copy(), np.diagonal(K0).copy(), seq, mode, RK.recursions(act), P=10**6) is None
+
+
+def test_tiles_strips_and_threads_do_not_change_the_collapsed_result(monkeypatch):
+    monkeypatch.setattr(RK, "COLLAPSE_MIN_P", 2)
+    X = _sphere(700, 12, 4, (1.0, 1.5))
+    ref = resprop.kernel(X, "gelu", 40, 1.0, 0.05, branch_scale=0.3, ntk=True)
+    others = [resprop.kernel(X, "gelu", 40, 1.0, 0.05, branch_scale=0.3, ntk=True, tile=t) for t in (5, 333)]
+    monkeypatch.setattr(RK, "STRIP", 1000)
+    monkeypatch.setattr(RK, "workers", lambda: 2)
+    others.append(resprop.kernel(X, "gelu", 40, 1.0, 0.05, branch_scale=0.3, ntk=True))
+    for K, T in others:
+        assert np.array_equal(K, ref[0]) and np.array_equal(T, ref[1])
+
+
+def test_norm_classes():
+    d = np.array([1.0, 2.0, 1.0 + 1e-15, 3.0, 2.0])
+    labels, reps = DC.norm_classes(d, 1e-13)
+    assert list(labels) == [0, 1, 0, 2, 1] and np.allclose(reps, [1, 2, 3])
+    assert DC.norm_classes(np.arange(1.0, DC.MAX_CLASSES + 2), 1e-13) is None
+
+
+def test_chebyshev_pieces_reproduce_a_known_function():
+    """The DCT coefficients and Clenshaw's recurrence on their own: exp on the Lobatto points of [-1, 1]."""
+    u = DC.lobatto(33)
+    c = DC.chebyshev_coefficients(np.exp(u)[None])
+    x = np.linspace(-1, 1, 101)
+    assert np.max(np.abs(DC._clenshaw(c, x)[0] - np.exp(x))) <= 1e-15 * np.e
