@@ -57,7 +57,12 @@ import resprop
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "peer_nt_worker.py"
-SIZES = ((1000, 200), (200, 50), (1000, 50))
+SIZES = ((1000, 200), (200, 50), (1000, 50), (4000, 50))
+#: the configurations also run on inputs of unequal norm (raw Gaussian rows: no depth collapse)
+UNEQUAL = ((1000, 200), (4000, 50))
+#: resprop's routes, timed interleaved with NT: the default (compiled kernels, depth collapsed where the inputs
+#: allow), the compiled kernels layer by layer, and the NumPy kernels (the reference)
+ROUTES = {"resprop": {}, "layered": {"collapse": False}, "numpy": {"backend": "numpy", "collapse": False}}
 ACTIVATIONS = ("erf", "relu", "gelu", "tanh")
 MODES = {"nngp": ("nngp",), "nngp+ntk": ("nngp", "ntk")}
 D_IN, K0_DIAG, RHO, SW2, SB2 = 100, 0.1, 0.1, 1.25, 0.05
@@ -90,15 +95,21 @@ class Worker(C.JsonLineWorker):
                          name="neural-tangents worker", timeout=60)
 
 
-def call_resprop(X: np.ndarray, act: str, L: int, ntk: bool) -> dict[str, np.ndarray]:
-    out = resprop.kernel(X, act, L, SW2, SB2, gamma=1.0, branch_scale=RHO, ntk=ntk)
+def make_x_unequal(P: int, seed: int = 0) -> np.ndarray:
+    """P standard Gaussian rows in d_in dimensions, scaled so that the mean K^(0)_aa is K0_DIAG (norms spread)."""
+    X = np.random.default_rng(seed).standard_normal((P, D_IN))
+    return X * math.sqrt((K0_DIAG - SB2) / SW2)
+
+
+def call_resprop(X: np.ndarray, act: str, L: int, ntk: bool, route: str = "resprop") -> dict[str, np.ndarray]:
+    out = resprop.kernel(X, act, L, SW2, SB2, gamma=1.0, branch_scale=RHO, ntk=ntk, **ROUTES[route])
     return {"nngp": out[0], "ntk": out[1]} if ntk else {"nngp": out}
 
 
-def timed_resprop(X, act, L, ntk) -> tuple[float, float]:
+def timed_resprop(X, act, L, ntk, route: str = "resprop") -> tuple[float, float]:
     c0 = os.times()
     t0 = time.perf_counter()
-    call_resprop(X, act, L, ntk)
+    call_resprop(X, act, L, ntk, route)
     wall = time.perf_counter() - t0
     c1 = os.times()
     return wall, c1.user + c1.system - c0.user - c0.system
@@ -163,12 +174,14 @@ def tanh_matched_accuracy(tmp: Path) -> dict:
     return {"P": P, "depth": L, "resprop_median_s": t_mine, "degrees": rows}
 
 
-def run_config(P: int, L: int, act: str, tmp: Path, quick: bool) -> dict:
-    X = make_x(P)
-    xpath = tmp / f"x{P}.npy"
+def run_config(P: int, L: int, act: str, tmp: Path, quick: bool, unequal: bool = False) -> dict:
+    X = make_x_unequal(P) if unequal else make_x(P)
+    xpath = tmp / f"x{P}{'u' if unequal else ''}.npy"
     np.save(xpath, X)
     big_tanh = act == "tanh" and P >= 1000
     precisions = ("f32",) if big_tanh else ("f32", "f64")
+    if P >= 4000:
+        precisions = ("f32",)  # NT float64 at P = 4000: the same code at twice the memory; float32 is its default
     # NT's quadrature tanh costs seconds to minutes per call: fewer timed calls there (the medians say how many)
     nt_repeats = {p: REPEATS for p in precisions}
     if act == "tanh":
@@ -182,21 +195,34 @@ def run_config(P: int, L: int, act: str, tmp: Path, quick: bool) -> dict:
             prep = {p: w.ask(op="prepare", key=key, X=str(xpath), activation=act, deg=TANH_DEG, depth=L, rho=RHO,
                              sigma_w2=SW2, sigma_b2=SB2, get=list(get), save=str(tmp / f"{key}_{p}"))
                     for p, w in workers.items()}
-            mine = call_resprop(X, act, L, ntk)  # warm-up, and the value compared
+            routes = [r for r in ROUTES if act != "tanh" or r == "resprop"]  # tanh: one route (tabulated)
+            t_first = time.perf_counter()
+            mine = call_resprop(X, act, L, ntk)  # warm-up (compiles on a fresh machine), and the value compared
+            first_s = time.perf_counter() - t_first
+            for r in routes[1:]:
+                call_resprop(X, act, L, ntk, r)
+            others = {r: call_resprop(X, act, L, ntk, r) for r in routes[1:]}
             peak = C.peak_memory(lambda X=X, ntk=ntk: call_resprop(X, act, L, ntk))["peak_MiB"]
-            times: dict[str, list] = {"resprop": [], **{p: [] for p in workers}}
+            times: dict[str, list] = {**{r: [] for r in routes}, **{p: [] for p in workers}}
             cpu: dict[str, list] = {k: [] for k in times}
             for r in range(REPEATS):
-                w_s, c_s = timed_resprop(X, act, L, ntk)
-                times["resprop"].append(w_s)
-                cpu["resprop"].append(c_s)
+                for route in routes:
+                    w_s, c_s = timed_resprop(X, act, L, ntk, route)
+                    times[route].append(w_s)
+                    cpu[route].append(c_s)
                 for p, w in workers.items():
                     if r < nt_repeats[p]:
                         a = w.ask(op="time", key=key)
                         times[p].append(a["wall_s"])
                         cpu[p].append(a["cpu_s"])
             rec: dict = {"resprop": {"median_s": statistics.median(times["resprop"]), "best_s": min(times["resprop"]),
-                                     "times_s": times["resprop"], "cpu_s": cpu["resprop"], "peak_MiB": peak}}
+                                     "times_s": times["resprop"], "cpu_s": cpu["resprop"], "peak_MiB": peak,
+                                     "first_call_s": first_s,
+                                     "output_MiB": P * P * 8 * (2 if ntk else 1) / 2**20}}
+            for route in routes[1:]:
+                rec[route] = {"median_s": statistics.median(times[route]), "best_s": min(times[route]),
+                              "times_s": times[route], "cpu_s": cpu[route],
+                              "deviation_from_resprop": C.scaled_deviations(others[route], mine)}
             for p, w in workers.items():
                 a = w.ask(op="drop", key=key)
                 ref = {k: np.load(v).astype(float) for k, v in prep[p]["paths"].items()}
@@ -212,6 +238,7 @@ def run_config(P: int, L: int, act: str, tmp: Path, quick: bool) -> dict:
     finally:
         for w in workers.values():
             w.close()
+    out["inputs"] = "unequal norms (Gaussian rows)" if unequal else "equal norms"
     return out
 
 
@@ -231,27 +258,101 @@ def check_agreement(results: dict) -> list[str]:
     return bad
 
 
-def targets(results: dict) -> dict:
-    def med(act, P, L, mode):
-        return results[f"{act}_P{P}_L{L}"]["modes"][mode]
+def fastest_route(P: int = 1000, L: int = 200, rows: int = 64) -> dict:
+    """The compiled pair kernels of the generated module against the same source compiled with every fast-math
+    flag (``fastmath=True``: reassociation, reciprocals, no NaN/inf: the fastest fused route this source gives on
+    this CPU, not safe for resprop's inputs), one thread, one strip of ``rows`` x P elements through L layers; the
+    best of 7 each.  Also the ulp-level difference between the two."""
+    import importlib.util
+
+    import resprop.generated.residual_compiled as safe
+
+    src = Path(safe.__file__).read_text().replace('FASTMATH = {"contract"}', "FASTMATH = True")
+    src = src.replace("cache=True", "cache=False")  # compiled here, from a string: nothing to cache
+    spec = importlib.util.spec_from_loader("residual_compiled_fastmath", loader=None)
+    fast = importlib.util.module_from_spec(spec)
+    exec(compile(src, "<residual_compiled with fastmath=True>", "exec"), fast.__dict__)
+    rng = np.random.default_rng(0)
+    d = rng.uniform(0.5, 1.5, (L, P))
+    g, w, sb = np.ones(L), np.full(L, RHO**2 * SW2), np.full(L, RHO**2 * SB2)
+    out = {}
+    for name in ("erf_nngp", "erf_nngp_ntk", "relu_nngp", "relu_nngp_ntk", "gelu_nngp", "gelu_nngp_ntk"):
+        n_states = len(safe.RECURSIONS[name]["states"])
+        base = [rng.uniform(-0.3, 0.3, (rows, P)) for _ in range(n_states)]
+        res, best = {}, {}
+        for label, mod in (("compiled", safe), ("fastmath", fast)):
+            prep = getattr(mod, f"{name}_prepare")(d, g, w, sb)
+            run = getattr(mod, f"{name}_run")
+            times = []
+            for _ in range(8):
+                st = [b.copy() for b in base]
+                t0 = time.perf_counter()
+                run(*st, 0, 0, *prep)
+                times.append(time.perf_counter() - t0)
+            best[label] = min(times[1:])
+            res[label] = st
+        with np.errstate(all="ignore"):
+            dev = max(float(np.nanmax(np.abs(a - b)) / np.nanmax(np.abs(b))) for a, b in zip(res["compiled"], res["fastmath"]))
+        out[name] = {"compiled_ns_per_element_layer": best["compiled"] / (rows * P * L) * 1e9,
+                     "fastmath_ns_per_element_layer": best["fastmath"] / (rows * P * L) * 1e9,
+                     "compiled_over_fastmath": best["compiled"] / best["fastmath"], "max_rel_difference": dev}
+    return out
+
+
+def targets(results: dict, fastest: dict | None = None) -> dict:
+    def med(key, mode):
+        return results[key]["modes"][mode]
 
     t = {}
-    for act in ("erf", "relu", "gelu"):
-        for mode, goal in (("nngp", 10.0), ("nngp+ntk", 5.0)):
-            r = med(act, 1000, 200, mode)["ratio_nt_f32_over_resprop"]
-            t[f"{act} {mode} P=1000 L=200 vs NT f32"] = {"measured": r, "goal": f">= {goal:g}x", "met": r >= goal}
+
+    def add(name, measured, goal, met):
+        t[name] = {"measured": measured, "goal": goal, "met": bool(met)}
+
+    for P, L in ((1000, 200), (4000, 50)):
+        for act in ("erf", "relu", "gelu"):
+            for mode, goal in (("nngp", 10.0), ("nngp+ntk", 5.0)):
+                for suffix, what in (("", "equal norms, default route"), ("_unequal", "unequal norms")):
+                    key = f"{act}_P{P}_L{L}{suffix}"
+                    if key in results:
+                        r = med(key, mode)["ratio_nt_f32_over_resprop"]
+                        add(f"{act} {mode} P={P} L={L} ({what}) vs NT f32", r, f">= {goal:g}x", r >= goal)
+                key = f"{act}_P{P}_L{L}"
+                if key in results and "layered" in med(key, mode):
+                    r = med(key, mode)["nt_f32"]["median_s"] / med(key, mode)["layered"]["median_s"]
+                    add(f"{act} {mode} P={P} L={L} (equal norms, compiled layers) vs NT f32", r, f">= {goal:g}x",
+                        r >= goal)
+        for mode in MODES:
+            for suffix in ("", "_unequal"):
+                if f"gelu_P{P}_L{L}{suffix}" in results and f"erf_P{P}_L{L}{suffix}" in results:
+                    r = med(f"gelu_P{P}_L{L}{suffix}", mode)["resprop"]["median_s"] / \
+                        med(f"erf_P{P}_L{L}{suffix}", mode)["resprop"]["median_s"]
+                    add(f"gelu / erf time {mode} P={P} L={L}{' unequal norms' if suffix else ''}", r, "<= 1.5",
+                        r <= 1.5)
+            for act in ("erf", "gelu"):
+                key = f"{act}_P{P}_L{L}"
+                if key in results:
+                    r = med(key, mode)["ratio_nt_f32_over_resprop"]
+                    add(f"{act} {mode} P={P} L={L} depth collapsed (equal norms) vs NT f32", r, ">= 30x", r >= 30)
     for mode in MODES:
+        if "erf_P200_L50" in results:
+            for act in ("erf", "relu", "gelu"):
+                if mode == "nngp+ntk":
+                    r = med(f"{act}_P200_L50", mode)["ratio_nt_f32_over_resprop"]
+                    add(f"{act} nngp+ntk P=200 L=50 vs NT f32", r, ">= 2x", r >= 2)
         for P, L in ((1000, 200), (1000, 50)):
-            r = med("gelu", P, L, mode)["resprop"]["median_s"] / med("erf", P, L, mode)["resprop"]["median_s"]
-            t[f"gelu / erf time {mode} P={P} L={L}"] = {"measured": r, "goal": "<= 1 (as fast as erf)", "met": r <= 1.0}
-        r = med("tanh", 1000, 50, mode)["resprop"]["median_s"] / med("erf", 1000, 50, mode)["resprop"]["median_s"]
-        t[f"tanh / erf time {mode} P=1000 L=50"] = {"measured": r, "goal": "<= 3", "met": r <= 3.0}
-        m = med("tanh", 1000, 50, mode)["resprop"]["peak_MiB"]
-        t[f"tanh peak memory {mode} P=1000 L=50 (MiB)"] = {"measured": m, "goal": "< 1024", "met": m < 1024}
-        for P, L in ((1000, 50), (200, 50)):
-            r = med("tanh", P, L, mode)["ratio_nt_f32_over_resprop"]
-            t[f"tanh {mode} P={P} L={L} vs NT ElementwiseNumerical f32"] = {"measured": r, "goal": ">= 3x",
-                                                                            "met": r >= 3.0}
+            key = f"tanh_P{P}_L{L}"
+            if key in results:
+                r = med(key, mode)["ratio_nt_f32_over_resprop"]
+                add(f"tanh {mode} P={P} L={L} vs NT ElementwiseNumerical f32", r, ">= 10x", r >= 10)
+    for key, cfg in results.items():
+        for mode, rec in cfg["modes"].items():
+            out_mib = rec["resprop"].get("output_MiB")
+            if out_mib:
+                extra = rec["resprop"]["peak_MiB"] / out_mib - 1
+                add(f"peak memory above the output, {key} {mode}", extra, "<= 10%", extra <= 0.10)
+    for name, r in (fastest or {}).items():
+        add(f"{name} compiled / fastmath=True route (P=1000, L=200, one thread)", r["compiled_over_fastmath"],
+            "<= 1.5", r["compiled_over_fastmath"] <= 1.5)
     return t
 
 
@@ -269,33 +370,38 @@ def run(quick: bool = False, only: tuple[str, ...] = (), merge: Path | None = No
     rows = []
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
-        for P, L in SIZES:
-            for act in ACTIVATIONS:
-                if quick and act == "tanh" and P >= 1000 and L > 50:
-                    continue
-                key = f"{act}_P{P}_L{L}"
-                if only and not any(w in key for w in only):
-                    if key in earlier.get("results", {}):
-                        results[key] = earlier["results"][key] | {"measured_at": earlier.get("timestamp", "earlier")}
-                    continue
-                t0 = time.perf_counter()
-                cfg = run_config(P, L, act, tmp, quick)
-                results[key] = cfg
-                for mode, rec in cfg["modes"].items():
-                    f64 = rec.get("nt_f64")
-                    dev = (f64 or rec["nt_f32"])["deviation"]
-                    rows.append([f"{act} P={P} L={L} {mode}", rec["resprop"]["median_s"],
-                                 rec["nt_f32"]["median_s"], f64["median_s"] if f64 else "-",
-                                 f"{rec['ratio_nt_f32_over_resprop']:.1f}x",
-                                 f"{rec['ratio_nt_f64_over_resprop']:.1f}x" if f64 else "-",
-                                 f"{rec['resprop']['peak_MiB']:.0f}", f"{rec['nt_f32']['peak_MiB']:.0f}",
-                                 f"{max(d['offdiag'] for d in dev.values()):.1e}",
-                                 f"{max(d['diag'] for d in dev.values()):.1e}",
-                                 "-" if rec["resprop_over_limit"] is None else f"{rec['resprop_over_limit']:.1f}x"])
-                print(f"  {key}: {time.perf_counter() - t0:.0f} s", flush=True)
+        configs = [(P, L, act, False) for P, L in SIZES for act in ACTIVATIONS if not (act == "tanh" and P > 1000)]
+        configs += [(P, L, act, True) for P, L in UNEQUAL for act in ("erf", "relu", "gelu")]
+        for P, L, act, unequal in configs:
+            if quick and act == "tanh" and P >= 1000 and L > 50:
+                continue
+            key = f"{act}_P{P}_L{L}" + ("_unequal" if unequal else "")
+            if only and not any(w in key for w in only):
+                if key in earlier.get("results", {}):
+                    results[key] = earlier["results"][key] | {"measured_at": earlier.get("timestamp", "earlier")}
+                continue
+            t0 = time.perf_counter()
+            cfg = run_config(P, L, act, tmp, quick, unequal)
+            results[key] = cfg
+            for mode, rec in cfg["modes"].items():
+                f64 = rec.get("nt_f64")
+                dev = (f64 or rec["nt_f32"])["deviation"]
+                rows.append([f"{act} P={P} L={L}{' unequal' if unequal else ''} {mode}",
+                             rec["resprop"]["median_s"],
+                             rec["layered"]["median_s"] if "layered" in rec else "-",
+                             rec["numpy"]["median_s"] if "numpy" in rec else "-",
+                             rec["nt_f32"]["median_s"], f64["median_s"] if f64 else "-",
+                             f"{rec['ratio_nt_f32_over_resprop']:.1f}x",
+                             f"{rec['ratio_nt_f64_over_resprop']:.1f}x" if f64 else "-",
+                             f"{rec['resprop']['peak_MiB']:.0f}", f"{rec['nt_f32']['peak_MiB']:.0f}",
+                             f"{max(d['offdiag'] for d in dev.values()):.1e}",
+                             f"{max(d['diag'] for d in dev.values()):.1e}",
+                             "-" if rec["resprop_over_limit"] is None else f"{rec['resprop_over_limit']:.1f}x"])
+            print(f"  {key}: {time.perf_counter() - t0:.0f} s", flush=True)
         matched = earlier["tanh_matched_accuracy"] if (only and "tanh_matched_accuracy" in earlier) \
             else tanh_matched_accuracy(tmp)
-    C.print_table(["config", "resprop s", "NT f32 s", "NT f64 s", "NT32/resprop", "NT64/resprop",
+    fastest = earlier.get("fastest_route") if (only and "fastest_route" in earlier) else fastest_route()
+    C.print_table(["config", "resprop s", "layered s", "numpy s", "NT f32 s", "NT f64 s", "NT32/resprop", "NT64/resprop",
                    "resprop MiB", "NT32 MiB", "dev off", "dev diag", "resprop/limit"], rows)
     print("(medians of interleaved calls; dev: max |resprop - NT| / max |NT|, NT float64 where run, else float32;"
           " MiB: peak above baseline)")
@@ -305,7 +411,7 @@ def run(quick: bool = False, only: tuple[str, ...] = (), merge: Path | None = No
         print(f"  deg {deg}: NT {r['nt_f64_s']:.3g} s ({r['ratio_nt_over_resprop']:.1f}x resprop), "
               f"max dev off-diag {r['max_dev_offdiag']:.1e}, diag {r['max_dev_diag']:.1e}")
     try:
-        tg = targets(results)
+        tg = targets(results, fastest)
     except KeyError:  # a configuration of the targets was not run (--quick or --only without --merge)
         tg = {}
     for name, v in tg.items():
@@ -315,10 +421,10 @@ def run(quick: bool = False, only: tuple[str, ...] = (), merge: Path | None = No
         raise SystemExit("resprop and neural-tangents disagree: " + "; ".join(bad))
     return {"benchmark": "kernel_engine", "machine": info,
             "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="minutes"),
-            "params": {"sizes": SIZES, "activations": ACTIVATIONS, "rho": RHO, "sigma_w2": SW2, "sigma_b2": SB2,
+            "params": {"sizes": SIZES, "unequal": UNEQUAL, "routes": ROUTES, "activations": ACTIVATIONS, "rho": RHO, "sigma_w2": SW2, "sigma_b2": SB2,
                        "k0_diag": K0_DIAG, "d_in": D_IN, "repeats": REPEATS, "tanh_deg": TANH_DEG, "quick": quick,
                        "limit_ufuncs": LIMIT_UFUNCS},
-            "results": results, "tanh_matched_accuracy": matched, "targets": tg}
+            "results": results, "tanh_matched_accuracy": matched, "fastest_route": fastest, "targets": tg}
 
 
 def _pop_option(name: str) -> str | None:

@@ -137,6 +137,10 @@ def kernel_api_cases():
         for be in ("compiled", "numpy"):
             add(f"backend={be},{act},ntk", "ok", (), check=_matches(reference(X, act, ntk=True)), activation=act,
                 backend=be, ntk=True)
+    for label, value in [("1", 1), ("str", "no"), ("None", None)]:
+        add(f"collapse={label}", "error", ("collapse",), collapse=value)
+    Xs = X / np.linalg.norm(X, axis=1, keepdims=True)  # one norm: the collapse applies (P >= COLLAPSE_MIN_P only)
+    add("collapse=False,erf,ntk", "ok", (), check=_matches(reference(Xs, ntk=True)), X=Xs, collapse=False, ntk=True)
     add("backend=auto,sign", "ok", (), check=_matches(reference(X, "sign")), activation="sign(x)",
         backend="auto")
     # kernels written to disk (issue 24): out, dtype, tile, workers, scheduler

@@ -104,7 +104,7 @@ def _scaled(M: np.ndarray, log_scale: float) -> np.ndarray:
 def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scale=1.0, ntk: bool = False,
            readout: bool = False, progress: bool | None = None, out=None, dtype: str = "float64",
            tile: int | None = None, workers: int | None = None, scheduler: str | None = None,
-           backend: str = "auto"):
+           backend: str = "auto", collapse: bool = True):
     """The (P, P) NNGP K^(L) of the residual network for inputs X (P, d_in) after ``depth`` residual blocks; with
     ``ntk=True`` the tuple (NNGP, NTK); with ``readout=True`` the kernels of the dense readout
     y = W_out phi(h^(L)) + b_out instead (see the module docstring for the architecture).
@@ -139,6 +139,10 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
     ``backend``: "auto" (default: the fused compiled kernels of erf, ReLU and GELU where Numba is available, the
     NumPy kernels otherwise), "compiled" (ParameterError naming ``backend`` for an activation without compiled
     kernels) or "numpy" (the generated ufunc kernels, the reference).  Both agree to round-off.
+    ``collapse``: when the inputs' norms take at most 8 values and the network is deep enough to pay, the L-layer
+    map of a pair is built once as a certified piecewise Chebyshev interpolant (to 1e-13 of the largest entry,
+    exact at correlation +-1) and evaluated over the triangle (`depth_collapse`; not for ReLU, tabulated
+    activations or ``out``); False runs every layer for every pair.
     """
     if progress is None:
         import sys
@@ -149,6 +153,7 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
     sb = V.scalar("sigma_b2", sigma_b2, V.nonnegative)
     g = V.scalar("gamma", gamma, V.real)
     ntk = V.flag("ntk", ntk)
+    collapse = V.flag("collapse", collapse)
     readout = V.flag("readout", readout)
     lam = branch_scales(branch_scale, depth)
     from resprop.numeric.engine.inputs import check_inputs  # X: 2-D, real, finite; P x P results fit in memory
@@ -179,7 +184,7 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
     with np.errstate(all="ignore"):
         try:
             out = propagate(K0, K0.copy() if ntk else None, sequences, "ntk" if ntk else "nngp", rec,
-                            progress=bool(progress), in_place=True, tile=tile)
+                            progress=bool(progress), in_place=True, tile=tile, collapse=collapse)
         except V.ParameterError as exc:  # a tabulated expectation given an overflowed variance (parameter d, ...)
             if exc.parameter == "activation" or exc.parameter.split(",")[0].strip() in _RANGE_NAMES_TUPLE:
                 raise
