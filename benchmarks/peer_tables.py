@@ -70,38 +70,47 @@ def peers_torch_table(rec: dict, machine: dict) -> str:
 
 
 def kernel_engine_table(rec: dict, machine: dict) -> str:
-    """Markdown tables of bench_kernel_engine.py: per configuration the interleaved medians, speed-ups, peak
-    memory, deviation from neural-tangents and the distance to the elementwise limit; then the tanh
-    matched-accuracy runs and the issue-13 targets."""
-    head = ("| config | resprop f64 | NT f32 | NT f64 | NT f32 / resprop | NT f64 / resprop | peak MiB resprop / NT f32 "
-            "| max dev. off-diag. | (diag.) | resprop / elementwise limit |\n"
-            "|---|---|---|---|---|---|---|---|---|---|")
+    """Markdown tables of bench_kernel_engine.py: per configuration the interleaved medians of resprop's routes
+    (default: compiled kernels, depth collapsed where the norms allow; the compiled layers; the NumPy kernels) and
+    of neural-tangents, speed-ups, peak memory, deviation from neural-tangents and the distance to the elementwise
+    limit; then the tanh matched-accuracy runs, the distance to the fastmath=True route and the issue-25 targets."""
+    head = ("| config | inputs | resprop f64 | compiled layers | NumPy kernels | NT f32 | NT f64 | NT f32 / resprop "
+            "| NT f64 / resprop | peak MiB resprop / output / NT f32 | max dev. off-diag. | (diag.) |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for key, cfg in rec["results"].items():
-        act, P, L = key.split("_")
+        act, P, L = key.split("_")[:3]
         for mode, o in cfg["modes"].items():
             f64 = o.get("nt_f64")
             dev = (f64 or o["nt_f32"])["deviation"]
             n32 = len(o["nt_f32"]["times_s"])
-            lim = o.get("resprop_over_limit")
             rows.append("| " + " | ".join([
-                f"{act} P={P[1:]} L={L[1:]} {mode.upper()}", _s(o["resprop"]["median_s"]),
+                f"{act} P={P[1:]} L={L[1:]} {mode.upper()}", cfg.get("inputs", "equal norms"),
+                _s(o["resprop"]["median_s"]),
+                _s(o["layered"]["median_s"]) if "layered" in o else "–",
+                _s(o["numpy"]["median_s"]) if "numpy" in o else "–",
                 _s(o["nt_f32"]["median_s"]) + ("" if n32 >= 5 else f" ({n32} call{'s' if n32 > 1 else ''})"),
                 (_s(f64["median_s"]) + ("" if len(f64["times_s"]) >= 5 else f" ({len(f64['times_s'])} call)"))
                 if f64 else "not run",
                 f"{o['ratio_nt_f32_over_resprop']:.1f}×", f"{o['ratio_nt_f64_over_resprop']:.1f}×" if f64 else "–",
-                f"{o['resprop']['peak_MiB']:.0f} / {o['nt_f32']['peak_MiB']:.0f}",
-                f"{max(d['offdiag'] for d in dev.values()):.1e}", f"{max(d['diag'] for d in dev.values()):.1e}",
-                "–" if lim is None else f"{lim:.1f}×"]) + " |")
+                f"{o['resprop']['peak_MiB']:.0f} / {o['resprop'].get('output_MiB', float('nan')):.0f} / "
+                f"{o['nt_f32']['peak_MiB']:.0f}",
+                f"{max(d['offdiag'] for d in dev.values()):.1e}", f"{max(d['diag'] for d in dev.values()):.1e}"])
+                + " |")
     m = rec["tanh_matched_accuracy"]
     acc = "; ".join(f"deg {deg}: {_s(r['nt_f64_s'])} ({r['ratio_nt_over_resprop']:.0f}× resprop), max dev. "
                     f"{max(r['max_dev_offdiag'], r['max_dev_diag']):.1e}" for deg, r in m["degrees"].items())
+    fastest = "; ".join(f"{name}: {r['compiled_ns_per_element_layer']:.2f} vs {r['fastmath_ns_per_element_layer']:.2f}"
+                        f" ns per element-layer ({r['compiled_over_fastmath']:.2f}×)"
+                        for name, r in (rec.get("fastest_route") or {}).items())
     targets = "; ".join(f"{k}: {t['measured']:.3g} ({t['goal']}: {'met' if t['met'] else 'NOT met'})"
                         for k, t in rec.get("targets", {}).items())
     return "\n".join([_provenance(rec, machine), "", head, *rows, "",
                       f"tanh at matched accuracy (NT `ElementwiseNumerical` float64, P = {m['P']}, L = {m['depth']}, "
                       f"NNGP; resprop {_s(m['resprop_median_s'])}): {acc}.", "",
-                      f"Targets (issue 13): {targets or 'not evaluated (--quick)'}."])
+                      f"The compiled kernels against the same source compiled with `fastmath=True` (every fast-math "
+                      f"flag; one thread, a 64 × 1000 strip through 200 layers): {fastest or 'not run'}.", "",
+                      f"Targets (issue 25): {targets or 'not evaluated (--quick)'}."])
 
 
 RENDERERS = {"peers_nt": peers_nt_table, "kernel_engine": kernel_engine_table, "peers_torch": peers_torch_table}

@@ -118,6 +118,8 @@ class _Classifier:
         self.defs: dict[str, list[tuple[sp.Symbol, sp.Expr]]] = {"layer": [], "row": [], "col": [], "elem": []}
         self.hoisted: dict[sp.Expr, sp.Symbol] = {}
         self.counter = 0
+        self.exprs: dict[sp.Symbol, sp.Expr] = {}      # elementwise definitions, as lowered
+        self.reciprocal: dict[sp.Expr, sp.Symbol] = {}  # base -> a symbol defined as 1 / base
 
     def kind_of(self, e: sp.Expr) -> str:
         kinds = {self.kind[s] for s in e.free_symbols}
@@ -130,11 +132,38 @@ class _Classifier:
         return "layer"
 
     def add(self, sym: sp.Symbol, e: sp.Expr) -> None:
+        e = self.fewer_divisions(e)
         k = self.kind_of(e)
         if k == "elem":
             e = self.hoist(e)
+            self.exprs[sym] = e
         self.kind[sym] = k
         self.defs[k].append((sym, e))
+        if isinstance(e, sp.Pow) and e.exp == -1:
+            self.reciprocal.setdefault(e.base, sym)
+
+    def fewer_divisions(self, e: sp.Expr) -> sp.Expr:
+        """Divisions are the slowest vector operation: reuse a reciprocal already computed (1/r**2 -> x1**2 when
+        x1 = 1/r), and divide by a product of a row and a column value (R = s_a s_b) by multiplying with their
+        reciprocals, which are hoisted out of the pair loop.  The results differ from the divisions by an ulp."""
+        def split(base):
+            d = self.exprs.get(base) if isinstance(base, sp.Symbol) else None
+            if d is not None and isinstance(d, sp.Mul) and all(self.kind_of(f) in ("row", "col", "layer")
+                                                                 for f in d.args):
+                return d.args
+            return None
+
+        def better(x):
+            return isinstance(x, sp.Pow) and x.exp.is_Integer and x.exp < 0 and (
+                x.base in self.reciprocal or split(x.base) is not None)
+
+        def rewrite(x):
+            n = -int(x.exp)
+            if x.base in self.reciprocal:
+                return self.reciprocal[x.base] ** n
+            return sp.Mul(*[sp.Pow(f, -n) for f in split(x.base)])
+
+        return e.replace(better, rewrite)
 
     def _value(self, e: sp.Expr) -> sp.Expr:
         """A symbol holding the non-elementwise ``e`` (numbers and plain symbols are used as they are)."""

@@ -135,7 +135,13 @@ def _clip_covariances(res, args):
     names = res.argnames
     for k, i in enumerate(res.inputs):
         if i.parsed.kind == "covariance":
-            b = math.sqrt(args[names.index(i.parsed.var_a)]) * math.sqrt(args[names.index(i.parsed.var_b)])
+            va, vb = args[names.index(i.parsed.var_a)], args[names.index(i.parsed.var_b)]
+            b = math.sqrt(va) * math.sqrt(vb)
+            # the float product of the roots may exceed the exact bound by an ulp: the exact reference would then
+            # see a correlation above 1 (a complex arccos); step down to the largest float within it
+            with mpmath.workdps(60):
+                while b > 0 and mpmath.mpf(b) ** 2 > mpmath.mpf(va) * mpmath.mpf(vb):
+                    b = math.nextafter(b, 0.0)
             out[k] = min(max(args[k], -b), b)
     return out
 
