@@ -101,6 +101,12 @@ class CompiledSpec:
     col_used: list[str]
     row_symbol: str
     col_symbol: str
+    #: the rho-table callbacks used (in TABLE_CALLBACKS order) and the printed argument; empty for closed forms
+    table: list[str]
+    table_arg: str
+    #: the name of the lookup statement in ``elem`` and the statements before it
+    table_names: str = ""
+    elem_before_table: list[tuple[str, str]] | None = None
 
 
 class _Classifier:
@@ -203,19 +209,57 @@ class _Classifier:
         return e
 
 
+#: callbacks a compiled kernel evaluates itself, from per-layer rho tables (`dual_tables.DualTable`: piecewise
+#: polynomials in theta = arccos(rho)); both read the same interval
+TABLE_CALLBACKS = ("mean_phi_phi", "mean_dphi_dphi")
+
+
+def _table_calls(rec: Recursion) -> dict[str, sp.Expr]:
+    """callback name -> its argument, over the updates of ``rec`` (one argument per callback)."""
+    calls: dict[str, sp.Expr] = {}
+    for _, e in (*rec.definitions, *rec.state):
+        for f in e.atoms(sp.core.function.AppliedUndef):
+            name = type(f).__name__
+            if name in calls and calls[name] != f.args[0]:
+                raise ValueError(f"{rec.name}: {name} called with two arguments")
+            calls[name] = f.args[0]
+    return calls
+
+
 def compilable(rec: Recursion) -> bool:
-    """Pair recursions with one row and one column quantity and no callbacks (the closed-form pair kernels)."""
-    return not rec.callbacks and len(rec.rows) == 1 and len(rec.cols) == 1
+    """Pair recursions with one row and one column quantity, and no callbacks other than the rho tables of
+    TABLE_CALLBACKS, all at one argument (the closed-form and the tabulated pair kernels)."""
+    if len(rec.rows) != 1 or len(rec.cols) != 1:
+        return False
+    if not rec.callbacks:
+        return True
+    calls = _table_calls(rec)
+    return set(calls) <= set(TABLE_CALLBACKS) and len(set(calls.values())) == 1
 
 
 def compiled_spec(rec: Recursion) -> CompiledSpec:
     """Classify, hoist and print the scalar code of ``rec`` (see the module docstring)."""
     if not compilable(rec):
-        raise ValueError(f"{rec.name}: only pair recursions without callbacks are compiled")
+        raise ValueError(f"{rec.name}: only pair recursions without callbacks other than rho tables are compiled")
     cl = _Classifier(rec)
+    calls = _table_calls(rec)
+    table = [name for name in TABLE_CALLBACKS if name in calls]
+    values = {name: sp.Symbol(f"{name}_v", real=True) for name in table}
+    for v in values.values():
+        cl.kind[v] = "elem"
+    swap = {f: values[type(f).__name__] for _, e in (*rec.definitions, *rec.state)
+            for f in e.atoms(sp.core.function.AppliedUndef)}
     for sym, sub in rec.definitions:
-        cl.add(sym, sub)
-    replacements, reduced = sp.cse([u for _, u in rec.state], symbols=sp.numbered_symbols("x"), order="none")
+        cl.add(sym, sub.xreplace(swap))
+    table_arg = ""
+    if table:  # one table lookup per element and layer, after the definitions (its argument is one of them)
+        arg = next(iter(calls.values())).xreplace(swap)
+        if cl.kind_of(arg) != "elem":
+            raise ValueError(f"{rec.name}: the table argument {arg} is not elementwise")
+        table_arg = ScalarPrinter({"fully_qualified_modules": False}).doprint(cl.hoist(arg))
+        cl.defs["elem"].append((sp.Symbol("__table__"), sp.S.Zero))
+    replacements, reduced = sp.cse([u.xreplace(swap) for _, u in rec.state], symbols=sp.numbered_symbols("x"),
+                                   order="none")
     for sym, sub in replacements:
         cl.add(sym, sub)
     finals = []
@@ -227,7 +271,10 @@ def compiled_spec(rec: Recursion) -> CompiledSpec:
     # it is computed where its kind says and read below
     pr = ScalarPrinter({"fully_qualified_modules": False})
     elem_text = [(s.name, pr.doprint(e)) for s, e in cl.defs["elem"]]
-    used = " ".join(t for _, t in elem_text) + " " + " ".join(s.name for s in finals)
+    if table:  # the lookup's place among the statements (the template evaluates it in loops of its own)
+        names = ", ".join(f"{n}_v" for n in table)
+        elem_text = [(names, "") if n == "__table__" else (n, t) for n, t in elem_text]
+    used = " ".join(t for _, t in elem_text) + " " + " ".join(s.name for s in finals) + " " + table_arg
 
     def read(k):
         import re
@@ -242,4 +289,7 @@ def compiled_spec(rec: Recursion) -> CompiledSpec:
         col=[(s.name, pr.doprint(e)) for s, e in cl.defs["col"]],
         elem=elem_text, finals=[s.name for s in finals],
         layer_used=read("layer"), row_used=read("row"), col_used=read("col"),
-        row_symbol=rec.rows[0].name, col_symbol=rec.cols[0].name)
+        row_symbol=rec.rows[0].name, col_symbol=rec.cols[0].name, table=table, table_arg=table_arg,
+        table_names=", ".join(f"{n}_v" for n in table),
+        elem_before_table=elem_text[:[n for n, _ in elem_text].index(", ".join(f"{n}_v" for n in table))]
+        if table else [])

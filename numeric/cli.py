@@ -529,8 +529,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=".zarr/.npy: compute the tiles on an existing dask.distributed scheduler, e.g. "
                         "tcp://10.0.0.1:8786 (its workers must see the output directory; docs/scaling.md)")
     p.add_argument("--backend", default="auto", choices=("auto", "compiled", "numpy"),
-                   help="auto (default): the fused compiled kernels (Numba) for erf, relu and gelu, NumPy otherwise; "
-                        "compiled: refuse an activation without them; numpy: the generated ufunc kernels (the "
+                   help="auto (default): the fused compiled kernels (Numba) for erf, relu, gelu and, where the "
+                        "inputs share one norm, the tabulated activations; NumPy otherwise. compiled: refuse an "
+                        "activation without them (e.g. sin(x)); numpy: the generated ufunc kernels (the "
                         "reference). The results agree to round-off")
     p.set_defaults(func=cmd_kernel)
     p = sub.add_parser("predict",

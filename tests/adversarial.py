@@ -152,8 +152,8 @@ def kernel_cli_cases() -> list[Case]:
                               setup=_write_inputs, timeout=60.0))
     cases.append(Case("cli:kernel:ok", "ok", (), argv=_argv(["kernel", "--ntk"], base), setup=_write_inputs,
                       check=lambda out: "wrote" in out and "nngp, ntk" in out))
-    cases.append(Case("cli:kernel:backend=compiled,tanh", "error", ("backend",),
-                      argv=_argv(["kernel"], base | {"--activation": "tanh", "--backend": "compiled"}),
+    cases.append(Case("cli:kernel:backend=compiled,sin", "error", ("backend",),
+                      argv=_argv(["kernel"], base | {"--activation": "sin(x)", "--backend": "compiled"}),
                       setup=_write_inputs, timeout=60.0))
     cases.append(Case("cli:kernel:backend=numpy", "ok", (), argv=_argv(["kernel", "--ntk"], base | {"--backend": "numpy"}),
                       setup=_write_inputs, check=lambda out: "wrote" in out and "nngp, ntk" in out, timeout=60.0))

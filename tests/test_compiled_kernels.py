@@ -168,11 +168,30 @@ def test_backend_is_validated_and_auto_falls_back():
     with pytest.raises(ParameterError, match="backend"):
         resprop.kernel(X, "erf", 2, 1.0, 0.1, backend="fast")
     with pytest.raises(ParameterError, match="backend"):
-        resprop.kernel(X, "tanh", 2, 1.0, 0.1, backend="compiled")
+        resprop.kernel(X, "sin(x)", 2, 1.0, 0.1, backend="compiled")  # closed form generated at run time
     assert RK.recursions("erf", "auto").backend == "compiled"
     assert RK.recursions("Max(x, 0)", "auto").backend == "compiled"  # the closed-form ReLU
-    assert RK.recursions("tanh", "auto").backend == "numpy"
-    assert RK.recursions("sin(x)", "auto").backend == "numpy"  # closed form generated at run time
+    assert RK.recursions("tanh", "auto").backend == "compiled"  # tables: where a layer's norms are equal
+    assert RK.recursions("sin(x)", "auto").backend == "numpy"
+    # unequal norms: tanh's layers take the general path, on the NumPy kernels whatever the backend
     a = resprop.kernel(X, "tanh", 2, 1.0, 0.1, backend="auto")
     b = resprop.kernel(X, "tanh", 2, 1.0, 0.1, backend="numpy")
     assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("act", ["tanh", "x*exp(-x**2/2)"])
+@pytest.mark.parametrize("ntk", [False, True])
+def test_tabulated_activations_on_the_compiled_tables(act, ntk):
+    """Equal norms: one rho table per layer, read by the compiled kernel (its own arccosine and interval lookup)
+    instead of the NumPy callbacks; the same tables, so the two agree to round-off."""
+    X = _inputs(11, 80, 6, 0.0)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    rec = RK.recursions(act, "compiled")
+    K0 = X @ X.T + 0.05
+    seq = (np.ones(12), np.full(12, 0.2), np.full(12, 0.01))
+    sched = RK.Schedule(np.diagonal(K0).copy(), None, seq, "nngp", rec, 64)
+    assert all(b.prepared is not None for b in sched.blocks())  # the compiled tables are used
+    a = resprop.kernel(X, act, 12, 1.0, 0.05, branch_scale=math.sqrt(0.2), ntk=ntk, backend="compiled")
+    b = resprop.kernel(X, act, 12, 1.0, 0.05, branch_scale=math.sqrt(0.2), ntk=ntk, backend="numpy")
+    for x, y in zip(a if ntk else (a,), b if ntk else (b,)):
+        assert _max_rel(x, y) <= 1e-14

@@ -136,9 +136,10 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
     results).  Returns the output's path then.  ``tile`` without ``out`` cuts the in-memory run into square
     tiles of that side instead of its default strips (the same result to round-off).
 
-    ``backend``: "auto" (default: the fused compiled kernels of erf, ReLU and GELU where Numba is available, the
-    NumPy kernels otherwise), "compiled" (ParameterError naming ``backend`` for an activation without compiled
-    kernels) or "numpy" (the generated ufunc kernels, the reference).  Both agree to round-off.
+    ``backend``: "auto" (default: the fused compiled kernels where Numba is available -- erf, ReLU, GELU, and the
+    tabulated activations where a layer's inputs share one norm -- the NumPy kernels otherwise), "compiled"
+    (ParameterError naming ``backend`` for an activation without compiled kernels, e.g. a closed form generated at
+    run time such as sin(x)) or "numpy" (the generated ufunc kernels, the reference).  Both agree to round-off.
     ``collapse``: when the inputs' norms take at most 8 values and the network is deep enough to pay, the L-layer
     map of a pair is built once as a certified piecewise Chebyshev interpolant (to 1e-13 of the largest entry,
     exact at correlation +-1) and evaluated over the triangle (`depth_collapse`; not for ReLU, tabulated

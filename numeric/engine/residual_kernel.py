@@ -128,7 +128,9 @@ def recursions(activation: str, backend: str = "auto") -> ActivationRecursions:
 
     ``backend``: "numpy" (the generated ufunc kernels), "compiled" (the fused Numba kernels of
     `resprop.generated.residual_compiled`; ParameterError when the activation has none or Numba is missing) or
-    "auto" (compiled where available, NumPy otherwise).  The two agree to round-off (tests/test_compiled_kernels.py).
+    "auto" (compiled where available, NumPy otherwise).  A tabulated activation runs compiled in the blocks whose
+    layers each have one rho table (equal norms, tables uniform in theta) and on the NumPy kernels elsewhere (the
+    general path).  The two agree to round-off (tests/test_compiled_kernels.py).
     """
     if backend not in BACKENDS:
         from resprop.numeric.engine.validation import ParameterError
@@ -137,18 +139,20 @@ def recursions(activation: str, backend: str = "auto") -> ActivationRecursions:
     rec = _recursions(activation)
     if backend == "numpy":
         return rec
-    comp = compiled_module() if rec.expr is None and rec.name in closed_form_names() and \
-        rec.pair["nngp"] is getattr(gen, f"{rec.name}_nngp") else None
+    closed = rec.expr is None and rec.name in closed_form_names() and rec.pair["nngp"] is getattr(gen, f"{rec.name}_nngp")
+    tabulated = rec.expr is not None and rec.pair["nngp"] is gen.tabulated_nngp  # tables compiled where norms are equal
+    comp = compiled_module() if closed or tabulated else None
     if comp is None:
         if backend == "compiled":
             from resprop.numeric.engine.validation import ParameterError
 
             why = "Numba cannot be imported" if compiled_module() is None else \
-                f"compiled kernels exist for {', '.join(closed_form_names())} (and what reduces to them)"
+                (f"compiled kernels exist for {', '.join(closed_form_names())} (and what reduces to them) and for "
+                 "the tabulated activations (tanh, silu, ...), not for closed forms generated at run time")
             raise ParameterError("backend", f"no compiled kernel for activation {activation!r}: {why}; use "
                                             "backend='auto' or 'numpy'")
         return rec
-    return dataclasses.replace(rec, compiled=_compiled_functions(comp, rec.name))
+    return dataclasses.replace(rec, compiled=_compiled_functions(comp, "tabulated" if tabulated else rec.name))
 
 
 @cache
@@ -250,6 +254,30 @@ class _Tables:
         else:  # the tails need E[phi^2], E[phi'^2]: the diagonal recursion has just computed them
             data = self.dt.general_data(self.expr, values, RTOL, cache=False, moments=known)
         return data, np.searchsorted(data.values, d)
+
+    def packed_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The rho tables of all layers as arrays for the compiled kernels (`resprop.generated.residual_compiled`:
+        coefficients of E[phi phi] and E[phi' phi'], (L, intervals + 1, degree + 1) padded with zeros, and per
+        layer the interval count, scale, eps, pi + eps and s0), or None when a layer has none (unequal norms, the
+        general path; or a table of piecewise_duals)."""
+        from resprop.numeric.engine.dual_tables import DualTable
+
+        tabs = [obj for obj, index in self.layers]
+        if not tabs or any(index is not None for _, index in self.layers) or \
+                not all(type(t) is DualTable and t.eps == 0 for t in tabs):
+            return None
+        n_int = max(t.n_intervals for t in tabs)
+        deg = tabs[0].degree
+        if any(t.degree != deg for t in tabs):
+            return None
+        tf = np.zeros((len(tabs), n_int + 1, deg + 1))
+        tg = np.zeros_like(tf)
+        meta = np.empty((len(tabs), 5))
+        for l, t in enumerate(tabs):
+            tf[l, :t.n_intervals + 1] = np.stack(t._cf, axis=1)
+            tg[l, :t.n_intervals + 1] = np.stack(t._cg, axis=1)
+            meta[l] = (t.n_intervals, t._scale, t.eps, t._pe, t._s0)
+        return tf, tg, meta
 
     def for_tile(self, r0: int, r1: int, c0: int, c1: int, want_dphi: bool = True) -> dict[str, Callable]:
         """The callbacks of the tile of rows r0:r1, columns c0:c1; ``want_dphi``: the recursion also calls
@@ -485,7 +513,12 @@ class Schedule:
                     srow = srow[:nb] if srow is not None else None
             prepared = None
             if self.rec.compiled is not None:
-                prepared = self.rec.compiled[self.mode][0](rows, gb, wb, sb)
+                if built is None:
+                    prepared = self.rec.compiled[self.mode][0](rows, gb, wb, sb)
+                else:  # a tabulated activation: compiled when every layer of the block has one rho table
+                    packed = built.packed_tables()
+                    if packed is not None:
+                        prepared = self.rec.compiled[self.mode][0](rows, gb, wb, sb, *packed)
             log_K, log_S = self.log_K, self.log_S
             self.d, self.sd = d_next, sd_next
             cK = cS = 1.0
