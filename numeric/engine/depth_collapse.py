@@ -63,8 +63,9 @@ class Collapsed:
     left ends ``left`` (the right end is the next left end; 1 for the last), half-widths ``half`` and Chebyshev
     coefficients ``coef[f, piece, :]`` of the functions f = K (0), and A, B (1, 2) for the second state; a piece is
     found through ``cell_piece`` (the piece of each cell of a uniform grid of [-1, 1]); ``ends[f, p]`` the layered
-    values at u = -1 and u = 1, returned as they are there.  ``classes[a]`` the class of input a, ``pair[ca, cb]`` = p, ``inv_root[a]`` =
-    1 / sqrt(q_class(a)); ``diagonal``/``second_diagonal``: the final diagonal of each class."""
+    values at u = -1 and u = 1, returned as they are there.  ``classes[a]`` the class of input a, ``pair[ca, cb]``
+    = p, ``inv_root[a]`` = 1 / sqrt(q_class(a)); ``diagonal``/``second_diagonal``: the final diagonal of each
+    class."""
 
     classes: np.ndarray
     values: np.ndarray
@@ -155,7 +156,7 @@ def _sample(reps, pairs, xs: list[np.ndarray], two: bool, sequences, mode: str, 
     M = size // m
     K0 = np.zeros((size, size))
     K0[np.arange(size), np.arange(size)] = np.repeat(reps, M)
-    S0 = K0.copy() if two else None
+    S0 = K0.copy()
     for (i, j), u in zip(pairs, xs):
         rr, cc = where[(i, j)]
         x = u * math.sqrt(reps[i] * reps[j])
@@ -165,23 +166,24 @@ def _sample(reps, pairs, xs: list[np.ndarray], two: bool, sequences, mode: str, 
             K0[rr[k:], cc[k:]] = x
             S0[rr[:k], cc[:k]] = 0.0   # B: the map of Theta^(0) = 0
             S0[rr[k:], cc[k:]] = 1.0   # A + B
-    out = RK.propagate(K0, S0, sequences, mode, rec, collapse=False)
+    out = RK.propagate(K0, S0 if two else None, sequences, mode, rec, collapse=False)
     if out.log_scale_K != 0.0 or out.log_scale_second != 0.0:
         return None
+    second = out.second if out.second is not None else np.zeros((0, 0))
     vals = []
     for (i, j), u in zip(pairs, xs):
         rr, cc = where[(i, j)]
         k = u.size
         fK = out.K[rr[:k], cc[:k]]
         if two:
-            B = out.second[rr[:k], cc[:k]]
-            vals.append(np.stack([fK, out.second[rr[k:], cc[k:]] - B, B]))
+            B = second[rr[:k], cc[:k]]
+            vals.append(np.stack([fK, second[rr[k:], cc[k:]] - B, B]))
         else:
             vals.append(fK[None])
     if not all(np.all(np.isfinite(v)) for v in vals):
         return None
     diag = out.K[np.arange(0, size, M), np.arange(0, size, M)]
-    sdiag = out.second[np.arange(0, size, M), np.arange(0, size, M)] if two else None
+    sdiag = second[np.arange(0, size, M), np.arange(0, size, M)] if two else None
     return vals, diag, sdiag
 
 

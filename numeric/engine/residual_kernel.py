@@ -139,8 +139,9 @@ def recursions(activation: str, backend: str = "auto") -> ActivationRecursions:
     rec = _recursions(activation)
     if backend == "numpy":
         return rec
-    closed = rec.expr is None and rec.name in closed_form_names() and rec.pair["nngp"] is getattr(gen, f"{rec.name}_nngp")
-    tabulated = rec.expr is not None and rec.pair["nngp"] is gen.tabulated_nngp  # tables compiled where norms are equal
+    closed = rec.expr is None and rec.name in closed_form_names() and \
+        rec.pair["nngp"] is getattr(gen, f"{rec.name}_nngp")
+    tabulated = rec.expr is not None and rec.pair["nngp"] is gen.tabulated_nngp  # compiled where a layer has a table
     comp = compiled_module() if closed or tabulated else None
     if comp is None:
         if backend == "compiled":
