@@ -67,7 +67,8 @@ def _reference(theory, name):
 def _mp_value(theory, res, args):
     with mpmath.workdps(50):
         try:
-            v = _reference(theory, res.name)(*[mpmath.mpf(float(a)) for a in args])
+            v = _reference(theory, res.name)(*[a if isinstance(a, mpmath.mpf) else mpmath.mpf(float(a))
+                                               for a in args])
         except (ZeroDivisionError, ValueError, OverflowError):
             return None
         if isinstance(v, mpmath.mpc):  # a last-digit imaginary part from a root of a rounded 0 is real 0
@@ -137,12 +138,10 @@ def _clip_covariances(res, args):
         if i.parsed.kind == "covariance":
             va, vb = args[names.index(i.parsed.var_a)], args[names.index(i.parsed.var_b)]
             b = math.sqrt(va) * math.sqrt(vb)
-            # the float product of the roots may exceed the exact bound by an ulp: the exact reference would then
-            # see a correlation above 1 (a complex arccos); step down to the largest float within it
-            with mpmath.workdps(60):
-                while b > 0 and mpmath.mpf(b) ** 2 > mpmath.mpf(va) * mpmath.mpf(vb):
-                    b = math.nextafter(b, 0.0)
-            out[k] = min(max(args[k], -b), b)
+            if abs(args[k]) >= b:  # the kernel clips the correlation to +-1: the reference takes the exact bound
+                # (the float product of the roots may exceed it by an ulp: a correlation above 1, a complex arccos)
+                with mpmath.workdps(60):
+                    out[k] = mpmath.sqrt(mpmath.mpf(va) * mpmath.mpf(vb)) * (1 if args[k] > 0 else -1)
     return out
 
 
