@@ -94,6 +94,11 @@ def input_kernel(X, sigma_w2, sigma_b2) -> np.ndarray:
     return K0
 
 
+def _all_finite(M: np.ndarray, rows: int = 256) -> bool:
+    """np.all(np.isfinite(M)) a block of rows at a time (no P x P temporary: the output stays the peak)."""
+    return all(bool(np.isfinite(M[i:i + rows]).all()) for i in range(0, M.shape[0], rows))
+
+
 def _scaled(M: np.ndarray, log_scale: float) -> np.ndarray:
     """M exp(log_scale), in place (M is the engine's own output)."""
     if log_scale != 0.0:
@@ -169,7 +174,7 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
         return _kernel_on_disk(X, activation, depth, sw, sb, g, lam, ntk, readout, progress, out, dtype, tile,
                                workers, scheduler, branch_scale, _backend(backend))
     K0 = input_kernel(X, sw, sb)
-    if not np.all(np.isfinite(K0)):
+    if not _all_finite(K0):
         raise V.ParameterError("X, sigma_w2", "K^(0) = sigma_w2 X X^T / d_in + sigma_b2 is not finite in float64")
     if np.any(np.diagonal(K0) <= 0):
         raise V.ParameterError("X", "every input needs K^(0)_aa > 0 (a zero input with sigma_b2 = 0 has no "
@@ -197,7 +202,7 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
             assert out.second is not None
             results.append(_scaled(out.second, out.log_scale_second))
     for name, value in zip(("NNGP", "NTK"), results):
-        if not np.all(np.isfinite(value)):
+        if not _all_finite(value):
             raise V.ParameterError(_RANGE_NAMES, f"the {name} is not finite in float64 for these values (overflow); "
                                                  "use values of moderate size")
     return tuple(results) if ntk else results[0]

@@ -52,6 +52,11 @@ MODES = ("nngp", "ntk", "response")
 STRIP = 65536
 #: bytes of per-layer diagonals kept at once (sets the block of layers)
 DIAGONAL_BYTES = 32 * 2**20
+#: a block's per-layer data (about LAYER_ARRAYS float64 arrays of P per layer) stays within BLOCK_SHARE of the
+#: output (P^2 float64), and a block has at least MIN_BLOCK layers (each block costs ~0.3 ms of Python)
+BLOCK_SHARE = 0.05
+LAYER_ARRAYS = 6
+MIN_BLOCK = 16
 #: upper-triangle elements below which one thread is used
 THREAD_MIN = 20_000
 #: diagonals within this relative spread count as equal (one dual-kernel table per layer)
@@ -549,6 +554,9 @@ def default_block(K0_diagonal: np.ndarray, L: int, mode: str, rec: ActivationRec
     activations and the response (rescaled between blocks); the general path's data within GENERAL_BYTES."""
     P = K0_diagonal.size
     block = max(1, min(L, DIAGONAL_BYTES // (8 * P * 3)))
+    # the per-layer data of a block (diagonals, the compiled kernels' row and column values, tables) within
+    # BLOCK_SHARE of the P x P output, so that the peak stays near the output; at least MIN_BLOCK layers
+    block = min(block, max(MIN_BLOCK, int(BLOCK_SHARE * P * P / (P * LAYER_ARRAYS))))
     if rec.name in HOMOGENEOUS or mode == "response":
         block = min(block, HOMOGENEOUS_BLOCK)
     if rec.expr is not None and not _equal_diagonal(K0_diagonal):
