@@ -27,6 +27,7 @@ such as ``"1/sqrt(L)"`` (Stable ResNet).  The recursions are the generated ones
 """
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -100,9 +101,14 @@ def _all_finite(M: np.ndarray, rows: int = 256) -> bool:
 
 
 def _scaled(M: np.ndarray, log_scale: float) -> np.ndarray:
-    """M exp(log_scale), in place (M is the engine's own output)."""
+    """M exp(log_scale), in place (M is the engine's own output).  The engine's scales are powers of two
+    (log_scale = k ln 2): then M 2^k by ldexp, exact, so that the result overflows exactly when its value does."""
     if log_scale != 0.0:
-        M *= np.exp(log_scale)
+        k = round(log_scale / math.log(2.0))
+        if k * math.log(2.0) == log_scale:
+            np.ldexp(M, k, out=M)
+        else:
+            M *= np.exp(log_scale)
     return M
 
 

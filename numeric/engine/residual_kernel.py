@@ -133,9 +133,9 @@ def recursions(activation: str, backend: str = "auto") -> ActivationRecursions:
 
     ``backend``: "numpy" (the generated ufunc kernels), "compiled" (the fused Numba kernels of
     `resprop.generated.residual_compiled`; ParameterError when the activation has none or Numba is missing) or
-    "auto" (compiled where available, NumPy otherwise).  A tabulated activation runs compiled in the blocks whose
-    layers each have one rho table (equal norms, tables uniform in theta) and on the NumPy kernels elsewhere (the
-    general path).  The two agree to round-off (tests/test_compiled_kernels.py).
+    "auto" (compiled where available, NumPy otherwise).  A tabulated activation runs compiled where every input of
+    a layer has the same norm (one rho table per layer, `_Tables.packed_tables`) and on the NumPy kernels
+    otherwise (the general path).  The two agree to round-off (tests/test_compiled_kernels.py).
     """
     if backend not in BACKENDS:
         from resprop.numeric.engine.validation import ParameterError
@@ -270,7 +270,7 @@ class _Tables:
 
         tabs = [obj for obj, index in self.layers]
         if not tabs or any(index is not None for _, index in self.layers) or \
-                not all(type(t) is DualTable and t.eps == 0 for t in tabs):
+                not all(type(t) is DualTable for t in tabs):
             return None
         n_int = max(t.n_intervals for t in tabs)
         deg = tabs[0].degree
@@ -478,6 +478,10 @@ class Schedule:
         self.d = np.asarray(d0, dtype=float).copy()
         self.sd = None if sd0 is None else np.asarray(sd0, dtype=float).copy()
         self.log_K = self.log_S = 0.0
+        #: the scales are powers of four, 2^exp2 (log_K = exp2_K ln 2): dividing by them is exact, and so is the
+        #: square root of the ReLU's separable form, so the rescaled recursion rounds exactly like the unscaled one
+        #: and the block size changes nothing; `kernel._scaled` multiplies back with ldexp (exact as well)
+        self.exp2_K = self.exp2_S = 0
         self.homogeneous = rec.name in HOMOGENEOUS
 
     def blocks(self):
@@ -530,23 +534,33 @@ class Schedule:
             cK = cS = 1.0
             if stop < L:  # rescale between blocks (homogeneous activations; the linear response always)
                 if self.homogeneous:
-                    c = float(np.max(np.abs(self.d)))
-                    if c > 0 and np.isfinite(c):
+                    k = _power_of_four(float(np.max(np.abs(self.d))))
+                    if k:
+                        c = math.ldexp(1.0, k)
                         self.d = self.d / c
-                        self.log_K += math.log(c)
+                        self.exp2_K += k
                         cK = c
                         if self.mode == "ntk":
                             self.sd = self.sd / c
-                            self.log_S += math.log(c)
+                            self.exp2_S += k
                             cS = c
                 if self.mode == "response":
-                    c = float(np.max(np.abs(self.sd)))
-                    if c > 0 and np.isfinite(c):
+                    k = _power_of_four(float(np.max(np.abs(self.sd))))
+                    if k:
+                        c = math.ldexp(1.0, k)
                         self.sd = self.sd / c
-                        self.log_S += math.log(c)
+                        self.exp2_S += k
                         cS = c
+                self.log_K, self.log_S = self.exp2_K * math.log(2.0), self.exp2_S * math.log(2.0)
             yield Block(start, stop, rows, srow, gb, wb, sb, built, cK, cS, log_K, log_S, d_next, sd_next, prepared)
             start = stop
+
+
+def _power_of_four(c: float) -> int:
+    """The even exponent k with 2^k nearest c (a power of four), 0 when c is 0 or not finite."""
+    if not (c > 0 and math.isfinite(c)):
+        return 0
+    return 2 * round(math.log2(c) / 2)
 
 
 def default_block(K0_diagonal: np.ndarray, L: int, mode: str, rec: ActivationRecursions) -> int:

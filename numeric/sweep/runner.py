@@ -556,10 +556,23 @@ def _run_locked(spec_: Spec, pub: Publication, parts: Path, scheduler, workers, 
             for f in futures:
                 if not f.done():
                     f.cancel()
-            if client is not None:
-                client.close()
-            if cluster is not None:
-                cluster.close()
+            # a run stopped by Ctrl-C / SIGTERM or an error: Dask's own warnings about the tasks cancelled during
+            # the shutdown are not for the user (the one line resprop prints says what happened)
+            failing = sys.exc_info()[0]
+            dask_log = logging.getLogger("distributed")
+            level = dask_log.level
+            if failing is not None:
+                dask_log.setLevel(logging.CRITICAL)
+            try:
+                if client is not None:
+                    client.close()
+                if cluster is not None:
+                    cluster.close()
+            finally:
+                # after an interrupt the process is on its way out and Dask's threads may still log while they
+                # stop: leave them quiet then; after an error, restore the level
+                if failing is None or not issubclass(failing, KeyboardInterrupt):
+                    dask_log.setLevel(level)
 
     chunks = {c: _read_part(parts, c, spec_) for c in range(spec_.n_chunks)}
     missing = [c for c, v in chunks.items() if v is None]
