@@ -185,12 +185,14 @@ def _check_inside(theory, res, args):
     # relative error 1e-9, or an absolute one of 1e-11 on the scale of the inputs where the value cancels to ~0
     # (e.g. E[relu(u)^2 relu(v)^2] at correlation -1 is 3 pi - pi - 2 pi = 0 times K_aa K_bb)
     scale = max(1.0, *(abs(a) for a in args)) ** 2
-    rel = 1e-9
+    rel, absolute = 1e-9, 1e-11 * scale
     if _near_unit_correlation(res, args):
         # arccos has a square-root singularity at correlation +-1: an ulp of the correlation the kernel computes
-        # moves arccos(c) by sqrt(2 ulp) ~ 2e-8, a conditioning no float64 evaluation avoids
+        # moves arccos(c) by sqrt(2 ulp) ~ 2e-8, a conditioning no float64 evaluation avoids (relative to the
+        # value, or to the inputs' scale where the value cancels to ~0 at c = -1)
         rel = 4 * math.sqrt(2 * np.finfo(float).eps)
-    assert float(got) == pytest.approx(ref, rel=rel, abs=1e-11 * scale), (res.name, args, float(got), ref)
+        absolute = rel * scale
+    assert float(got) == pytest.approx(ref, rel=rel, abs=absolute), (res.name, args, float(got), ref)
 
 
 def _near_unit_correlation(res, args) -> bool:
