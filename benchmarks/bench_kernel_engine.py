@@ -252,7 +252,7 @@ def check_agreement(results: dict) -> list[str]:
             if "nt_f64" not in rec:
                 tol = 1e-3  # float32 only: its round-off
             for k, d in nt["deviation"].items():
-                diag_tol = RELU_NTK_DIAG_RTOL if (act == "relu" and k == "ntk") else tol
+                diag_tol = max(RELU_NTK_DIAG_RTOL, tol) if (act == "relu" and k == "ntk") else tol
                 if d["offdiag"] > tol or d["diag"] > diag_tol:
                     bad.append(f"{key} {mode} {k}: off {d['offdiag']:.1e}, diag {d['diag']:.1e}")
     return bad
