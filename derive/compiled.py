@@ -69,7 +69,6 @@ class ScalarPrinter(PythonCodePrinter):
 
     def _print_Pow(self, expr, rational=False):
         base, ex = expr.args
-        b = self.parenthesize(base, 100)  # always parenthesised: (x)
         b = f"({self._print(base)})"
         if ex == sp.S.Half:
             return f"math.sqrt(max({self._print(base)}, 0.0))"
