@@ -114,3 +114,35 @@ def test_chebyshev_pieces_reproduce_a_known_function():
     c = DC.chebyshev_coefficients(np.exp(u)[None])
     x = np.linspace(-1, 1, 101)
     assert np.max(np.abs(DC._clenshaw(c, x)[0] - np.exp(x))) <= 1e-15 * np.e
+
+
+def test_times_u_is_chebyshev_multiplication_by_the_variable():
+    from numpy.polynomial import chebyshev as C
+
+    c = np.random.default_rng(5).standard_normal((3, 9))
+    assert np.max(np.abs(DC.times_u(c) - np.stack([C.chebmulx(r) for r in c]))) <= 1e-15
+
+
+@pytest.mark.parametrize("act", ["erf", "gelu"])
+@pytest.mark.parametrize("radii", [(1.0,), (0.5, 1.0, 2.0)], ids=["one-norm", "three-norms"])
+def test_ntk_from_the_input_kernel_is_one_series(act, radii, monkeypatch):
+    """Theta^(0) = K^(0) passed as the same array (what resprop.kernel does): Theta^(L) = G(u) by one series
+    (`with_theta_from_k`) against A(u) Theta^(0) + B(u) and against the layers, duplicates and antipodes
+    included."""
+    monkeypatch.setattr(RK, "COLLAPSE_MIN_P", 2)
+    X = _sphere(300, 20, 2, radii)
+    X[1] = X[0]
+    X[4] = -X[len(radii) + 1]
+    K0 = X @ X.T / X.shape[1]
+    seq = (np.ones(64), np.full(64, 0.09), np.zeros(64))
+    rec = RK.recursions(act)
+    A = K0.copy()
+    direct = RK.propagate(A, A, seq, "ntk", rec, collapse=True)
+    affine = RK.propagate(K0.copy(), K0.copy(), seq, "ntk", rec, collapse=True)
+    layered = RK.propagate(K0.copy(), K0.copy(), seq, "ntk", rec, collapse=False)
+    assert direct.second is not A  # a new array for Theta
+    assert _max_rel(direct.K, affine.K) == 0.0  # K's series padded with a zero coefficient: the same bits
+    assert _max_rel(direct.second, affine.second) <= 1e-14
+    assert _max_rel(direct.second, layered.second) <= DC.RTOL
+    for i, j in ((0, 1), (4, len(radii) + 1)):
+        assert abs(direct.second[i, j] - layered.second[i, j]) <= 1e-14 * abs(layered.second[i, j])

@@ -27,7 +27,7 @@ the build would cost more than ``BUILD_SHARE`` of the layered run; and it is not
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numba
 import numpy as np
@@ -81,6 +81,8 @@ class Collapsed:
     second_diagonal: np.ndarray | None
     two: bool
     estimate: float
+    #: coef[1] is Theta^(L) itself (`with_theta_from_k`), not A with B in coef[2]
+    direct: bool = False
 
     @property
     def pieces(self) -> int:
@@ -303,14 +305,24 @@ def build(d0: np.ndarray, sd0: np.ndarray | None, sequences, mode: str, rec, rto
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
-def _evaluate_tile(K, S, r0, c0, classes, inv_root, pair, cell_piece, left, half, coef, ends, two):
+def _evaluate_tile(K, S, r0, r1, c0, c1, classes, inv_root, pair, cell_piece, left, half, coef, ends, two, single,
+                   direct):
     """Replace K (and S) on a tile by the collapsed maps, in place: u = K / sqrt(q_a q_b) clipped into [-1, 1],
     its piece from the uniform cell grid, K <- F(u), S <- A(u) S + B(u) by Clenshaw's recurrence, over blocks of JB
-    columns whose elements are grouped by piece (each group runs with its coefficients as scalars)."""
-    h, n = K.shape
+    columns whose elements are grouped by piece (each group runs with its coefficients as scalars).  ``single``:
+    one class and one piece (equal norms, a smooth map), so that a block needs no piece lookup or grouping (the
+    same operations per element).  ``direct``: coef[1] is Theta^(L) itself (S is only
+    written), else S <- A(u) S + B(u).
+
+    K and S are the whole matrices; the tile is rows r0:r1, columns c0:c1 of the upper triangle.  Column blocks
+    are the outer loop: once a block is done for every row of the tile, its transpose is copied below the
+    diagonal while it is still in cache (tiles write disjoint parts of the lower triangle that no tile reads).
+    Returns whether every copied value (the tile's elements above the diagonal) is finite."""
+    finite = True
     nf = coef.shape[0]
     cells = cell_piece.shape[1]
     y = np.empty(JB)
+    u = np.empty(JB)
     piece = np.empty(JB, dtype=np.int64)
     b1 = np.empty(JB)
     b2 = np.empty(JB)
@@ -319,29 +331,41 @@ def _evaluate_tile(K, S, r0, c0, classes, inv_root, pair, cell_piece, left, half
     out = np.empty(JB)
     order = np.empty(JB, dtype=np.int64)
     count = np.empty(coef.shape[1] + 1, dtype=np.int64)
-    for i in range(h):
-        a = r0 + i
-        ca = classes[a]
-        ra = inv_root[a]
-        for j0 in range(0, n, JB):
-            m = min(JB, n - j0)
+    for j0 in range(c0, c1, JB):
+        m = min(JB, c1 - j0)
+        for i in range(r0, r1):
+            a = i
+            ca = classes[a]
+            ra = inv_root[a]
+            if single:
+                lo = left[0]
+                hw = half[0]
+                for t in range(m):
+                    u[t] = K[i, j0 + t] * ra * inv_root[j0 + t]
+                    y[t] = min(max((min(max(u[t], -1.0), 1.0) - lo) / hw - 1.0, -1.0), 1.0)
+                for f in range(nf):
+                    _clenshaw_run(coef[f, 0], y[:m], b1, b2, res[f, :m])
+                _ends(res, u, classes, pair, ca, ends, j0, 0, m, nf)
+                _store(K, S, res, i, j0, m, two, direct)
+                continue
             pmin = coef.shape[1]
             pmax = -1
             for t in range(m):
-                b = c0 + j0 + t
+                b = j0 + t
                 p = pair[ca, classes[b]]
-                u = min(max(K[i, j0 + t] * ra * inv_root[b], -1.0), 1.0)
-                cell = min(int((u + 1.0) * (0.5 * cells)), cells - 1)
+                u[t] = K[i, j0 + t] * ra * inv_root[b]
+                uc = min(max(u[t], -1.0), 1.0)
+                cell = min(int((uc + 1.0) * (0.5 * cells)), cells - 1)
                 pc = cell_piece[p, cell]
                 piece[t] = pc
                 pmin = min(pmin, pc)
                 pmax = max(pmax, pc)
-                y[t] = min(max((u - left[pc]) / half[pc] - 1.0, -1.0), 1.0)
-            if pmin == pmax:  # one piece (the common case): no grouping
+                y[t] = min(max((uc - left[pc]) / half[pc] - 1.0, -1.0), 1.0)
+            if pmin == pmax:  # one piece in the block: no grouping
                 for f in range(nf):
                     _clenshaw_run(coef[f, pmin], y[:m], b1, b2, res[f, :m])
-                    _ends(res, K, ra, inv_root, classes, pair, ca, ends, i, j0, c0, m, nf)
-                _store(K, S, res, i, j0, m, two)
+                _ends(res, u, classes, pair, ca, ends, j0, 0, m, nf)
+                _store(K, S, res, i, j0, m, two, direct)
                 continue
             # the block's elements grouped by piece (a counting sort: few distinct pieces), so that each group
             # runs with its coefficients as scalars of the vectorised loop
@@ -369,51 +393,129 @@ def _evaluate_tile(K, S, r0, c0, classes, inv_root, pair, cell_piece, left, half
                     for t in range(g0, g1):
                         res[f, order[t]] = out[t]
                 g0 = g1
-            _ends(res, K, ra, inv_root, classes, pair, ca, ends, i, j0, c0, m, nf)
-            _store(K, S, res, i, j0, m, two)
+            _ends(res, u, classes, pair, ca, ends, j0, 0, m, nf)
+            _store(K, S, res, i, j0, m, two, direct)
+        for j in range(j0, j0 + m):  # the block's transpose below the diagonal
+            top = min(r1, j)
+            for i in range(r0, top):
+                v = K[i, j]
+                K[j, i] = v
+                if not (v - v == 0.0):
+                    finite = False
+            if two:
+                for i in range(r0, top):
+                    v = S[i, j]
+                    S[j, i] = v
+                    if not (v - v == 0.0):
+                        finite = False
+    return finite
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
 def _clenshaw_run(cf, y, b1, b2, out):
-    """out[t] = sum_k cf[k] T_k(y[t]) (Clenshaw), vectorised over t; b1, b2: work arrays of at least len(y)."""
+    """out[t] = sum_k cf[k] T_k(y[t]) (Clenshaw), vectorised over t; b1, b2: work arrays of at least len(y).  The
+    recurrence is unrolled four steps at a time (b1, b2 stay in registers for four steps; the same operations)."""
     n = y.shape[0]
     N = cf.shape[0]
     for t in range(n):
         b1[t] = 0.0
         b2[t] = 0.0
-    for k in range(N - 1, 0, -1):
+    k = N - 1
+    while k >= 4:
+        c1 = cf[k]
+        c2 = cf[k - 1]
+        c3 = cf[k - 2]
+        c4 = cf[k - 3]
+        for t in range(n):
+            yt = y[t]
+            p1 = b1[t]
+            p2 = b2[t]
+            q1 = c1 + 2.0 * yt * p1 - p2
+            q2 = c2 + 2.0 * yt * q1 - p1
+            q3 = c3 + 2.0 * yt * q2 - q1
+            b1[t] = c4 + 2.0 * yt * q3 - q2
+            b2[t] = q3
+        k -= 4
+    while k >= 1:
         ck = cf[k]
         for t in range(n):
             b0 = ck + 2.0 * y[t] * b1[t] - b2[t]
             b2[t] = b1[t]
             b1[t] = b0
+        k -= 1
     c0 = cf[0]
     for t in range(n):
         out[t] = c0 + y[t] * b1[t] - b2[t]
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
-def _ends(res, K, ra, inv_root, classes, pair, ca, ends, i, j0, c0, m, nf):
+def _ends(res, u, classes, pair, ca, ends, j0, c0, m, nf):
     """Elements at u = -1 or 1 (antipodal or duplicate inputs) take the layered values there, not the sum."""
     for t in range(m):
-        b = c0 + j0 + t
-        u = K[i, j0 + t] * ra * inv_root[b]
-        if u >= 1.0 or u <= -1.0:
-            p = pair[ca, classes[b]]
-            e = 1 if u >= 1.0 else 0
+        if u[t] >= 1.0 or u[t] <= -1.0:
+            p = pair[ca, classes[c0 + j0 + t]]
+            e = 1 if u[t] >= 1.0 else 0
             for f in range(nf):
                 res[f, t] = ends[f, p, e]
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
-def _store(K, S, res, i, j0, m, two):
+def _store(K, S, res, i, j0, m, two, direct):
     for t in range(m):
         K[i, j0 + t] = res[0, t]
     if two:
-        for t in range(m):
-            S[i, j0 + t] = res[1, t] * S[i, j0 + t] + res[2, t]
+        if direct:
+            for t in range(m):
+                S[i, j0 + t] = res[1, t]
+        else:
+            for t in range(m):
+                S[i, j0 + t] = res[1, t] * S[i, j0 + t] + res[2, t]
 
 
-def evaluate_tile(col: Collapsed, K: np.ndarray, S: np.ndarray | None, r0: int, c0: int) -> None:
-    _evaluate_tile(K, S if col.two else np.zeros((1, 1)), r0, c0, col.classes, col.inv_root, col.pair,
-                   col.cell_piece, col.left, col.half, col.coef, col.ends, col.two)
+def evaluate_tile(col: Collapsed, K: np.ndarray, S: np.ndarray | None, r0: int, r1: int, c0: int, c1: int) -> bool:
+    """The tile rows r0:r1, columns c0:c1 of the (whole) matrices K and S replaced by the collapsed maps, in place,
+    and copied below the diagonal (S is only written when ``col.direct``); True when every value copied is
+    finite."""
+    single = col.pair.shape[0] == 1 and col.left.size == 1
+    return bool(_evaluate_tile(K, S if col.two else np.zeros((1, 1)), r0, r1, c0, c1, col.classes, col.inv_root,
+                               col.pair, col.cell_piece, col.left, col.half, col.coef, col.ends, col.two, single,
+                               col.direct))
+
+
+def times_u(c: np.ndarray) -> np.ndarray:
+    """Chebyshev coefficients of y f(y) from those of f (last axis, N -> N + 1): y T_0 = T_1 and
+    y T_k = (T_{k+1} + T_{k-1}) / 2."""
+    N = c.shape[-1]
+    d = np.zeros(c.shape[:-1] + (N + 1,))
+    d[..., 1:N + 1] += 0.5 * c
+    d[..., 1] += 0.5 * c[..., 0]
+    d[..., 0:N - 1] += 0.5 * c[..., 1:N]
+    return d
+
+
+def with_theta_from_k(col: Collapsed) -> Collapsed:
+    """The maps for Theta^(0) = K^(0) (the NTK from the input kernel): Theta^(L) = A(u) x + B(u), x = u
+    sqrt(q_a q_b), is one function G(u) per pair of classes.  On a piece u = centre + half y, so G's Chebyshev
+    coefficients there are sqrt(q_a q_b) (centre a_k + half (y A)_k) + b_k (`times_u`), one degree more than A's:
+    the evaluation sums two series per element instead of three.  Exact algebra on the certified pieces (the
+    error of G is at most |x| times that of A plus that of B); the ends are A(+-1) (+-sqrt(q_a q_b)) + B(+-1)."""
+    if not col.two or col.direct:
+        return col
+    n_pairs = col.starts.size - 1
+    s = np.empty(n_pairs)
+    for p in range(n_pairs):
+        i, j = np.argwhere(col.pair == p)[0]
+        s[p] = math.sqrt(col.values[i] * col.values[j])
+    s_piece = np.repeat(s, np.diff(col.starts))
+    centre = col.left + col.half
+    A, B = col.coef[1], col.coef[2]
+    N = A.shape[-1]
+    G = s_piece[:, None] * (centre[:, None] * np.pad(A, ((0, 0), (0, 1))) + col.half[:, None] * times_u(A))
+    G[:, :N] += B
+    coef = np.zeros((2, G.shape[0], N + 1))
+    coef[0, :, :N] = col.coef[0]  # a leading zero coefficient: Clenshaw gives the same bits
+    coef[1] = G
+    ends = np.empty((2,) + col.ends.shape[1:])
+    ends[0] = col.ends[0]
+    ends[1] = col.ends[1] * (s[:, None] * np.array([-1.0, 1.0])) + col.ends[2]
+    return replace(col, coef=np.ascontiguousarray(coef), ends=np.ascontiguousarray(ends), direct=True)

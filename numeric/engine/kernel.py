@@ -95,6 +95,32 @@ def input_kernel(X, sigma_w2, sigma_b2) -> np.ndarray:
     return K0
 
 
+def _input_kernel_upper(X: np.ndarray, sigma_w2: float, sigma_b2: float) -> np.ndarray:
+    """K^(0) of `input_kernel` with only its upper triangle (diagonal included) computed, by BLAS syrk
+    (sigma_w2 / d_in X X^T + sigma_b2: half the products of X X^T and no pass over P x P values besides the fill);
+    below the diagonal it holds sigma_b2.  For the engine, which reads the upper triangle only and mirrors its
+    results.  The same values as `input_kernel` to round-off (sigma_w2 / d_in is applied to the dot product)."""
+    from scipy.linalg import blas
+
+    P, d = X.shape
+    K0 = np.full((P, P), float(sigma_b2))
+    # K0.T is Fortran-ordered: syrk's "lower" triangle of it is K0's upper triangle; trans=1 on X.T gives X X^T
+    done = blas.dsyrk(float(sigma_w2) / d, np.asarray(X, dtype=np.float64).T, beta=1.0, c=K0.T, trans=1, lower=1,
+                      overwrite_c=1)
+    if not np.shares_memory(done, K0):  # pragma: no cover - a BLAS wrapper that copied: take its result
+        K0 = np.ascontiguousarray(done.T)
+    return K0
+
+
+def _bounded(X: np.ndarray, sigma_w2: float, sigma_b2: float, limit: float = 1e300) -> bool:
+    """True when every |K^(0)_ab| <= sigma_w2 |x_a| |x_b| / d_in + sigma_b2 (Cauchy-Schwarz) is far below the float64
+    range, so that K^(0) is finite without looking at its P x P values."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        norms2 = np.einsum("ij,ij->i", X, X)
+        bound = float(sigma_w2) / X.shape[1] * float(np.max(norms2)) + float(sigma_b2)
+    return bool(np.isfinite(bound) and bound < limit)
+
+
 def _all_finite(M: np.ndarray, rows: int = 256) -> bool:
     """np.all(np.isfinite(M)) a block of rows at a time (no P x P temporary: the output stays the peak)."""
     return all(bool(np.isfinite(M[i:i + rows]).all()) for i in range(0, M.shape[0], rows))
@@ -179,8 +205,8 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
     if on_disk:
         return _kernel_on_disk(X, activation, depth, sw, sb, g, lam, ntk, readout, progress, out, dtype, tile,
                                workers, scheduler, branch_scale, _backend(backend))
-    K0 = input_kernel(X, sw, sb)
-    if not _all_finite(K0):
+    K0 = _input_kernel_upper(X, sw, sb)  # upper triangle only: the engine mirrors its results
+    if not (_bounded(X, sw, sb) or _all_finite(K0)):
         raise V.ParameterError("X, sigma_w2", "K^(0) = sigma_w2 X X^T / d_in + sigma_b2 is not finite in float64")
     if np.any(np.diagonal(K0) <= 0):
         raise V.ParameterError("X", "every input needs K^(0)_aa > 0 (a zero input with sigma_b2 = 0 has no "
@@ -191,11 +217,15 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
 
         check_activation(rec.expr).require_finite_dphi()
     if depth == 0 and not readout:
+        from resprop.numeric.engine.mirror import mirror_tile
+
+        mirror_tile(K0, 0, K0.shape[0], 0, K0.shape[0])
         return (K0, K0.copy()) if ntk else K0
     sequences = _sequences(depth, g, lam, sw, sb, readout)
     with np.errstate(all="ignore"):
         try:
-            out = propagate(K0, K0.copy() if ntk else None, sequences, "ntk" if ntk else "nngp", rec,
+            # Theta^(0) = K^(0) passed as K0 itself: the engine copies it only where it needs to
+            out = propagate(K0, K0 if ntk else None, sequences, "ntk" if ntk else "nngp", rec,
                             progress=bool(progress), in_place=True, tile=tile, collapse=collapse)
         except V.ParameterError as exc:  # a tabulated expectation given an overflowed variance (parameter d, ...)
             if exc.parameter == "activation" or exc.parameter.split(",")[0].strip() in _RANGE_NAMES_TUPLE:
@@ -207,8 +237,10 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
         if ntk:
             assert out.second is not None
             results.append(_scaled(out.second, out.log_scale_second))
+    checked = (out.finite is True and out.log_scale_K == 0.0
+               and (not ntk or out.log_scale_second == 0.0))  # the engine checked while mirroring
     for name, value in zip(("NNGP", "NTK"), results):
-        if not _all_finite(value):
+        if not checked and not _all_finite(value):
             raise V.ParameterError(_RANGE_NAMES, f"the {name} is not finite in float64 for these values (overflow); "
                                                  "use values of moderate size")
     return tuple(results) if ntk else results[0]

@@ -410,6 +410,8 @@ class Propagated:
     log_scale_K: float
     log_scale_second: float
     layers: list | None = None
+    #: True when every entry of the arrays is known to be finite (checked while mirroring), None when unchecked
+    finite: bool | None = None
 
 
 #: a tile of the upper triangle: rows r0:r1, columns c0:c1 (c0 >= r0; a tile with c0 == r0 holds the diagonal
@@ -653,13 +655,18 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
     not for ReLU or the response); False always runs the layers."""
     L, P = len(sequences[0]), K0.shape[0]
     two = mode != "nngp"
+    # second0 given as K0 itself (the NTK's Theta^(0) = K^(0)): the state gets its own array only where it is
+    # needed (the depth collapse writes Theta^(L) = A Theta^(0) + B straight into a new one)
+    same = two and second0 is K0
     if collapse and not record_layers and P >= COLLAPSE_MIN_P:
         from resprop.numeric.engine import depth_collapse
 
         col = depth_collapse.build(np.diagonal(K0).copy(), np.diagonal(second0).copy() if two else None,
                                    sequences, mode, rec)
         if col is not None:
-            return _collapsed(col, K0, second0, P, two, in_place, strip, tile, progress)
+            return _collapsed(col, K0, second0, P, two, in_place, strip, tile, progress, same)
+    if same:
+        second0 = K0.copy()
     if block is None:
         block = default_block(np.diagonal(K0), L, mode, rec)
     tiles = band_tiles(P, strip) if tile is None else tile_grid(P, tile)
@@ -716,49 +723,69 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
                         np.fill_diagonal(Sl, (blk.srow[l + 1] if l + 1 < nb else blk.sd_after)
                                          * math.exp(blk.log_S))
                     layers.append((Kl, Sl))
+        finite = _mirror_tiles(K_out, S_out if two else None, tiles, pool)
     finally:
         if pool:
             pool.shutdown()
         if bar is not None:
             bar.close()
         blas.__exit__(None, None, None)
-    _mirror(K_out, tiles)
     np.fill_diagonal(K_out, schedule.d)
+    finite = finite and bool(np.isfinite(schedule.d).all())
     if two:
-        _mirror(S_out, tiles)
         np.fill_diagonal(S_out, schedule.sd)
-    return Propagated(K_out, S_out, schedule.log_K, schedule.log_S, layers)
+        finite = finite and bool(np.isfinite(schedule.sd).all())
+    return Propagated(K_out, S_out, schedule.log_K, schedule.log_S, layers, finite)
+
+
+def _mirror_tiles(K: np.ndarray, S: np.ndarray | None, tiles: list[Tile], pool: ThreadPoolExecutor | None) -> bool:
+    """Every tile's transpose below the diagonal (`mirror.mirror_tile`, on the pool's threads: tiles write disjoint
+    parts that no tile reads); True when every value above the diagonal is finite."""
+    from resprop.numeric.engine.mirror import mirror_tile
+
+    def one(t: Tile) -> bool:
+        ok = mirror_tile(K, *t)
+        return (mirror_tile(S, *t) if S is not None else True) and ok
+
+    return all(list(pool.map(one, tiles) if pool is not None else map(one, tiles)))
 
 
 def _collapsed(col, K0: np.ndarray, second0: Any, P: int, two: bool, in_place: bool, strip: int,
-               tile: int | None, progress: bool) -> Propagated:
-    """`propagate` through the collapsed maps of `depth_collapse` (tile by tile, in place or on copies)."""
-    from resprop.numeric.engine.depth_collapse import evaluate_tile
+               tile: int | None, progress: bool, same: bool = False) -> Propagated:
+    """`propagate` through the collapsed maps of `depth_collapse` (tile by tile, in place or on copies);
+    ``same``: second0 is K0 (Theta^(0) = K^(0)): Theta^(L) is evaluated as one function of u into a new array."""
+    from resprop.numeric.engine.depth_collapse import evaluate_tile, with_theta_from_k
 
     K_out = K0 if in_place else np.array(K0, dtype=float)
-    S_out = (second0 if in_place else np.array(second0, dtype=float)) if two else None
+    if same:  # Theta^(L) = G(u), one series (`with_theta_from_k`), written into a new array
+        col = with_theta_from_k(col)
+        S_out = np.empty((P, P))
+    else:
+        S_out = (second0 if in_place else np.array(second0, dtype=float)) if two else None
     tiles = band_tiles(P, strip) if tile is None else tile_grid(P, tile)
     n_workers = min(workers(), len(tiles)) if P * (P - 1) // 2 >= THREAD_MIN else 1
     bar = _progress_bar(len(tiles), unit="tile") if progress else None
 
-    def work(t: Tile) -> None:
+    def work(t: Tile) -> bool:
         r0, r1, c0, c1 = t
-        evaluate_tile(col, K_out[r0:r1, c0:c1], S_out[r0:r1, c0:c1] if S_out is not None else None, r0, c0)
+        return evaluate_tile(col, K_out, S_out, r0, r1, c0, c1)  # mirrored below the diagonal as it goes
 
+    finite = True
     try:
         with ThreadPoolExecutor(n_workers) if n_workers > 1 else contextlib.nullcontext() as pool:
-            for _ in (pool.map(work, tiles) if pool is not None else map(work, tiles)):
+            for ok in (pool.map(work, tiles) if pool is not None else map(work, tiles)):
+                finite = finite and ok
                 if bar is not None:
                     bar.update(1)
     finally:
         if bar is not None:
             bar.close()
-    _mirror(K_out, tiles)
     np.fill_diagonal(K_out, col.diagonal[col.classes])
+    finite = finite and bool(np.isfinite(col.diagonal).all())
     if S_out is not None:
-        _mirror(S_out, tiles)
         np.fill_diagonal(S_out, col.second_diagonal[col.classes])
-    return Propagated(K_out, S_out, 0.0, 0.0, None)
+        finite = finite and bool(np.isfinite(col.second_diagonal).all())
+    return Propagated(K_out, S_out, 0.0, 0.0, None, finite)
 
 
 class _StripRecorder:
@@ -819,18 +846,11 @@ def _store(view: np.ndarray, result: np.ndarray) -> None:
 
 
 def _mirror(M: np.ndarray, tiles: list[Tile]) -> None:
-    """Make M symmetric in place from its upper-triangle tiles: the lower triangle of each diagonal block and the
-    transposes of the blocks above the diagonal."""
-    for r0, r1, c0, c1 in tiles:
-        if c0 == r0:
-            e = min(c1, r1)
-            square = M[r0:e, r0:e]
-            il = np.tril_indices(e - r0, -1)
-            square[il] = square.T[il]
-            if c1 > r1:
-                M[r1:c1, r0:r1] = M[r0:r1, r1:c1].T
-        else:
-            M[c0:c1, r0:r1] = M[r0:r1, c0:c1].T
+    """Make M symmetric in place from its upper-triangle tiles (`mirror.mirror_tile` per tile)."""
+    from resprop.numeric.engine.mirror import mirror_tile
+
+    for t in tiles:
+        mirror_tile(M, *t)
 
 
 __all__ = ["propagate", "recursions", "closed_form_names", "ActivationRecursions", "Propagated", "MODES", "strips",
