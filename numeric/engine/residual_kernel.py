@@ -218,11 +218,13 @@ class _Tables:
     element's value depends only on the element and its layer's diagonal, not on the strips, blocks or threads.
 
     The per-layer data is built for the layers of ``diag`` in order (``pool``: a few layers at a time in
-    parallel) until it holds more than ``budget`` bytes; ``n_layers`` says how many were built, and the caller
-    runs only those layers in this block."""
+    parallel) until it holds more than ``budget`` bytes of general-path data or ``table_budget`` bytes of rho
+    tables (counted twice: the compiled kernels take a packed copy); ``n_layers`` says how many were built, and the
+    caller runs only those layers in this block."""
 
     def __init__(self, expr: sp.Expr, diag: np.ndarray, pool: ThreadPoolExecutor | None = None, step: int = 1,
-                 budget: int | None = None, moments: _DiagonalMoments | None = None) -> None:
+                 budget: int | None = None, moments: _DiagonalMoments | None = None,
+                 table_budget: int | None = None) -> None:
         self.dt = _duals_module(expr)  # dual_tables, or piecewise_duals (same interface) for abs, sign, floor, ...
         self.expr = expr
         self.known = moments
@@ -233,7 +235,9 @@ class _Tables:
         if self.dt.__name__.endswith(".dual_tables"):  # the anchors of the interpolated tables, each built once
             equal = [float(np.mean(d)) for d in diag if _equal_diagonal(d)]
             table_family.prepare(expr, equal, RTOL, pool)
-        while n < L and (n == 0 or nbytes <= budget):
+        table_budget = 1 << 62 if table_budget is None else table_budget
+        tbytes = 0
+        while n < L and (n == 0 or (nbytes <= budget and tbytes <= table_budget)):
             batch = range(n, min(L, n + step))
             built = (list(pool.map(lambda l: self._layer(l, diag[l]), batch)) if pool
                      else [self._layer(l, diag[l]) for l in batch])
@@ -241,6 +245,8 @@ class _Tables:
                 self.layers.append(entry)
                 if entry[1] is not None:
                     nbytes += entry[0].nbytes + entry[1].nbytes
+                elif hasattr(entry[0], "_cf"):  # a rho table, and its packed copy for the compiled kernels
+                    tbytes += 2 * sum(a.nbytes for a in (*entry[0]._cf, *entry[0]._cg))
             n += len(batch)
         self.n_layers = len(self.layers)
 
@@ -515,8 +521,9 @@ class Schedule:
             built = None
             if self.rec.expr is not None:
                 built = _Tables(self.rec.expr, rows, self.pool, self.n_workers, moments=known,
-                                budget=1 << 62 if forced else None)
-                if built.n_layers < stop - start:  # the general path's data filled the budget
+                                budget=1 << 62 if forced else None,
+                                table_budget=1 << 62 if forced else int(BLOCK_SHARE * 8 * P * P))
+                if built.n_layers < stop - start:  # the general data or the tables filled their budget
                     nb = built.n_layers
                     stop = start + nb
                     d_next = rows[nb].copy()
@@ -555,6 +562,8 @@ class Schedule:
                         cS = c
                 self.log_K, self.log_S = self.exp2_K * math.log(2.0), self.exp2_S * math.log(2.0)
             yield Block(start, stop, rows, srow, gb, wb, sb, built, cK, cS, log_K, log_S, d_next, sd_next, prepared)
+            # release this block's per-layer data before the next block's is built (one block alive at a time)
+            del rows, srow, keep, built, prepared
             start = stop
 
 
@@ -723,6 +732,7 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
                         np.fill_diagonal(Sl, (blk.srow[l + 1] if l + 1 < nb else blk.sd_after)
                                          * math.exp(blk.log_S))
                     layers.append((Kl, Sl))
+            del blk, work  # this block's data is freed before the next one is built
         finite = _mirror_tiles(K_out, S_out if two else None, tiles, pool)
     finally:
         if pool:
