@@ -306,3 +306,54 @@ def test_an_existing_scheduler_computes_the_same_store(tmp_path):
         assert np.array_equal(a, b)
     for a, b in zip(_read(many), _read(one)):
         _close(a, b, "blocks vs one block")
+
+
+def _sphere_x(P: int, seed: int, radii=(1.0,)) -> np.ndarray:
+    X = np.random.default_rng(seed).standard_normal((P, 12))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    return X * np.asarray(radii)[np.arange(P) % len(radii)][:, None] * np.sqrt(12)
+
+
+@pytest.mark.parametrize("radii", [(1.0,), (0.7, 1.3)], ids=["one-norm", "two-norms"])
+@pytest.mark.parametrize("ntk", [False, True])
+def test_depth_collapsed_store_equals_memory_and_the_layers(tmp_path, radii, ntk, monkeypatch):
+    """Inputs of few norms at depth >= MIN_LAYERS: the store runs the collapsed maps tile by tile (one pass, no
+    scratch) and agrees with the in-memory kernel (collapsed too) and with the layered run to 1e-13."""
+    from resprop.numeric.engine import depth_collapse
+
+    monkeypatch.setattr(depth_collapse, "BUILD_SHARE", 1.0)  # let it pay at this small P
+    X = _sphere_x(300, 3, radii)
+    X[5] = X[0]  # a duplicate: u = 1
+    used = []
+    real = KS._collapsed_run
+    monkeypatch.setattr(KS, "_collapsed_run", lambda net: used.append(real(net)) or used[-1])
+    path = resprop.kernel(X, "erf", 40, SW, SB, branch_scale=0.3, ntk=ntk, out=tmp_path / "K.zarr", tile=128)
+    assert used and used[0] is not None, "the store did not collapse the depth"
+    got = _read(path)
+    mem = resprop.kernel(X, "erf", 40, SW, SB, branch_scale=0.3, ntk=ntk)
+    lay = resprop.kernel(X, "erf", 40, SW, SB, branch_scale=0.3, ntk=ntk, collapse=False)
+    mem = mem if ntk else (mem,)
+    lay = lay if ntk else (lay,)
+    assert len(got) == len(mem)
+    for a, m, ly in zip(got, mem, lay):
+        assert np.array_equal(a, a.T)
+        _close(a, m, "store vs memory")
+        _close(a, ly, "store vs layers")
+    layered = resprop.kernel(X, "erf", 40, SW, SB, branch_scale=0.3, ntk=ntk, out=tmp_path / "L.zarr", tile=128,
+                             collapse=False)
+    for a, b in zip(got, _read(layered)):
+        _close(a, b, "collapsed store vs layered store")
+
+
+def test_depth_collapsed_store_on_dask_is_bit_identical(tmp_path, monkeypatch):
+    pytest.importorskip("dask.distributed")
+    from resprop.numeric.engine import depth_collapse
+
+    monkeypatch.setattr(depth_collapse, "BUILD_SHARE", 1.0)
+    X = _sphere_x(300, 4)
+    one = resprop.kernel(X, "gelu", 40, SW, SB, branch_scale=0.3, ntk=True, out=tmp_path / "one.zarr", tile=100)
+    two = resprop.kernel(X, "gelu", 40, SW, SB, branch_scale=0.3, ntk=True, out=tmp_path / "two.zarr", tile=100,
+                         workers=2)
+    assert zarr.open_group(str(one), mode="r").attrs["resprop"]["network"]["activation"] == "gelu"
+    for a, b in zip(_read(one), _read(two)):
+        assert np.array_equal(a, b)

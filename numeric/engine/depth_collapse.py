@@ -305,8 +305,8 @@ def build(d0: np.ndarray, sd0: np.ndarray | None, sequences, mode: str, rec, rto
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
-def _evaluate_tile(K, S, r0, r1, c0, c1, classes, inv_root, pair, cell_piece, left, half, coef, ends, two, single,
-                   direct):
+def _evaluate_tile(K, S, r0, r1, c0, c1, o_r, o_c, mirror, classes, inv_root, pair, cell_piece, left, half, coef,
+                   ends, two, single, direct):
     """Replace K (and S) on a tile by the collapsed maps, in place: u = K / sqrt(q_a q_b) clipped into [-1, 1],
     its piece from the uniform cell grid, K <- F(u), S <- A(u) S + B(u) by Clenshaw's recurrence, over blocks of JB
     columns whose elements are grouped by piece (each group runs with its coefficients as scalars).  ``single``:
@@ -314,10 +314,12 @@ def _evaluate_tile(K, S, r0, r1, c0, c1, classes, inv_root, pair, cell_piece, le
     same operations per element).  ``direct``: coef[1] is Theta^(L) itself (S is only
     written), else S <- A(u) S + B(u).
 
-    K and S are the whole matrices; the tile is rows r0:r1, columns c0:c1 of the upper triangle.  Column blocks
-    are the outer loop: once a block is done for every row of the tile, its transpose is copied below the
-    diagonal while it is still in cache (tiles write disjoint parts of the lower triangle that no tile reads).
-    Returns whether every copied value (the tile's elements above the diagonal) is finite."""
+    The tile is rows r0:r1, columns c0:c1 of the upper triangle; K and S hold the element (i, j) at
+    [i - o_r, j - o_c] (the whole matrices: o_r = o_c = 0; a tile's own array: its corner).  Column blocks are the
+    outer loop; with ``mirror`` (whole matrices), once a block is done for every row of the tile its transpose is
+    copied below the diagonal while it is still in cache (tiles write disjoint parts of the lower triangle that
+    no tile reads).  Returns whether every value above the diagonal is finite (checked while mirroring; True
+    without ``mirror``)."""
     finite = True
     nf = coef.shape[0]
     cells = cell_piece.shape[1]
@@ -341,19 +343,19 @@ def _evaluate_tile(K, S, r0, r1, c0, c1, classes, inv_root, pair, cell_piece, le
                 lo = left[0]
                 hw = half[0]
                 for t in range(m):
-                    u[t] = K[i, j0 + t] * ra * inv_root[j0 + t]
+                    u[t] = K[i - o_r, j0 + t - o_c] * ra * inv_root[j0 + t]
                     y[t] = min(max((min(max(u[t], -1.0), 1.0) - lo) / hw - 1.0, -1.0), 1.0)
                 for f in range(nf):
                     _clenshaw_run(coef[f, 0], y[:m], b1, b2, res[f, :m])
                 _ends(res, u, classes, pair, ca, ends, j0, 0, m, nf)
-                _store(K, S, res, i, j0, m, two, direct)
+                _store(K, S, res, i - o_r, j0 - o_c, m, two, direct)
                 continue
             pmin = coef.shape[1]
             pmax = -1
             for t in range(m):
                 b = j0 + t
                 p = pair[ca, classes[b]]
-                u[t] = K[i, j0 + t] * ra * inv_root[b]
+                u[t] = K[i - o_r, j0 + t - o_c] * ra * inv_root[b]
                 uc = min(max(u[t], -1.0), 1.0)
                 cell = min(int((uc + 1.0) * (0.5 * cells)), cells - 1)
                 pc = cell_piece[p, cell]
@@ -365,7 +367,7 @@ def _evaluate_tile(K, S, r0, r1, c0, c1, classes, inv_root, pair, cell_piece, le
                 for f in range(nf):
                     _clenshaw_run(coef[f, pmin], y[:m], b1, b2, res[f, :m])
                 _ends(res, u, classes, pair, ca, ends, j0, 0, m, nf)
-                _store(K, S, res, i, j0, m, two, direct)
+                _store(K, S, res, i - o_r, j0 - o_c, m, two, direct)
                 continue
             # the block's elements grouped by piece (a counting sort: few distinct pieces), so that each group
             # runs with its coefficients as scalars of the vectorised loop
@@ -394,7 +396,9 @@ def _evaluate_tile(K, S, r0, r1, c0, c1, classes, inv_root, pair, cell_piece, le
                         res[f, order[t]] = out[t]
                 g0 = g1
             _ends(res, u, classes, pair, ca, ends, j0, 0, m, nf)
-            _store(K, S, res, i, j0, m, two, direct)
+            _store(K, S, res, i - o_r, j0 - o_c, m, two, direct)
+        if not mirror:
+            continue
         for j in range(j0, j0 + m):  # the block's transpose below the diagonal
             top = min(r1, j)
             for i in range(r0, top):
@@ -472,14 +476,17 @@ def _store(K, S, res, i, j0, m, two, direct):
                 S[i, j0 + t] = res[1, t] * S[i, j0 + t] + res[2, t]
 
 
-def evaluate_tile(col: Collapsed, K: np.ndarray, S: np.ndarray | None, r0: int, r1: int, c0: int, c1: int) -> bool:
-    """The tile rows r0:r1, columns c0:c1 of the (whole) matrices K and S replaced by the collapsed maps, in place,
-    and copied below the diagonal (S is only written when ``col.direct``); True when every value copied is
-    finite."""
+def evaluate_tile(col: Collapsed, K: np.ndarray, S: np.ndarray | None, r0: int, r1: int, c0: int, c1: int,
+                  whole: bool = True) -> bool:
+    """The tile rows r0:r1, columns c0:c1 replaced by the collapsed maps, in place (S is only written when
+    ``col.direct``).  ``whole``: K and S are the whole matrices, and the tile is copied below the diagonal as it
+    goes (True when every copied value is finite); else they are the tile's own (r1 - r0, c1 - c0) arrays (the
+    caller mirrors and checks)."""
     single = col.pair.shape[0] == 1 and col.left.size == 1
-    return bool(_evaluate_tile(K, S if col.two else np.zeros((1, 1)), r0, r1, c0, c1, col.classes, col.inv_root,
-                               col.pair, col.cell_piece, col.left, col.half, col.coef, col.ends, col.two, single,
-                               col.direct))
+    o_r, o_c = (0, 0) if whole else (r0, c0)
+    return bool(_evaluate_tile(K, S if col.two else np.zeros((1, 1)), r0, r1, c0, c1, o_r, o_c, whole, col.classes,
+                               col.inv_root, col.pair, col.cell_piece, col.left, col.half, col.coef, col.ends,
+                               col.two, single, col.direct))
 
 
 def times_u(c: np.ndarray) -> np.ndarray:

@@ -179,8 +179,8 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
     run time such as sin(x)) or "numpy" (the generated ufunc kernels, the reference).  Both agree to round-off.
     ``collapse``: when the inputs' norms take at most 8 values and the network is deep enough to pay, the L-layer
     map of a pair is built once as a certified piecewise Chebyshev interpolant (to 1e-13 of the largest entry,
-    exact at correlation +-1) and evaluated over the triangle (`depth_collapse`; not for ReLU, tabulated
-    activations or ``out``); False runs every layer for every pair.
+    exact at correlation +-1) and evaluated over the triangle (`depth_collapse`; in memory and with ``out``; not
+    for ReLU or tabulated activations); False runs every layer for every pair.
     """
     if progress is None:
         import sys
@@ -204,7 +204,7 @@ def kernel(X, activation, depth: int, sigma_w2, sigma_b2, gamma=1.0, branch_scal
     X = check_inputs(X, ntk, check_memory=not on_disk)
     if on_disk:
         return _kernel_on_disk(X, activation, depth, sw, sb, g, lam, ntk, readout, progress, out, dtype, tile,
-                               workers, scheduler, branch_scale, _backend(backend))
+                               workers, scheduler, branch_scale, _backend(backend), collapse)
     K0 = _input_kernel_upper(X, sw, sb)  # upper triangle only: the engine mirrors its results
     if not (_bounded(X, sw, sb) or _all_finite(K0)):
         raise V.ParameterError("X, sigma_w2", "K^(0) = sigma_w2 X X^T / d_in + sigma_b2 is not finite in float64")
@@ -263,7 +263,7 @@ def _backend(backend) -> str:
 
 
 def _kernel_on_disk(X, activation, depth, sw, sb, g, lam, ntk, readout, progress, out, dtype, tile, workers,
-                    scheduler, branch_scale, backend="auto"):
+                    scheduler, branch_scale, backend="auto", collapse=True):
     """`kernel` with ``out``: the kernels written tile by tile by `kernel_store.write_kernel`."""
     from resprop.numeric.engine import kernel_store
 
@@ -285,7 +285,8 @@ def _kernel_on_disk(X, activation, depth, sw, sb, g, lam, ntk, readout, progress
         check_activation(rec.expr).require_finite_dphi()
     with np.errstate(all="ignore"):
         return kernel_store.write_kernel(net, out, dtype=dtype, tile=kernel_store.TILE if tile is None else tile,
-                                         workers=workers, scheduler=scheduler, progress=bool(progress))
+                                         workers=workers, scheduler=scheduler, progress=bool(progress),
+                                         collapse=collapse)
 
 
 __all__ = ["kernel", "branch_scales", "input_kernel"]

@@ -193,10 +193,10 @@ def _marker(done_dir: Path, block: int, t: RK.Tile) -> Path:
     return done_dir / f"{block}-{t[0]}-{t[2]}"
 
 
-def _finish_tile(schedule: RK.Schedule, t: RK.Tile, K: np.ndarray, S: np.ndarray | None
-                 ) -> tuple[Any, Any]:
+def _finish_tile(schedule: Any, t: RK.Tile, K: np.ndarray, S: np.ndarray | None) -> tuple[Any, Any]:
     """The final values of a tile: scaled by the run's log scales, the diagonal set, symmetric diagonal blocks;
-    a ParameterError when not finite (as `kernel.kernel`)."""
+    a ParameterError when not finite (as `kernel.kernel`).  ``schedule``: anything with the final diagonals ``d``,
+    ``sd`` and log scales ``log_K``, ``log_S`` (a `residual_kernel.Schedule`, or `_CollapsedRun`)."""
     from resprop.numeric.engine.kernel import _RANGE_NAMES
 
     out: list[np.ndarray | None] = []
@@ -248,6 +248,51 @@ def _tile_blocks(net: Network, stage: list[RK.Block], schedule: RK.Schedule, wri
             writer.write_state("ntk", b_last % 2, t, S)
 
 
+@dataclass(frozen=True)
+class _CollapsedRun:
+    """A run through the depth-collapsed maps (`depth_collapse`): every tile from its K^(0) entries in one pass."""
+
+    col: Any
+    d: np.ndarray
+    sd: np.ndarray | None
+    log_K: float = 0.0
+    log_S: float = 0.0
+
+
+def _collapsed_run(net: Network) -> _CollapsedRun | None:
+    """The collapsed maps of ``net`` when `depth_collapse.build` finds them worth it (inputs of few norms, a deep
+    enough smooth closed form; the same rule as in memory), else None.  The NTK starts from Theta^(0) = K^(0), so
+    Theta^(L) is one series of u (`depth_collapse.with_theta_from_k`)."""
+    from resprop.numeric.engine import depth_collapse
+
+    if net.P < RK.COLLAPSE_MIN_P:
+        return None
+    d0 = net.diagonal0()
+    two = net.mode != "nngp"
+    with RK._one_blas_thread():
+        col = depth_collapse.build(d0, d0.copy() if two else None, net.sequences, net.mode, net.rec, P=net.P)
+    if col is None:
+        return None
+    if two:
+        col = depth_collapse.with_theta_from_k(col)
+    d = col.diagonal[col.classes]
+    return _CollapsedRun(col, d, col.second_diagonal[col.classes] if two else None)
+
+
+def _collapsed_tile(run: _CollapsedRun, net: Network, writer: _Writer, t: RK.Tile) -> None:
+    """One tile through the collapsed maps: K^(0) of the tile, the maps, the diagonal and the mirror of a diagonal
+    tile, the finiteness check, and the write (`_finish_tile`)."""
+    from resprop.numeric.engine.depth_collapse import evaluate_tile
+
+    K = net.k0_tile(*t)
+    S = np.empty_like(K) if net.mode != "nngp" else None
+    evaluate_tile(run.col, K, S, *t, whole=False)
+    K, S = _finish_tile(run, t, K, S)
+    writer.write("nngp", t, K)
+    if S is not None:
+        writer.write("ntk", t, S)
+
+
 class _LazyBlocks:
     """The blocks of a run's schedule, built one at a time and only the current one kept (a deep tabulated run
     would otherwise hold every layer's tables); ``get(b)`` advances to block b (None past the last)."""
@@ -274,9 +319,10 @@ class _LazyBlocks:
 
 
 def write_kernel(net: Network, out, dtype: str = "float64", tile: int = TILE, workers: int | None = None,
-                 scheduler: str | None = None, progress: bool = False, block: int | None = None) -> Path:
+                 scheduler: str | None = None, progress: bool = False, block: int | None = None,
+                 collapse: bool = True) -> Path:
     """Compute the kernels of ``net`` into ``out`` (.zarr or .npy) tile by tile; returns the output path.  See the
-    module docstring."""
+    module docstring.  ``collapse``: use the depth-collapsed maps where they apply (as `kernel.kernel`)."""
     from resprop.numeric.engine.output import Publication
 
     if not isinstance(out, (str, os.PathLike)) or not str(out):
@@ -301,7 +347,10 @@ def write_kernel(net: Network, out, dtype: str = "float64", tile: int = TILE, wo
             import zarr  # noqa: F401
         except ImportError:
             raise V.ParameterError("out", "writing a .zarr store needs zarr: pip install 'resprop[sweep]'") from None
-    options = {"dtype": dtype, "tile": tile, "format": fmt, "block": block}
+    options: dict[str, Any] = {"dtype": dtype, "tile": tile, "format": fmt, "block": block}
+    run = _collapsed_run(net) if collapse else None
+    if run is not None:
+        options["collapsed"] = True  # a partial store of a layered run is not resumed as a collapsed one
     key = net.fingerprint(options)
     pub = Publication(out, "dir" if fmt == ".zarr" else "file", "resprop kernel",
                       resume_key=key if fmt == ".zarr" else None)
@@ -311,10 +360,12 @@ def write_kernel(net: Network, out, dtype: str = "float64", tile: int = TILE, wo
         n_threads = 1 if workers is not None or scheduler is not None else min(RK.workers(), len(tiles))
         pool = ThreadPoolExecutor(n_threads) if n_threads > 1 else None
         try:
-            with RK._one_blas_thread():
-                lazy = _LazyBlocks(net, block, pool, n_threads)
-                first = lazy.get(0)
-            scratch = first is not None and first.stop < lazy.L
+            lazy = None
+            if run is None:
+                with RK._one_blas_thread():
+                    lazy = _LazyBlocks(net, block, pool, n_threads)
+                    first = lazy.get(0)
+            scratch = lazy is not None and first is not None and first.stop < lazy.L
             check_disk(out, required_bytes(P, net.ntk, dtype, scratch) if not pub.resumed else 0)
             root = pub.path
             attrs = {"resprop": {"network": net.options, "inputs_sha256": hashlib.sha256(
@@ -326,7 +377,9 @@ def write_kernel(net: Network, out, dtype: str = "float64", tile: int = TILE, wo
                 done_dir.mkdir(exist_ok=True)
             if workers is not None or scheduler is not None:
                 _run_dask(net, lazy, tiles, root, fmt, dtype, tile, scratch, done_dir, workers, scheduler,
-                          progress, options)
+                          progress, options, run)
+            elif run is not None:
+                _run_collapsed_local(net, run, tiles, writer, done_dir, pool, progress)
             else:
                 _run_local(net, lazy, tiles, writer, done_dir, pool, progress)
             writer.flush()
@@ -400,6 +453,28 @@ def _run_local(net, lazy, tiles, writer, done_dir, pool, progress) -> None:
             bar.close()
 
 
+def _run_collapsed_local(net, run, tiles, writer, done_dir, pool, progress) -> None:
+    from resprop.numeric.engine.residual_kernel import _progress_bar
+
+    todo = _todo(done_dir, 0, tiles)
+    bar = _progress_bar(len(tiles), unit="tile") if progress else None
+    try:
+        if bar is not None:
+            bar.update(len(tiles) - len(todo))
+
+        def work(t):
+            _collapsed_tile(run, net, writer, t)
+            _mark(done_dir, 0, t)
+
+        with RK._one_blas_thread():
+            for _ in (pool.map(work, todo) if pool is not None else map(work, todo)):
+                if bar is not None:
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
 # --------------------------------------------------------------------------- Dask
 _WORKER_CACHE: dict[str, _LazyBlocks] = {}
 
@@ -434,8 +509,20 @@ class _NpyWorkerWriter(_Writer):
                          for i in (0, 1)} if scratch else {})
 
 
+def _dask_collapsed_tile(t: RK.Tile, net: Network, run: _CollapsedRun, root: str, fmt: str, dtype: str, tile: int,
+                         done_dir: str | None) -> RK.Tile:
+    """One tile through the collapsed maps on a Dask worker (the driver's maps: the same bits as locally)."""
+    with RK._one_blas_thread(), np.errstate(all="ignore"):
+        writer = _Writer(Path(root), fmt, net.P, net.ntk, dtype, tile, False, {}) if fmt == ".zarr" else \
+            _NpyWorkerWriter(Path(root), net.P, dtype, False)
+        _collapsed_tile(run, net, writer, t)
+        writer.flush()
+        _mark(Path(done_dir) if done_dir else None, 0, t)
+    return t
+
+
 def _run_dask(net, lazy, tiles, root, fmt, dtype, tile, scratch, done_dir, workers, scheduler, progress,
-              options) -> None:
+              options, run: _CollapsedRun | None = None) -> None:
     try:
         from dask.distributed import Client, LocalCluster, wait
     except ImportError:
@@ -458,10 +545,24 @@ def _run_dask(net, lazy, tiles, root, fmt, dtype, tile, scratch, done_dir, worke
             [net_future] = client.scatter([net], broadcast=True)
             from resprop.numeric.engine.residual_kernel import _progress_bar
 
-            bar = _progress_bar(len(tiles) * _n_stages(lazy), unit="tile") if progress else None
+            bar = _progress_bar(len(tiles) * (1 if run is not None else _n_stages(lazy)), unit="tile") \
+                if progress else None
             bounds: list[tuple[int, int]] = []
             try:
-                for b_from, stage, final in _stages(lazy):
+                if run is not None:
+                    [run_future] = client.scatter([run], broadcast=True)
+                    todo = _todo(done_dir, 0, tiles)
+                    if bar is not None:
+                        bar.update(len(tiles) - len(todo))
+                    futures = client.map(_dask_collapsed_tile, todo, net=net_future, run=run_future, root=str(root),
+                                         fmt=fmt, dtype=dtype, tile=tile,
+                                         done_dir=str(done_dir) if done_dir else None, pure=False)
+                    for fut in futures:
+                        fut.add_done_callback(lambda f: bar.update(1) if bar is not None else None)
+                    wait(futures)
+                    for fut in futures:
+                        fut.result()
+                for b_from, stage, final in (_stages(lazy) if run is None else ()):
                     bounds += [(b.start, b.stop) for b in stage]
                     b_last = b_from + max(len(stage), 1) - 1
                     todo = _todo(done_dir, b_last, tiles)

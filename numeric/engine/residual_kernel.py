@@ -56,7 +56,7 @@ DIAGONAL_BYTES = 32 * 2**20
 #: output (P^2 float64), and a block has at least MIN_BLOCK layers (each block costs ~0.3 ms of Python)
 BLOCK_SHARE = 0.05
 LAYER_ARRAYS = 6
-MIN_BLOCK = 16
+MIN_BLOCK = 8
 #: upper-triangle elements below which one thread is used
 THREAD_MIN = 20_000
 #: diagonals within this relative spread count as equal (one dual-kernel table per layer)
