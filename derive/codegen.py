@@ -431,11 +431,13 @@ def render_compiled_module(d: Derivation, derivation_path: str) -> str | None:
     """The fused compiled (Numba) kernels of the pair recursions of ``d`` that `resprop.derive.compiled` lowers
     (closed forms without callbacks); None when there are none."""
     from resprop.derive import approximations as A
-    from resprop.derive.compiled import JB, LANES, compilable, compiled_spec
+    from resprop.derive.compiled import (JB, LANES, compilable, compiled_spec, elementwise_compilable,
+                                         elementwise_spec)
     from resprop.derive.recursion import recursions_of
 
     specs = [compiled_spec(r) for r in recursions_of(d) if compilable(r)]
-    if not specs:
+    elementwise = [elementwise_spec(r) for r in recursions_of(d) if elementwise_compilable(r)]
+    if not specs and not elementwise:
         return None
     coeffs = A.asin_coefficients()
     horner = repr(coeffs[-1])
@@ -446,7 +448,7 @@ def render_compiled_module(d: Derivation, derivation_path: str) -> str | None:
                   degree=A.DEGREE, coefficients=[repr(c) for c in coeffs], horner=horner, ulp=A.max_ulp_error(),
                   n_points=len(A.test_points()), fastmath='{"contract"}', lanes=LANES, pio2_hi=repr(A.PIO2_HI),
                   pio2_lo=repr(A.PIO2_LO), pi_hi=repr(A.PI_HI), pi_lo=repr(A.PI_LO),
-                  sequences=specs[0].sequences)
+                  sequences=(specs or elementwise)[0].sequences, elementwise=elementwise)
 
 
 def render_gauss_hermite_module() -> str:

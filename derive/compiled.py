@@ -17,8 +17,10 @@ state in registers while it goes through the layers of a block:
   :mod:`resprop.derive.approximations` (vectorisable; <= 2 ulp), their arguments clipped into [-1, 1]; every
   square root's argument is clamped at 0 -- the same hardening as the NumPy lowering.
 
-Only recursions with rows and columns and without callbacks are lowered (the closed-form pair recursions); the
-others keep their NumPy kernels.
+Recursions with rows and columns and without callbacks other than the rho tables are lowered this way (the pair
+recursions); recursions without rows, columns or callbacks (`ElementwiseSpec`: one input's trajectory, the
+diagonal of the kernel engine) are lowered to a loop over layers with the elements innermost, each layer's state
+optionally written into a trajectory array; the others keep their NumPy kernels.
 """
 from __future__ import annotations
 
@@ -292,3 +294,48 @@ def compiled_spec(rec: Recursion) -> CompiledSpec:
         table_names=", ".join(f"{n}_v" for n in table),
         elem_before_table=elem_text[:[n for n, _ in elem_text].index(", ".join(f"{n}_v" for n in table))]
         if table else [])
+
+
+# --------------------------------------------------------------------------- elementwise recursions
+@dataclass
+class ElementwiseSpec:
+    """What the template needs for an elementwise recursion (no row or column quantities, no callbacks): every
+    element of the state arrays goes through the layers on its own (one input's K and V, a diagonal)."""
+
+    name: str
+    source: str
+    states: list[str]
+    sequences: list[str]
+    layer: list[tuple[str, str]]
+    elem: list[tuple[str, str]]
+    finals: list[str]
+
+
+def elementwise_compilable(rec: Recursion) -> bool:
+    """Recursions without rows, columns or callbacks (PDLT's single-input trajectories, the diagonals of the kernel
+    engine)."""
+    return not rec.rows and not rec.cols and not rec.callbacks and bool(rec.sequences)
+
+
+def elementwise_spec(rec: Recursion) -> ElementwiseSpec:
+    """Classify (per layer / per element), hoist and print the scalar code of an elementwise recursion."""
+    if not elementwise_compilable(rec):
+        raise ValueError(f"{rec.name}: only recursions without rows, columns or callbacks are compiled elementwise")
+    cl = _Classifier(rec)
+    for sym, sub in rec.definitions:
+        cl.add(sym, sub)
+    replacements, reduced = sp.cse([u for _, u in rec.state], symbols=sp.numbered_symbols("x"), order="none")
+    for sym, sub in replacements:
+        cl.add(sym, sub)
+    finals = []
+    for i, expr in enumerate(reduced):
+        sym = sp.Symbol(f"new{i}", real=True)
+        cl.add(sym, expr)
+        finals.append(sym)
+    pr = ScalarPrinter({"fully_qualified_modules": False})
+    # a final that is not elementwise (a state set from the layer's scalars alone) is still written per element
+    elem = [(s.name, pr.doprint(e)) for s, e in cl.defs["elem"]]
+    return ElementwiseSpec(name=rec.name, source=rec.source.cite(), states=rec.state_names,
+                           sequences=[s.name for s in rec.sequences],
+                           layer=[(s.name, pr.doprint(e)) for s, e in cl.defs["layer"]], elem=elem,
+                           finals=[f.name for f in finals])

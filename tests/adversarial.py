@@ -330,6 +330,14 @@ def kernel_file_cases() -> list[Case]:
         Case("py:kernel:sigma_b2=False", "error", ("sigma_b2",),
              call=_api("resprop.kernel", np.ones((2, 2)), "erf", 2, 1.5, False)),
     ]
+    # the compiled PDLT trajectory (issue 25): its backend switch names the parameter
+    cases += [Case(f"py:vertex_trajectory:backend={b!r}", "error", ("backend",),
+                   call=_api("resprop.numeric.theories.pdlt.residual_mlp.vertex_trajectory", "relu", gamma=0.5,
+                             depth=3, backend=b))
+              for b in ("fast", "", None, 1)]
+    cases.append(Case("py:vertex_trajectory:backend='numpy'", "ok", (),
+                      call=_api("resprop.numeric.theories.pdlt.residual_mlp.vertex_trajectory", "relu", gamma=0.5,
+                                depth=3, backend="numpy")))
     return cases
 
 

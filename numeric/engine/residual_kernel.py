@@ -90,6 +90,9 @@ class ActivationRecursions:
     #: the fused compiled kernels of the pairs, mode -> (prepare, run) (`resprop.generated.residual_compiled`),
     #: or None: the NumPy kernels run
     compiled: dict[str, tuple[Callable, Callable]] | None = None
+    #: the compiled diagonal recursions, mode -> ``run(states..., sequences..., trajectory)`` (closed forms), or
+    #: None: the NumPy diagonal runs
+    compiled_diagonal: dict[str, Callable] | None = None
 
     @property
     def backend(self) -> str:
@@ -158,7 +161,13 @@ def recursions(activation: str, backend: str = "auto") -> ActivationRecursions:
             raise ParameterError("backend", f"no compiled kernel for activation {activation!r}: {why}; use "
                                             "backend='auto' or 'numpy'")
         return rec
-    return dataclasses.replace(rec, compiled=_compiled_functions(comp, "tabulated" if tabulated else rec.name))
+    diagonal = None
+    if closed:
+        suffix = {"nngp": "", "ntk": "_ntk", "response": "_response"}
+        found = {m: getattr(comp, f"{rec.name}_diagonal{s}_run", None) for m, s in suffix.items()}
+        diagonal = found if all(f is not None for f in found.values()) else None
+    return dataclasses.replace(rec, compiled=_compiled_functions(comp, "tabulated" if tabulated else rec.name),
+                               compiled_diagonal=diagonal)
 
 
 @cache
@@ -515,9 +524,20 @@ class Schedule:
             if srow is not None:
                 srow[0] = self.sd
             known = _DiagonalMoments(self.rec.expr) if self.rec.expr is not None else None
-            out = diag_fn(self.d.copy(), *((self.sd.copy(),) if two else ()), gb, wb, sb, record=keep,
-                          **_used(diag_fn, known.callbacks if known is not None else {}))
-            d_next, sd_next = (out if two else (out, None))
+            if self.rec.compiled_diagonal is not None:  # the fused compiled diagonal, its trajectory recorded
+                nb = stop - start
+                traj = np.empty((nb, 2 if two else 1, P))
+                d_next = self.d.copy()
+                sd_next = self.sd.copy() if two else None
+                self.rec.compiled_diagonal[self.mode](*((d_next, sd_next) if two else (d_next,)), gb, wb, sb, traj)
+                rows[1:] = traj[:-1, 0]
+                if srow is not None:
+                    srow[1:] = traj[:-1, 1]
+                del traj
+            else:
+                out = diag_fn(self.d.copy(), *((self.sd.copy(),) if two else ()), gb, wb, sb, record=keep,
+                              **_used(diag_fn, known.callbacks if known is not None else {}))
+                d_next, sd_next = (out if two else (out, None))
             built = None
             if self.rec.expr is not None:
                 built = _Tables(self.rec.expr, rows, self.pool, self.n_workers, moments=known,

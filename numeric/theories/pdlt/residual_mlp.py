@@ -26,6 +26,8 @@ __all__ = ["ActivationClass", "activation_class", "check_gamma", "critical_C_W",
            "vertex_trajectory", "xi_from_correlators", "ACTIVATION_CLASSES"]
 
 ACTIVATION_CLASSES = ("relu", "linear", "leaky_relu:<slope>", "tanh", "erf")
+#: "auto": the compiled trajectory (scale-invariant class) where Numba imports, else NumPy; "compiled"; "numpy"
+BACKENDS = ("auto", "compiled", "numpy")
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,7 @@ class VertexTrajectory(ResultRecord):
 
 
 def vertex_trajectory(activation: str, *, gamma: float, depth: int, input_kernel: float = 1.0,
-                      C_W: float | None = None, C_b: float = 0.0) -> VertexTrajectory:
+                      C_W: float | None = None, C_b: float = 0.0, backend: str = "auto") -> VertexTrajectory:
     """Iterate the kernel (B.12) and four-point vertex (B.26) recursions from the input kernel, V = 0.
 
     Depth convention (docs/api-renames.md, "Depth: one convention"): ``depth`` is the number of residual layers
@@ -182,9 +184,13 @@ def vertex_trajectory(activation: str, *, gamma: float, depth: int, input_kernel
     returned arrays (PDLT's z^(1) ~ N(0, K^(1)), B.3, whose residual updates are its layers 2..L), so PDLT's L is
     depth + 1 and K, V, V_over_K2 and ``layers`` have depth + 1 entries, l = 0..depth; depth = 0 is the input
     alone (K = input_kernel, V = 0).  Returns K^(l), V^(l) and V^(l)/K^(l)^2 (V/(n K^2) = that / n).  C_W
-    defaults to the critical C_W(gamma).
+    defaults to the critical C_W(gamma).  ``backend`` (scale-invariant class): "auto" (the fused compiled loop
+    of `resprop.generated.pdlt_compiled` where Numba imports), "compiled" or "numpy" (the generated NumPy
+    kernel); they agree to round-off.  The smooth class calls its Gaussian moments per layer (NumPy).
     """
     ac = activation_class(activation)
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ParameterError("backend", f"must be one of {', '.join(BACKENDS)}, got {backend!r}")
     g_arr = check_gamma(gamma)
     if g_arr.ndim:
         raise ParameterError("gamma", f"must be a scalar here, got shape {g_arr.shape}")
@@ -204,8 +210,7 @@ def vertex_trajectory(activation: str, *, gamma: float, depth: int, input_kernel
     sequences = (np.full(n, g), np.full(n, C_W), np.full(n, C_b))
     with np.errstate(all="ignore"):  # overflow and underflow are reported below, naming the inputs
         if ac.kind == "scale_invariant":
-            prr.kernel_vertex_scale_invariant(np.array([K1]), np.zeros(1), *sequences, np.full(n, ac.a_plus),
-                                              np.full(n, ac.a_minus), record=keep)
+            _scale_invariant_trajectory(K, Vv, sequences, ac, keep, backend)
         else:
             prr.kernel_vertex(np.array([K1]), np.zeros(1), *sequences, **_Moments(ac).callbacks(), record=keep)
     if not (np.all(np.isfinite(K)) and np.all(np.isfinite(Vv)) and np.all(K > 0)):
@@ -214,6 +219,35 @@ def vertex_trajectory(activation: str, *, gamma: float, depth: int, input_kernel
             "K^(l) or V^(l) leaves the float64 range (overflow or underflow); use values of moderate size",
         )
     return VertexTrajectory(depth=depth, layers=np.arange(depth + 1), K=K, V=Vv, V_over_K2=Vv / K**2, C_W=C_W)
+
+
+def _compiled():
+    """`resprop.generated.pdlt_compiled` (Numba), or None where Numba does not import."""
+    try:
+        import resprop.generated.pdlt_compiled as comp
+    except ImportError:  # pragma: no cover - an install without Numba
+        return None
+    return comp
+
+
+def _scale_invariant_trajectory(K: np.ndarray, Vv: np.ndarray, sequences, ac: ActivationClass, keep,
+                                backend: str) -> None:
+    """K[1:], Vv[1:] from K[0] by the generated recursion B.12/B.26 of the scale-invariant class: the fused
+    compiled loop (`resprop.generated.pdlt_compiled`, the trajectory written as it goes) or the NumPy kernel
+    (`pdlt_recursions`, a callback per layer).  Both are generated from the same derivation and agree to
+    round-off (tests/test_pdlt_compiled.py)."""
+    n = len(sequences[0])
+    seqs = (*sequences, np.full(n, ac.a_plus), np.full(n, ac.a_minus))
+    comp = _compiled() if backend in ("auto", "compiled") else None
+    if backend == "compiled" and comp is None:  # pragma: no cover - an install without Numba
+        raise ParameterError("backend", "'compiled' needs Numba (pip install numba); use 'auto' or 'numpy'")
+    if comp is None:
+        prr.kernel_vertex_scale_invariant(np.array([K[0]]), np.zeros(1), *seqs, record=keep)
+        return
+    trajectory = np.empty((n, 2, 1))
+    comp.kernel_vertex_scale_invariant_run(np.array([K[0]]), np.zeros(1), *(np.ascontiguousarray(q, dtype=float)
+                                                                            for q in seqs), trajectory)
+    K[1:], Vv[1:] = trajectory[:, 0, 0], trajectory[:, 1, 0]
 
 
 def xi_from_correlators(gamma, G_RR, G_Rz, G_zz) -> np.ndarray:
