@@ -428,11 +428,11 @@ def render_recursion_module(d: Derivation, derivation_path: str, recursions=None
 
 
 def render_compiled_module(d: Derivation, derivation_path: str) -> str | None:
-    """The fused compiled (Numba) kernels of the pair recursions of ``d`` that `resprop.derive.compiled` lowers
-    (closed forms without callbacks); None when there are none."""
+    """The fused compiled (Numba) kernels of the recursions of ``d`` that `resprop.derive.compiled` lowers (pair
+    recursions without callbacks other than rho tables, elementwise recursions without callbacks); None when there
+    are none."""
     from resprop.derive import approximations as A
-    from resprop.derive.compiled import (JB, LANES, compilable, compiled_spec, elementwise_compilable,
-                                         elementwise_spec)
+    from resprop.derive.compiled import JB, LANES, compilable, compiled_spec, elementwise_compilable, elementwise_spec
     from resprop.derive.recursion import recursions_of
 
     specs = [compiled_spec(r) for r in recursions_of(d) if compilable(r)]
