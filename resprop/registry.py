@@ -16,6 +16,7 @@ import importlib
 import re
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 #: the built-in theories, in report order (one line per theory: the "registry entry")
@@ -34,6 +35,13 @@ FOUNDATION_PAPERS = {"cho_saul2009": "Cho \\& Saul (2009), Kernel methods for de
                      "hendrycks2016": "Hendrycks \\& Gimpel (2016), Gaussian error linear units (GELUs)"}
 
 _SLUG = re.compile(r"^[a-z][a-z0-9]*$")
+
+
+def source_root(package_dir: Path | None = None) -> Path | None:
+    """The root of the source checkout that the ``resprop`` package (``package_dir``, default this one) runs from
+    (an editable install, or the checkout on ``sys.path``), or None: a wheel installs the packages, not docs/."""
+    root = (package_dir or Path(__file__).resolve().parent).parent
+    return root if (root / "pyproject.toml").is_file() and (root / "docs").is_dir() else None
 
 
 class UnknownTheoryError(ValueError):
@@ -67,7 +75,9 @@ class Theory:
     outside its own derivations that its numbers depend on (for the report's freshness row).  ``sweep_kinds``
     (optional) is a ``"module:KINDS"`` dict of the `resprop sweep` kinds it adds.  ``experiments`` (optional) is
     a ``"module:EXPERIMENTS"`` dict name -> :class:`resprop.numeric.training.experiments.Experiment` of its
-    trained-network experiments (`resprop train`; docs/training.md).
+    trained-network experiments (`resprop train`; docs/training.md).  ``docs`` is its quickstart page as a path
+    relative to the root of resprop's source repository (``docs/quickstart/<slug>.md``); the pages are not
+    package data, so :meth:`docs_file` gives a local file only when the package runs from a checkout.
     """
 
     slug: str
@@ -112,10 +122,21 @@ class Theory:
             raise ValueError(f"{what}: theory {self.slug!r} declares no {what}")
         return resolve(ref)
 
+    def docs_file(self) -> str | None:
+        """The absolute path of the quickstart page when it is on this machine (a source checkout), else None."""
+        root = source_root()
+        if not self.docs or root is None or not (root / self.docs).is_file():
+            return None
+        return str(root / self.docs)
+
     def to_dict(self) -> dict[str, Any]:
+        """The entry as JSON-ready data (``resprop theories --json``).  ``generated`` is relative to the
+        ``resprop.generated`` package; ``docs_repository_path`` is relative to the root of the source repository
+        (a wheel does not install it) and ``docs_file`` is that page on this machine, or None where it is not."""
         return {"slug": self.slug, "title": self.title, "citation": self.citation, "summary": self.summary,
                 "derivations": list(self.derivations), "subcommands": list(self.subcommands),
-                "generated": list(self.generated_files), "docs": self.docs}
+                "generated": list(self.generated_files), "docs_repository_path": self.docs or None,
+                "docs_file": self.docs_file()}
 
 
 _REGISTERED: dict[str, Theory] = {}

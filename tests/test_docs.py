@@ -1,19 +1,14 @@
-"""The documentation runs: every ```python block of docs/quickstart/*.md executes, every cheap `resprop ...` line of
-its ```bash blocks exits 0, docs/reference/kernels.md is generated (fresh, and flagged when stale), and every test
-that docs/disagreements.md names as pinning a finding exists."""
+"""Every theory has a quickstart page with Python and command-line blocks, docs/reference/kernels.md is generated
+(fresh, and flagged when stale), and every test that docs/disagreements.md names as pinning a finding exists.
+The blocks of every page themselves run in tests/test_doc_blocks.py."""
 import ast
-import contextlib
 import importlib
-import io
-import json
 import re
-import shlex
 from pathlib import Path
 
 import pytest
 
 from resprop.derive.codegen import KERNEL_REFERENCE, file_path, generated_files, stale_files, write_generated
-from resprop.numeric.cli import main
 from resprop.registry import derivations
 
 THEORIES = derivations()
@@ -21,8 +16,6 @@ THEORIES = derivations()
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 QUICKSTARTS = sorted((DOCS / "quickstart").glob("*.md"))
-#: subcommands that take minutes or write trees; the quickstarts show them but the test does not run them
-EXPENSIVE = {"derive", "reproduce", "figures", "latex", "sweep"}
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 
 
@@ -45,42 +38,6 @@ def test_every_theory_has_a_quickstart():
     for p in QUICKSTARTS:
         assert blocks(p, "python"), p.name
         assert cli_lines(p), p.name
-
-
-@pytest.mark.parametrize("path", QUICKSTARTS, ids=lambda p: p.stem)
-def test_quickstart_python_blocks_run(path):
-    """The blocks of one page run in order in one namespace (later blocks may use earlier names)."""
-    namespace: dict = {"__name__": f"docs_{path.stem}"}
-    for i, code in enumerate(blocks(path, "python")):
-        with contextlib.redirect_stdout(io.StringIO()):
-            exec(compile(code, f"{path.name}[python block {i}]", "exec"), namespace)
-
-
-@pytest.mark.parametrize("line", [(p.stem, line) for p in QUICKSTARTS for line in cli_lines(p)
-                                  if shlex.split(line, comments=True)[1] not in EXPENSIVE],
-                         ids=lambda v: f"{v[0]}:{v[1][8:60]}")
-def test_quickstart_cli_lines_run(line, capsys):
-    argv = shlex.split(line[1], comments=True)
-    assert argv[0] == "resprop"
-    code = main(argv[1:])
-    out = capsys.readouterr()
-    assert code == 0, out.err
-    assert "Traceback" not in out.err
-    if "--json" in argv:
-        data = json.loads(out.out)
-        assert "nan" not in json.dumps(data).lower()
-
-
-def test_sweeps_page_python_runs(tmp_path, monkeypatch):
-    """docs/sweeps.md: its Python block runs (in a scratch directory: it writes a NetCDF file)."""
-    monkeypatch.chdir(tmp_path)
-    code = blocks(DOCS / "sweeps.md", "python")
-    assert code
-    namespace: dict = {"__name__": "docs_sweeps"}
-    for i, body in enumerate(code):
-        with contextlib.redirect_stdout(io.StringIO()):
-            exec(compile(body, f"sweeps.md[python block {i}]", "exec"), namespace)
-    assert (tmp_path / "docs_rho_star.nc").exists()
 
 
 def test_index_links_resolve():

@@ -25,6 +25,28 @@ def test_theories_json_lists_slug_title_citation_subcommands(capsys):
         assert e["title"] and e["citation"] and e["subcommands"], e
 
 
+def test_theories_json_docs_paths_are_honest(capsys, tmp_path, monkeypatch):
+    """The quickstart pages are not package data: --json gives their path in the source repository, labelled so,
+    and a local file only where one exists (a checkout); from a wheel (no checkout around the package) none."""
+    assert main(["theories", "--json"]) == 0
+    entries = json.loads(capsys.readouterr().out)
+    for e in entries:
+        assert "docs" not in e
+        assert e["docs_repository_path"] == f"docs/quickstart/{e['slug']}.md"
+        assert e["docs_file"] == str(ROOT / e["docs_repository_path"]) and Path(e["docs_file"]).is_file()
+    # the layout of a wheel install: site-packages/resprop/, nothing of the repository around it
+    site = tmp_path / "site-packages" / "resprop"
+    site.mkdir(parents=True)
+    assert registry.source_root(site) is None
+    (tmp_path / "site-packages" / "docs" / "quickstart").mkdir(parents=True)  # some other distribution's docs/
+    assert registry.source_root(site) is None
+    assert registry.source_root(ROOT / "resprop") == ROOT
+    monkeypatch.setattr(registry, "source_root", lambda package_dir=None: None)
+    assert main(["theories", "--json"]) == 0
+    entries = json.loads(capsys.readouterr().out)
+    assert all(e["docs_file"] is None and e["docs_repository_path"].startswith("docs/") for e in entries)
+
+
 def test_theories_plain_lists_every_slug(capsys):
     assert main(["theories"]) == 0
     out = capsys.readouterr().out

@@ -278,7 +278,7 @@ def test_extreme_depths():
     assert all_finite(r) and r["K"].shape == (10**5 + 1,) and np.all(np.diff(r["K"]) > 0)
     # Stable ResNet at 10^4 layers (already 2^(10^4) >> float64): the 10^5 version takes ~25 s and runs under
     # `-m slow` (test_extreme_depths_stable_resnet_1e5); `resprop stable-kernel --depth 100000 --scaling uniform`
-    # also runs in the default suite (tests/test_docs.py quickstart lines)
+    # also runs in the default suite (tests/test_doc_blocks.py, the command-line block of docs/quickstart/stable.md)
     _stable_resnet_at_depth(10**4)
     th = LG.theory(50, 10**6, 0.7071, 0.7071, hypo_constant=-0.876)
     assert all_finite(th)

@@ -1,4 +1,4 @@
-"""The kinds of grid point that ``resprop sweep`` can compute (see numeric/sweep.py for the engine).
+"""The kinds of grid point that ``resprop sweep`` can compute (see numeric/sweep/runner.py for the engine).
 
 A :class:`Kind` names its parameters (with their checks, defaults, units and descriptions), its outputs (units,
 description, paper equation) and the function that computes one grid point from its parameters, its flat grid

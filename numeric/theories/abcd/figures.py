@@ -178,7 +178,7 @@ def _fig_s_theta(path: Path, data: dict) -> Path:
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     cap = ("Innocenti, Achour & Bogacz (2025) eqs 16, 19, 25, 104: s(θ) - 1 at initialisation, mean ± SE over "
            f"{data['settings']['s_samples']} networks per point (exact O(L) sampler) vs the exact expectation "
-           "derived in derive/predictive_coding.py.")
+           "derived in derive/theories/predictive_coding.py.")
     return _finish(fig, path, cap)
 
 

@@ -16,7 +16,7 @@ energy F* = F(z*) (eq. 3) is L(theta)/s(theta) for linear networks (eqs 5-6, 24-
 Routes to F* and its gradient, checked against each other in tests:
 
 * ``equilibrated_energy(method="closed_form")``: the generated kernel L/s with s from the backward row
-  products B_k = A_L ... A_{k+1} (derived in `derive/predictive_coding.py`); for n_out > 1 the matrix
+  products B_k = A_L ... A_{k+1} (derived in `derive/theories/predictive_coding.py`); for n_out > 1 the matrix
   form 1/(2P) sum r^T S^{-1} r;
 * ``equilibrated_energy(method="solve")``: the hidden activities solved from the stationarity system of
   the stacked energy (a least-squares problem), independent of the closed form;
