@@ -199,14 +199,17 @@ def cmd_figures(args) -> int:
 def cmd_theories(args) -> int:
     """List the registered theories: slug, title, citation and subcommands (--json: the registry as JSON)."""
     entries = [th.to_dict() for th in registry.theories().values()]
+    broken = [{"name": name, "broken": reason} for name, reason in registry.broken().items()]
     if args.json:
-        print(json.dumps(entries, indent=1))
+        print(json.dumps(entries + broken, indent=1))
         return 0
     for e in entries:
         print(f"{e['slug']}: {e['title']}")
         print(f"  citation: {e['citation']}")
         print(f"  subcommands: {', '.join(e['subcommands']) or '-'}")
         print(f"  derivations: {', '.join(e['derivations'])}")
+    for b in broken:
+        print(f"{b['name']}: BROKEN ({b['broken']})")
     return 0
 
 
@@ -483,9 +486,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None, help="LocalCluster workers (default: min(2, CPUs))")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_sweep)
-    for th in registry.theories().values():  # each theory's own subcommands
-        if th.cli:
-            th.load("cli")(sub)
     p = sub.add_parser(
         "kernel", help="NNGP (and NTK) of a residual network for inputs X.npy, written to K.npz",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -591,6 +591,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--training", default=None, metavar="DIR",
                    help="show the trained-network results saved by `resprop train ... --out DIR` (no training here)")
     p.set_defaults(func=cmd_reproduce)
+    for th in list(registry.theories().values()):  # each theory's own subcommands, after resprop's own
+        if th.cli:
+            try:
+                th.load("cli")(sub)
+            except Exception as exc:  # noqa: BLE001 - one broken theory must not take every command down
+                registry.mark_broken(f"theory {th.slug}", f"its cli {th.cli} failed: {type(exc).__name__}: {exc}",
+                                     slug=th.slug)
     return parser
 
 

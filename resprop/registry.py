@@ -35,6 +35,13 @@ FOUNDATION_PAPERS = {"cho_saul2009": "Cho \\& Saul (2009), Kernel methods for de
                      "hendrycks2016": "Hendrycks \\& Gimpel (2016), Gaussian error linear units (GELUs)"}
 
 _SLUG = re.compile(r"^[a-z][a-z0-9]*$")
+#: a lazily imported reference: "package.module:attribute"
+_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+#: the subcommands of resprop itself (numeric/cli.py; tests/test_registry.py checks the two agree): no theory may
+#: declare one of them
+CORE_SUBCOMMANDS = ("derive", "latex", "sweep", "kernel", "predict", "theories", "figures", "train", "reproduce")
+#: the ``Theory`` fields that hold a "module:attribute" reference (or None)
+REFERENCE_FIELDS = ("cli", "claims", "figures", "cross_claims", "sweep_kinds", "experiments")
 
 
 def source_root(package_dir: Path | None = None) -> Path | None:
@@ -101,10 +108,34 @@ class Theory:
     docs: str = ""
 
     def __post_init__(self) -> None:
-        if not _SLUG.match(self.slug):
+        if not isinstance(self.slug, str) or not _SLUG.match(self.slug):
             raise ValueError(f"slug: must match {_SLUG.pattern} (one lower-case word), got {self.slug!r}")
-        if not self.derivations:
-            raise ValueError(f"derivations: theory {self.slug!r} declares none")
+        for name in ("title", "citation", "paper", "citation_tex", "summary", "docs"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name}: theory {self.slug!r}: must be a string, got "
+                                 f"{type(getattr(self, name)).__name__}")
+        if not isinstance(self.derivations, dict) or not self.derivations:
+            raise ValueError(f"derivations: theory {self.slug!r} declares none (a dict name -> 'module:function')")
+        for name, ref in self.derivations.items():
+            if not isinstance(name, str) or not re.match(r"^[a-z][a-z0-9_]*$", name):
+                raise ValueError(f"derivations: theory {self.slug!r}: the name {name!r} must be a lower-case "
+                                 "Python identifier (it names generated/<name>.py)")
+            if not isinstance(ref, str) or not _REF.match(ref):
+                raise ValueError(f"derivations: theory {self.slug!r}: {name!r} must map to 'module:function', "
+                                 f"got {ref!r}")
+        for field_name in REFERENCE_FIELDS:
+            ref = getattr(self, field_name)
+            if ref is not None and (not isinstance(ref, str) or not _REF.match(ref)):
+                raise ValueError(f"{field_name}: theory {self.slug!r}: must be 'module:attribute' or None, got {ref!r}")
+        for field_name in ("subcommands", "cross_with", "generated_shared"):
+            value = getattr(self, field_name)
+            if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
+                raise ValueError(f"{field_name}: theory {self.slug!r}: must be a tuple of names, got {value!r}")
+        if self.subcommands and self.cli is None:
+            raise ValueError(f"cli: theory {self.slug!r} declares subcommands {list(self.subcommands)} but no cli "
+                             "function to add them")
+        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
+            raise ValueError(f"steps: theory {self.slug!r}: must be an integer >= 1, got {self.steps!r}")
 
     @property
     def generated_files(self) -> tuple[str, ...]:
@@ -141,34 +172,72 @@ class Theory:
 
 _REGISTERED: dict[str, Theory] = {}
 _LOADED = False
+#: plugins (entry points of the ``resprop.theories`` group) and theories that could not be loaded: name -> reason
+_BROKEN: dict[str, str] = {}
 
 
 def _load() -> None:
     global _LOADED
     if _LOADED:
         return
-    found: list[Theory] = [importlib.import_module(pkg).THEORY for pkg in BUILTIN]
-    for ep in entry_points(group="resprop.theories"):
-        found.append(importlib.import_module(ep.value).THEORY)
-    for th in found:
-        _add(th)
     _LOADED = True
+    for pkg in BUILTIN:  # resprop's own: a failure here is a bug, and raises
+        _add(importlib.import_module(pkg).THEORY)
+    for ep in entry_points(group="resprop.theories"):
+        try:
+            module = importlib.import_module(ep.value)
+            if not hasattr(module, "THEORY"):
+                raise ValueError(f"{ep.value} declares no THEORY")
+            _add(module.THEORY)
+        except Exception as exc:  # noqa: BLE001 - a plugin must not take resprop down; it is reported instead
+            mark_broken(f"plugin {ep.name}", f"{type(exc).__name__}: {exc}")
 
 
-def _add(theory: Theory) -> None:
+def mark_broken(name: str, reason: str, slug: str | None = None) -> None:
+    """Record that ``name`` (a plugin, or the theory ``slug``) could not be loaded: one warning line on stderr, an
+    entry in `broken` (``resprop theories`` lists it), and the theory ``slug`` leaves the registry, so that every
+    other command and theory keeps working."""
+    import sys
+
+    reason = " ".join(str(reason).split())[:300]
+    if name not in _BROKEN:
+        print(f"resprop: warning: {name} is broken and was skipped: {reason}", file=sys.stderr)
+    _BROKEN[name] = reason
+    if slug is not None:
+        _REGISTERED.pop(slug, None)
+
+
+def broken() -> dict[str, str]:
+    """Plugins and theories that failed to load: name -> reason."""
+    _load()
+    return dict(_BROKEN)
+
+
+def _add(theory: Theory, replace: bool = False) -> None:
     if not isinstance(theory, Theory):
-        raise TypeError(f"theory: expected a resprop.registry.Theory, got {type(theory).__name__}")
-    clash = [name for other in _REGISTERED.values() if other.slug != theory.slug for name in theory.derivations
+        raise ValueError(f"theory: expected a resprop.registry.Theory, got {type(theory).__name__}")
+    others = [other for other in _REGISTERED.values() if other.slug != theory.slug]
+    if theory.slug in _REGISTERED and not replace:
+        raise ValueError(f"slug: {theory.slug!r} is already registered ({_REGISTERED[theory.slug].title}); pass "
+                         "replace=True to replace it")
+    clash = [name for other in others for name in theory.derivations
              if name in other.derivations or name in FOUNDATION]
+    clash += [name for name in theory.derivations if name in FOUNDATION and name not in clash]
     if clash:
         raise ValueError(f"derivations: {clash} already belong to another theory or the foundation")
+    taken = {c: "resprop" for c in CORE_SUBCOMMANDS} | {c: o.slug for o in others for c in o.subcommands}
+    clash_cmd = [f"{c} (of {taken[c]})" for c in theory.subcommands if c in taken]
+    if clash_cmd:
+        raise ValueError(f"subcommands: {', '.join(clash_cmd)} already exist")
     _REGISTERED[theory.slug] = theory
 
 
-def register(theory: Theory) -> Theory:
-    """Add (or replace) a theory at run time; returns it.  See docs/adding-a-theory.md."""
+def register(theory: Theory, replace: bool = False) -> Theory:
+    """Add a theory at run time; returns it.  A slug, derivation name or subcommand that is already taken is a
+    ValueError naming the field, unless ``replace=True`` (which replaces the theory of the same slug).  See
+    docs/adding-a-theory.md."""
     _load()
-    _add(theory)
+    _add(theory, replace=replace)
     return theory
 
 

@@ -335,6 +335,33 @@ def kernel_file_cases() -> list[Case]:
                    call=_api("resprop.numeric.theories.pdlt.residual_mlp.vertex_trajectory", "relu", gamma=0.5,
                              depth=3, backend=b))
               for b in ("fast", "", None, 1)]
+    # theories registered at run time (issue 26): a taken slug, derivation or subcommand names the field
+    def _theory(**kw):
+        from resprop.registry import Theory
+
+        base = dict(slug="advtheory", title="t", citation="c", paper="p", citation_tex="c",
+                    derivations={"advtheory_d": "m:f"})
+        return Theory(**(base | kw))
+
+    def _register(make):
+        def call():
+            from resprop import registry
+
+            try:
+                return registry.register(make())
+            finally:
+                registry._REGISTERED.pop("advtheory", None)
+        return call
+
+    cases += [
+        Case("py:register:theory=dict", "error", ("theory",), call=_register(lambda: {"slug": "advtheory"})),
+        Case("py:register:slug=fischer", "error", ("slug",), call=_register(lambda: _theory(slug="fischer"))),
+        Case("py:register:derivation=fischer", "error", ("derivations",),
+             call=_register(lambda: _theory(derivations={"fischer": "m:f"}))),
+        Case("py:register:subcommand=kernel", "error", ("subcommands",),
+             call=_register(lambda: _theory(cli="m:f", subcommands=("kernel",)))),
+        Case("py:register:cli=no-colon", "error", ("cli",), call=_register(lambda: _theory(cli="module.function"))),
+    ]
     cases.append(Case("py:vertex_trajectory:backend='numpy'", "ok", (),
                       call=_api("resprop.numeric.theories.pdlt.residual_mlp.vertex_trajectory", "relu", gamma=0.5,
                                 depth=3, backend="numpy")))
