@@ -508,19 +508,37 @@ def render_parameters_module() -> str:
     return render("parameters_module.py.j2", derivations=derivations)
 
 
-def generated_files() -> dict[str, str]:
-    """Relative path -> text, for everything `resprop derive` writes.
+def derivations_of(slugs) -> list[str]:
+    """The derivation names of the theories ``slugs`` ("foundation" for the shared ones); a ParameterError naming
+    ``slug`` for an unknown one."""
+    from resprop.numeric.engine.validation import ParameterError
+
+    table = registry.derivations()
+    known = {*registry.slugs(), "foundation"}
+    unknown = [s for s in slugs if s not in known]
+    if unknown:
+        raise ParameterError("slug", f"unknown theory {', '.join(map(repr, unknown))}; allowed: "
+                                     f"{', '.join(sorted(known))}")
+    return [name for name, (_, owner) in table.items() if owner in set(slugs)]
+
+
+def generated_files(slugs=None) -> dict[str, str]:
+    """Relative path -> text, for everything `resprop derive` writes; with ``slugs`` (theory slugs, or
+    "foundation"), only the files of those theories' own derivations (kernels, recursions, compiled kernels,
+    LaTeX), not the files shared by all (the parameters module and the references, the activation modules).
 
     Paths are relative to generated/, except those starting with ``ROOT_PREFIX`` (``docs/``), which are relative
     to the repository root (see :func:`file_path`).
     """
     from resprop.derive.latex import render_latex_document
 
-    files = {"gauss_hermite.py": render_gauss_hermite_module(), "_domain.py": render_domain_module(),
-             "parameters.py": render_parameters_module()}
-    for name in GENERATED_ACTIVATIONS:
-        files[f"activation_{name}.py"] = render_activation_module(name)
-    for theory in registry.derivations():
+    files: dict[str, str] = {}
+    if slugs is None:
+        files = {"gauss_hermite.py": render_gauss_hermite_module(), "_domain.py": render_domain_module(),
+                 "parameters.py": render_parameters_module()}
+        for name in GENERATED_ACTIVATIONS:
+            files[f"activation_{name}.py"] = render_activation_module(name)
+    for theory in (registry.derivations() if slugs is None else derivations_of(slugs)):
         d, path = registry.derivation(theory), registry.derivation_source(theory)
         files[f"{theory}.py"] = render_theory_module(d, path)
         files[f"latex/{theory}.tex"] = render_latex_document(d, path)
@@ -529,8 +547,9 @@ def generated_files() -> dict[str, str]:
             compiled = render_compiled_module(d, path)
             if compiled is not None:
                 files[f"{theory}_compiled.py"] = compiled
-    files[KERNEL_REFERENCE] = render_kernel_reference()
-    files[PARAMETER_REFERENCE] = render_parameter_reference()
+    if slugs is None:
+        files[KERNEL_REFERENCE] = render_kernel_reference()
+        files[PARAMETER_REFERENCE] = render_parameter_reference()
     return files
 
 
@@ -565,9 +584,10 @@ def display_path(rel: str) -> str:
     return rel if rel.startswith(ROOT_PREFIX) else f"generated/{rel}"
 
 
-def write_generated(target: Path | None = None) -> list[Path]:
+def write_generated(target: Path | None = None, slugs=None) -> list[Path]:
+    """Write the generated files (of the theories ``slugs`` only, see `generated_files`); returns those changed."""
     written = []
-    for rel, text in generated_files().items():
+    for rel, text in generated_files(slugs).items():
         path = file_path(rel, target)
         if path is None:
             continue
@@ -578,17 +598,17 @@ def write_generated(target: Path | None = None) -> list[Path]:
     return written
 
 
-def stale_files(target: Path | None = None) -> dict[str, str]:
+def stale_files(target: Path | None = None, slugs=None) -> dict[str, str]:
     """Relative path -> report for every generated file that is stale.
 
     A file is stale when it differs from a fresh render (the report is the unified diff) or when the content hash
     recorded in its header does not match its own body (:func:`recorded_hash_problem`; the report then starts with
     ``hash mismatch — edited by hand``).  The hash check applies to files whose fresh render carries a hash line,
     which today is every generated file (.py, .tex and .md alike, all rendered by
-    :func:`resprop.derive.templating.render`).
+    :func:`resprop.derive.templating.render`).  ``slugs``: only those theories' own files (`generated_files`).
     """
     stale = {}
-    for rel, text in generated_files().items():
+    for rel, text in generated_files(slugs).items():
         path = file_path(rel, target)
         if path is None:
             continue

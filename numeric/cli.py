@@ -23,17 +23,18 @@ class _Parser(argparse.ArgumentParser):
 def cmd_derive(args) -> int:
     from resprop.derive.codegen import display_path, stale_files, write_generated
 
+    slugs = args.slugs or None
     if args.check:
-        stale = stale_files()
+        stale = stale_files(slugs=slugs)
         if stale:
             for rel, diff in stale.items():
                 print(f"stale: {display_path(rel)}", file=sys.stderr)
                 print("\n".join(diff.splitlines()[:40]), file=sys.stderr)
             print("generated/ is stale: run `resprop derive`", file=sys.stderr)
             return 1
-        print("generated/ is up to date")
+        print("generated/ is up to date" + (f" for {', '.join(slugs)}" if slugs else ""))
         return 0
-    for path in write_generated():
+    for path in write_generated(slugs=slugs):
         print(f"wrote {path}")
     return 0
 
@@ -472,6 +473,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = sub.add_parser("derive", help="regenerate generated/ from the derivations")
     p.add_argument("--check", action="store_true", help="exit 1 if generated/ is stale (no writes)")
+    p.add_argument("slugs", nargs="*", metavar="SLUG",
+                   help="only these theories' own files (kernels, recursions, LaTeX; 'foundation' for the shared "
+                        "derivations); default: everything, the shared references included")
     p.set_defaults(func=cmd_derive)
     p = sub.add_parser("latex", help="export one .tex document per theory (and, with --pdf, compile each)")
     p.add_argument("--out", required=True)

@@ -362,6 +362,7 @@ def kernel_file_cases() -> list[Case]:
              call=_register(lambda: _theory(cli="m:f", subcommands=("kernel",)))),
         Case("py:register:cli=no-colon", "error", ("cli",), call=_register(lambda: _theory(cli="module.function"))),
     ]
+    cases.append(Case("cli:derive:slug=nope", "error", ("slug",), argv=("derive", "--check", "nope")))
     cases.append(Case("py:vertex_trajectory:backend='numpy'", "ok", (),
                       call=_api("resprop.numeric.theories.pdlt.residual_mlp.vertex_trajectory", "relu", gamma=0.5,
                                 depth=3, backend="numpy")))

@@ -168,3 +168,24 @@ def test_core_subcommands_match_the_cli():
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
     own = set(sub.choices) - {c for th in registry.theories().values() for c in th.subcommands}
     assert own == set(registry.CORE_SUBCOMMANDS)
+
+
+def test_derive_checks_and_writes_one_theory(tmp_path):
+    """resprop derive [--check] SLUG: the theory's own generated files only (issue 26, item 1 in part)."""
+    from resprop.derive.codegen import derivations_of, stale_files, write_generated
+
+    names = derivations_of(["pdlt"])
+    assert names and all(registry.derivations()[n][1] == "pdlt" for n in names)
+    stale = stale_files(target=tmp_path, slugs=["pdlt"])  # nothing written yet: every own file is stale
+    assert stale and all(rel.removeprefix("latex/").split(".")[0].removesuffix("_recursions")
+                         .removesuffix("_compiled") in names for rel in stale)
+    assert not any(rel.startswith("docs/") or rel == "parameters.py" for rel in stale)
+    written = write_generated(target=tmp_path, slugs=["pdlt"])
+    assert len(written) == len(stale)
+    assert stale_files(target=tmp_path, slugs=["pdlt"]) == {}
+    assert cli.main(["derive", "--check", "pdlt"]) == 0  # the checkout's own files are fresh
+
+
+def test_derive_refuses_an_unknown_slug(capsys):
+    assert cli.main(["derive", "--check", "nope"]) == 2
+    assert "slug" in capsys.readouterr().err
