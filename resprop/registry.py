@@ -51,6 +51,51 @@ def source_root(package_dir: Path | None = None) -> Path | None:
     return root if (root / "pyproject.toml").is_file() and (root / "docs").is_dir() else None
 
 
+#: what each reference field must resolve to: (the parameters it is called with, or None for a dict; the documented
+#: signature).  `Theory.load` checks the loaded object against it and names the field when it does not fit.
+SIGNATURES: dict[str, tuple[tuple[str, ...] | None, str]] = {
+    "cli": (("sub",), "cli(sub) -> None: add the theory's subcommands to argparse's sub-parsers object `sub`"),
+    "claims": (("quick", "step", "figures_dir"),
+               "claims(quick: bool, step: Callable[[], None], figures_dir: Path | None = None) -> (rows, extra): "
+               "evaluate the theory's CLAIMS; step() once per unit of progress (Theory.steps units); extra is "
+               "passed to figures as data="),
+    "figures": (("out_dir", "quick", "seed", "data", "progress"),
+                "figures(out_dir: Path, *, quick: bool, seed: int, data=None, progress: bool = False) -> list[Path]: "
+                "draw the theory's PNGs (names start with the slug); data: the claims' extra (resprop reproduce), "
+                "progress: show a bar (resprop figures)"),
+    "cross_claims": (("quick", "step"), "cross_claims(quick: bool, step: Callable[[], None]) -> rows"),
+    "sweep_kinds": (None, "a dict kind name -> sweep kind (resprop sweep)"),
+    "experiments": (None, "a dict name -> resprop.numeric.training.experiments.Experiment (resprop train)"),
+}
+
+
+def check_signature(field_name: str, obj: Any, where: str = "") -> None:
+    """ValueError naming ``field_name`` when ``obj`` cannot be called the way resprop calls that field (see
+    ``SIGNATURES``), or is not a dict where one is expected."""
+    import inspect
+
+    params, doc = SIGNATURES[field_name]
+    if params is None:
+        if not isinstance(obj, dict):
+            raise ValueError(f"{field_name}: {where}must be {doc}, got {type(obj).__name__}")
+        return
+    if not callable(obj):
+        raise ValueError(f"{field_name}: {where}must be callable as {doc}")
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return  # a builtin or C function: nothing to inspect
+    kinds = {p.name: p.kind for p in sig.parameters.values()}
+    if inspect.Parameter.VAR_KEYWORD in kinds.values():
+        return
+    missing = [n for n in params[1:] if n not in kinds]
+    positional = [p for p in sig.parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    if missing or not positional:
+        raise ValueError(f"{field_name}: {where}must be callable as {doc}; "
+                         f"{'it lacks ' + ', '.join(missing) if missing else 'it takes no positional argument'}")
+
+
 class UnknownTheoryError(ValueError):
     """A theory slug that is not registered (names the parameter and the allowed slugs)."""
 
@@ -84,7 +129,12 @@ class Theory:
     a ``"module:EXPERIMENTS"`` dict name -> :class:`resprop.numeric.training.experiments.Experiment` of its
     trained-network experiments (`resprop train`; docs/training.md).  ``docs`` is its quickstart page as a path
     relative to the root of resprop's source repository (``docs/quickstart/<slug>.md``); the pages are not
-    package data, so :meth:`docs_file` gives a local file only when the package runs from a checkout.
+    package data, so :meth:`docs_file` gives a local file only when the package runs from a checkout.  ``steps``
+    is how many times ``claims`` calls its ``step`` (the report's progress bar).
+
+    The signature of every function field is in ``SIGNATURES`` (figures are called with ``data=`` by
+    ``resprop reproduce`` and ``progress=`` by ``resprop figures``); `load` checks it when the field is first
+    used and names the field when it does not fit.
     """
 
     slug: str
@@ -147,11 +197,15 @@ class Theory:
         return derivation(name)
 
     def load(self, what: str) -> Any:
-        """The object the field ``what`` names (a function; for ``sweep_kinds`` a dict), imported now."""
+        """The object the field ``what`` names (a function; for ``sweep_kinds`` and ``experiments`` a dict),
+        imported now and checked against its signature (``SIGNATURES``; a ValueError naming the field)."""
         ref = getattr(self, what)
         if ref is None:
             raise ValueError(f"{what}: theory {self.slug!r} declares no {what}")
-        return resolve(ref)
+        obj = resolve(ref)
+        if what in SIGNATURES:
+            check_signature(what, obj, f"theory {self.slug!r}: {ref} ")
+        return obj
 
     def docs_file(self) -> str | None:
         """The absolute path of the quickstart page when it is on this machine (a source checkout), else None."""

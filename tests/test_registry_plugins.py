@@ -189,3 +189,30 @@ def test_derive_checks_and_writes_one_theory(tmp_path):
 def test_derive_refuses_an_unknown_slug(capsys):
     assert cli.main(["derive", "--check", "nope"]) == 2
     assert "slug" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("field,obj,ok", [
+    ("figures", lambda out_dir, *, quick, seed, data=None, progress=False: [], True),
+    ("figures", lambda out_dir, **kw: [], True),
+    ("figures", lambda out_dir, *, quick, seed: [], False),  # no data=, progress=: what reproduce/figures pass
+    ("claims", lambda quick, step, figures_dir=None: ([], None), True),
+    ("claims", lambda quick: ([], None), False),
+    ("cli", lambda: None, False),
+    ("cli", lambda sub: None, True),
+    ("sweep_kinds", {"k": object()}, True),
+    ("sweep_kinds", ["k"], False),
+    ("cross_claims", 42, False),
+])
+def test_loaded_fields_are_checked_against_their_signature(field, obj, ok):
+    if ok:
+        registry.check_signature(field, obj)
+    else:
+        with pytest.raises(ValueError, match=field):
+            registry.check_signature(field, obj)
+
+
+def test_every_builtin_field_fits_its_signature():
+    for th in registry.theories().values():
+        for name in registry.REFERENCE_FIELDS:
+            if getattr(th, name) is not None:
+                th.load(name)
