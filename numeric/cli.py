@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from resprop import registry
-from resprop.numeric.cli_support import OptionRefused, interrupted
+from resprop.numeric.cli_support import OptionRefused, checkpoint, interrupted
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,6 +57,7 @@ def cmd_latex(args) -> int:
     failed = 0
     try:
         with pub:
+            checkpoint("locked")
             paths = export_latex(pub.path)
             written = list(paths)
             if args.pdf:
@@ -156,6 +157,7 @@ def cmd_train(args) -> int:
     lines = []
     try:
         with Publication(args.out, "dir", "resprop train") as pub:
+            checkpoint("locked")
             for name in chosen:
                 res = run_experiment(table[name], pub.path, quick=args.quick, seeds=seeds)
                 bad = sum(not r["passed"] for r in res.claims)
@@ -182,6 +184,7 @@ def cmd_figures(args) -> int:
         raise ParameterError("only", f"unknown theory slug(s) {unknown or chosen}; allowed: {', '.join(allowed)}")
     try:
         with Publication(args.out, "dir", "resprop figures") as pub:  # path checked before any work
+            checkpoint("locked")
             out = pub.path
             paths = []
             for th in drawing:
@@ -255,7 +258,9 @@ def cmd_kernel(args) -> int:
                "sigma_b2": "--bias-var", "gamma": "--gamma", "branch_scale": "--branch-scale", "backend": "--backend"}
     try:
         with pub:
+            checkpoint("locked")
             X = read_inputs(args.inputs, ntk=args.ntk, name="--inputs")  # header, size and memory before the data
+            checkpoint("computing")
             try:
                 result = kernel(X, args.activation, args.depth, args.weight_var, args.bias_var, gamma=args.gamma,
                                 branch_scale=branch, ntk=args.ntk, readout=args.readout, progress=not args.quiet,
@@ -438,6 +443,7 @@ def cmd_predict(args) -> int:
                "regulariser": "--regulariser", "validation_fraction": "--validation-fraction", "seed": "--seed"}
     try:
         with pub:
+            checkpoint("locked")
             try:
                 res = predict(K[:n, :n], y[:n], K[n:, :n], k_test_diag=diag,
                               ntk_train=None if theta is None else theta[:n, :n],

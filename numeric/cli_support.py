@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 
 import numpy as np
 
@@ -18,6 +20,46 @@ def interrupted(exc: KeyboardInterrupt, out=None) -> int:
         where = f"; {out} left as it was" if out is not None else ""
     print(f"resprop: interrupted{where}", file=sys.stderr)
     return 128 + getattr(exc, "signum", 2)
+
+
+# --------------------------------------------------------------------------- test hook: checkpoints
+#: test-only (tests/interrupting.py ``interrupt_at``; CONTRIBUTING.md, "Tests that interrupt a run"): a file, or
+#: a pipe as ``/dev/fd/N``, to which :func:`checkpoint` appends the name of every checkpoint reached
+CHECKPOINTS_ENV = "RESPROP_TEST_CHECKPOINTS"
+#: test-only: ``NAME`` or ``NAME:N``, the checkpoint (and its N-th arrival, default the first) to pause at
+PAUSE_ENV = "RESPROP_TEST_PAUSE"
+#: a pause that no signal ends is given up after this many seconds (the run then carries on)
+PAUSE_LIMIT = 600.0
+_arrivals: dict[str, int] = {}
+
+
+def checkpoint(name: str) -> None:
+    """Mark that the run has reached the point ``name``, so that a test can interrupt it exactly there instead of
+    guessing the moment from the wall clock.  Without ``RESPROP_TEST_CHECKPOINTS`` in the environment (normal
+    use) this does nothing.
+
+    With it set to a path, each call appends the line ``NAME`` to that file.  If ``RESPROP_TEST_PAUSE`` is
+    ``NAME`` or ``NAME:N`` as well, the N-th arrival (default the first) appends ``paused NAME`` and sleeps until
+    a signal ends the sleep: Ctrl-C raises KeyboardInterrupt here, SIGTERM raises ``Interrupted`` while a
+    Publication is open, SIGKILL kills; after ``PAUSE_LIMIT`` seconds the run carries on.
+
+    The points (main thread only): ``locked`` (every writer but ``kernel --out K.zarr/K.npy``: the output lock is
+    held, nothing written yet), ``computing`` (``kernel``: inputs read, before the kernel), ``latex-exported``
+    (``reproduce``: the LaTeX sources are in the temporary report; PDFs, claims and figures to come),
+    ``part-written`` (``sweep``: once per chunk, after its part file is written and counted).
+    """
+    path = os.environ.get(CHECKPOINTS_ENV)
+    if not path:
+        return
+    count = _arrivals[name] = _arrivals.get(name, 0) + 1
+    target, _, nth = os.environ.get(PAUSE_ENV, "").partition(":")
+    pause = target == name and count == (int(nth) if nth else 1)
+    with open(path, "a") as fh:
+        fh.write(f"{name}\n" + (f"paused {name}\n" if pause else ""))
+    if pause:
+        end = time.monotonic() + PAUSE_LIMIT
+        while time.monotonic() < end:
+            time.sleep(min(1.0, max(end - time.monotonic(), 0.0)))
 
 
 def emit(obj: dict, as_json: bool) -> None:

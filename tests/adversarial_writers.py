@@ -4,9 +4,9 @@ Every command that writes a user path (``reproduce``, ``latex``, ``figures``, ``
 meets:
 
 * ``SIGINT`` and ``SIGTERM`` as soon as the run holds its output lock (the earliest moment a user can interrupt
-  a run that has started writing): the run either finished first (exit 0, a complete output whose manifest
-  matches) or stops with exit 130 / 143 and one line, leaving the previous output exactly as it was and no
-  temporary, old copy or lock behind;
+  a run that has started writing): the run pauses at its checkpoint ``locked`` (tests/interrupting.py), so the
+  signal always lands there, and it must stop with exit 130 / 143 and one line, leaving no output, temporary, old
+  copy or lock behind;
 * two runs started together into one path: each exits 0 or 2 (a one-line error naming the lock or the other
   process); at the end the path holds one complete output whose manifest matches (never a mix, never a file
   with a bad checksum) and no temporaries.
@@ -25,7 +25,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -111,50 +110,35 @@ def _own_output(out: Path) -> bool:
     return True
 
 
-def signal_scenario(writer: str, sig: int, timeout: float = 300.0) -> dict:
-    """Run ``writer`` into a fresh path, send ``sig`` once it holds its lock, report what it left."""
+def signal_scenario(writer: str, sig: int) -> dict:
+    """Run ``writer`` into a fresh path, send ``sig`` where it pauses holding its lock, report what it left."""
+    from interrupting import interrupt_at
+
     name, argv, _ = WRITERS[writer]
     tmp = Path(tempfile.mkdtemp(prefix="resprop-sig-"))
     try:
         out = tmp / name
-        args = argv(tmp, out)
-        proc = _popen(args, tmp)
-        t0 = time.monotonic()
-        interrupted = False
-        try:
-            while proc.poll() is None and time.monotonic() - t0 < timeout:
-                if os.path.lexists(_lock(out)) or any(p.name.startswith(f".{name}.tmp-") for p in tmp.iterdir()):
-                    time.sleep(0.2)
-                    if proc.poll() is None:
-                        proc.send_signal(sig)
-                        interrupted = True
-                    break
-                time.sleep(0.01)
-            stdout, stderr = proc.communicate(timeout=timeout)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-        lines = [ln for ln in stderr.strip().splitlines() if ln]
-        return {"writer": writer, "signal": int(sig), "interrupted": interrupted, "code": proc.returncode,
-                "stderr_lines": lines, "traceback": "Traceback" in stderr, "exists": os.path.lexists(out),
+        locked = []
+        done = interrupt_at(argv(tmp, out), "locked", sig=sig, what=writer, cwd=tmp,
+                            while_paused=lambda: locked.append(os.path.lexists(_lock(out))))
+        lines = [ln for ln in done.stderr.strip().splitlines() if ln]
+        return {"writer": writer, "signal": int(sig), "locked": locked == [True], "code": done.returncode,
+                "stderr_lines": lines, "traceback": "Traceback" in done.stderr, "exists": os.path.lexists(out),
                 "own_output": _own_output(out), "strays": _strays(out)}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def check_signal(res: dict) -> bool:
-    if res["traceback"] or res["strays"] or not res["own_output"]:
+    """The signal landed while the run held its lock, before anything was committed: it must have stopped (never
+    finished: exit 0 would mean the signal was ignored) with one line saying so, leaving nothing behind."""
+    if not res["locked"] or res["traceback"] or res["strays"] or res["exists"]:
         return False
-    if res["code"] == 0:  # it finished before the signal landed: a complete output
-        return res["exists"]
     # 128 + signal, or killed by the signal itself after the one-line message (Python re-raises an interrupt that
     # lands during interpreter exit that way; a shell shows both as $? = 128 + signal)
     if res["code"] not in (128 + res["signal"], -res["signal"]) or len(res["stderr_lines"]) > 2:
         return False
     said = [ln for ln in res["stderr_lines"] if ln.startswith("resprop: interrupted")]
-    if res["exists"]:  # it landed after the commit: a complete output, and the line must say so
-        return any("was written (it is complete)" in ln for ln in said)
     return bool(said) and not any("was written" in ln for ln in said)
 
 

@@ -1,12 +1,7 @@
-"""Shared test helpers: adaptive SciPy quadrature (a reference route independent of the generated kernels), and
-interrupting a command-line run mid-way."""
+"""Shared test helpers: adaptive SciPy quadrature (a reference route independent of the generated kernels).
+Interrupting a command-line run at a point it reports: tests/interrupting.py."""
 import os
-import signal
-import subprocess
-import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -41,27 +36,3 @@ def univariate_mean_quad(f, K, tol=1e-14):
     norm = 1 / np.sqrt(2 * np.pi * K)
     h = lambda u: f(u) * np.exp(-u * u / (2 * K)) * norm  # noqa: E731
     return sum(integrate.quad(h, a, b, epsabs=tol, epsrel=tol, limit=200)[0] for a, b in ((-_INF, 0), (0, _INF)))
-
-
-def interrupt_when(args: list[str], ready: Callable[[], bool], timeout: float, settle: float = 0.0,
-                   what: str = "the run", sig: int = signal.SIGINT) -> subprocess.CompletedProcess:
-    """Run ``python -m resprop.numeric.cli *args``, poll ``ready()`` until it holds (failing after ``timeout`` s or if the
-    process exits first), wait ``settle`` s more, send ``sig`` (default SIGINT, Ctrl-C) and return the finished
-    process (returncode, stdout, stderr as text).  The process is killed if it outlives the test."""
-    proc = subprocess.Popen([sys.executable, "-m", "resprop.numeric.cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        t0 = time.monotonic()
-        while not ready():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() - t0 < timeout, f"{what} never reached the point to interrupt"
-            time.sleep(0.01)
-        time.sleep(settle)
-        assert proc.poll() is None, f"{what} finished before it could be interrupted"
-        proc.send_signal(sig)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

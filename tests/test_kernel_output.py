@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, interrupt_when
+from conftest import ROOT
+from interrupting import interrupt_at
 
 import resprop
 from resprop.numeric.cli import main
@@ -182,15 +183,13 @@ def test_signal_mid_run_keeps_previous_output(sig, tmp_path, capsys):
     before = out.read_bytes()
     lock = lock_path(out)
 
-    def computing():  # the lock is held: output.py has installed its SIGTERM handler
-        try:
-            return lock.read_text().strip().isdigit()
-        except OSError:
-            return False
+    def locked():  # what the signal meets: the lock held (output.py has installed its SIGTERM handler)
+        assert lock.read_text().strip().isdigit()
 
-    args = ["kernel", "--inputs", str(X), "--activation", "erf", "--depth", "1000000", "--weight-var", "1.5",
+    # the run pauses with its inputs read, just before the kernel is computed, and the signal lands there
+    args = ["kernel", "--inputs", str(X), "--activation", "erf", "--depth", "1000", "--weight-var", "1.5",
             "--bias-var", "0.2", "--out", str(out)]
-    done = interrupt_when(args, computing, 120, settle=1.0, what="resprop kernel", sig=sig)
+    done = interrupt_at(args, "computing", sig=sig, what="resprop kernel", while_paused=locked)
     assert done.returncode == 128 + sig, done.stderr[-2000:]
     assert "interrupted" in done.stderr and "Traceback" not in done.stderr and done.stdout == ""
     assert out.read_bytes() == before

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import interrupt_when
+from interrupting import interrupt_at
 
 import resprop.numeric.engine.output as O
 from resprop.numeric.cli import main
@@ -313,10 +313,12 @@ def test_signal_during_reproduce_keeps_the_previous_report(sig, tmp_path):
     out = tmp_path / "report"
     before = _previous_report(out)
 
-    def building():  # the report is being built in its temporary directory
-        return any((t / "figures").is_dir() for t in tmp_path.glob(".report.tmp-*"))
+    def building():  # what the signal meets: the report half built in its temporary directory
+        assert any((t / "figures").is_dir() and any(t.glob("latex/*.tex")) for t in tmp_path.glob(".report.tmp-*"))
 
-    done = interrupt_when(["reproduce", "abcd", "--out", str(out), "--quick", "--quiet"], building, 120, sig=sig)
+    # the run pauses after the LaTeX export, before claims and figures, and the signal lands there
+    done = interrupt_at(["reproduce", "abcd", "--out", str(out), "--quick", "--quiet"], "latex-exported", sig=sig,
+                        while_paused=building)
     assert done.returncode == 128 + sig, done.stderr[-2000:]
     assert "interrupted" in done.stderr and "Traceback" not in done.stderr
     assert snapshot(out) == before
@@ -334,8 +336,11 @@ def test_signal_during_sweep_keeps_the_previous_output(sig, suffix, tmp_path, ti
     slow = tmp_path / "slow.toml"
     slow.write_text(SLOW)
     parts = Path(str(out) + ".parts")
-    done = interrupt_when(["sweep", str(slow), "--out", str(out), "--workers", "1", "--quiet"],
-                          lambda: any(parts.glob("chunk-*.npz")), 120, sig=sig)
+    def one_part():  # what the signal meets: the first chunk's part written, the others to come
+        assert len(list(parts.glob("chunk-*.npz"))) == 1
+
+    done = interrupt_at(["sweep", str(slow), "--out", str(out), "--workers", "1", "--quiet"], "part-written", sig=sig,
+                        while_paused=one_part)
     assert done.returncode == 128 + sig, done.stderr[-2000:]
     assert "interrupted" in done.stderr and "resume" in done.stderr and "Traceback" not in done.stderr
     assert (snapshot(out), O.manifest_path(out, kind).read_bytes()) == before

@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import interrupt_when
+from interrupting import interrupt_at
 
 from resprop.numeric.cli import main
 from resprop.numeric.engine.output import write_manifest
@@ -20,12 +20,18 @@ def _temp_dirs(out: Path) -> list[Path]:
     return [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.tmp-")]
 
 
-def _interrupt(out: Path, theory: str = "all", inside: str | None = None) -> int:
-    """Start `reproduce`, wait until its temporary directory exists (and holds ``inside``, a glob, when given),
-    then 2 s more, and send SIGINT."""
-    done = interrupt_when(["reproduce", theory, "--out", str(out), "--quick", "--quiet"],
-                          lambda: any(inside is None or list(t.glob(inside)) for t in _temp_dirs(out)),
-                          timeout=180, settle=2.0, what="reproduce")
+def _interrupt(out: Path, theory: str = "all", at: str = "locked") -> int:
+    """Start `reproduce` and send SIGINT where it pauses at the checkpoint ``at`` (tests/interrupting.py):
+    "locked" (its temporary directory made, nothing built yet), "latex-exported" (the LaTeX sources written into
+    the temporary report; PDFs, claims and figures to come)."""
+    inside = {"locked": None, "latex-exported": "latex/*.tex"}[at]
+
+    def temporary_report():  # what the signal meets: the temporary report (holding the LaTeX sources)
+        temps = _temp_dirs(out)
+        assert len(temps) == 1 and (inside is None or list(temps[0].glob(inside))), temps
+
+    done = interrupt_at(["reproduce", theory, "--out", str(out), "--quick", "--quiet"], at, what="reproduce",
+                        while_paused=temporary_report)
     assert "interrupted" in done.stderr, done.stderr[-2000:]
     return done.returncode
 
@@ -38,8 +44,8 @@ def test_ctrl_c_without_previous_report_leaves_none(tmp_path):
     assert _strays(out) == []
 
 
-@pytest.mark.parametrize("inside", [None, "latex/*.tex"], ids=["early", "while-writing"])
-def test_ctrl_c_keeps_the_previous_complete_report(tmp_path, inside):
+@pytest.mark.parametrize("at", ["locked", "latex-exported"], ids=["early", "while-writing"])
+def test_ctrl_c_keeps_the_previous_complete_report(tmp_path, at):
     """'while-writing': interrupted after the LaTeX export, while PDFs, figures and rows are being produced."""
     out = tmp_path / "report"
     out.mkdir()
@@ -48,7 +54,7 @@ def test_ctrl_c_keeps_the_previous_complete_report(tmp_path, inside):
     (out / "index.html").write_text("<!doctype html><title>previous</title>")
     write_manifest(out, "dir", GENERATOR)  # what a completed run writes last
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    assert _interrupt(out, inside=inside) == 130
+    assert _interrupt(out, at=at) == 130
     after = {p.name: p.read_bytes() for p in out.iterdir()}
     assert after == before  # byte for byte the previous complete report
     assert json.loads((out / "report.json").read_text()) == previous

@@ -1,19 +1,16 @@
 """resprop sweep: Dask grid sweeps with deterministic seeds, resumable parts and labelled output."""
 import copy
 import logging
-import os
 import signal
-import subprocess
 import sys
 import textwrap
-import time
 import tomllib
 from pathlib import Path
 
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import interrupt_when
+from interrupting import interrupt_at
 
 from resprop.numeric.engine.validation import ParameterError
 from resprop.numeric.sweep.runner import cli_sweep, dumps_toml, load_spec, normalize_spec, run_sweep
@@ -99,23 +96,18 @@ def test_interrupt_and_resume(tmp_path, caplog):
         from resprop.numeric.sweep.runner import run_sweep
         run_sweep({RESUME!r}, {str(out)!r}, workers=1, progress=False)
     """)
-    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 90
-        while len(list(parts.glob("chunk-*.npz"))) < 3:
-            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-            assert time.monotonic() < deadline, "no parts written"
-            time.sleep(0.01)
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
-        proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL
+
+    def three_parts():  # what the kill meets
+        assert len(list(parts.glob("chunk-*.npz"))) == 3
+
+    # killed where it pauses after writing its third part (tests/interrupting.py): nothing more is written
+    done = interrupt_at([], "part-written:3", sig=signal.SIGKILL, what="the sweep",
+                        command=[sys.executable, "-c", script], while_paused=three_parts)
+    assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
     assert not out.exists()
     n_chunks = 16
     kept = sorted(parts.glob("chunk-*.npz"))
-    assert 3 <= len(kept) < n_chunks
+    assert len(kept) == 3
     kept_ids = {int(p.stem.split("-")[1]) for p in kept}
     mtimes = {p: p.stat().st_mtime_ns for p in kept}
     assert (parts / "manifest.json").exists()
@@ -157,8 +149,8 @@ def test_ctrl_c_on_the_cli_keeps_parts_and_resumes(tmp_path):
     spec_file.write_text(dumps_toml(RESUME))
     out = tmp_path / "ctrlc.nc"
     parts = tmp_path / "ctrlc.nc.parts"
-    done = interrupt_when(["sweep", str(spec_file), "--workers", "2", "--out", str(out)],
-                          lambda: len(list(parts.glob("chunk-*.npz"))) >= 2, timeout=120, what="sweep")
+    done = interrupt_at(["sweep", str(spec_file), "--workers", "2", "--out", str(out)], "part-written:2",
+                        what="sweep")
     err = done.stderr
     assert done.returncode == 130, err[-2000:]
     assert "Traceback" not in err and "resume" in err

@@ -31,6 +31,7 @@ from typing import Any
 from tqdm import tqdm
 
 from resprop import registry
+from resprop.numeric.cli_support import checkpoint
 from resprop.numeric.engine.output import OutputPathError, Publication
 from resprop.numeric.report.claims import ref, row
 
@@ -164,6 +165,7 @@ def _build(work: Path, theories: list[str], quick: bool, quiet: bool, check_gene
         tex_paths = {p.stem: p for p in export_latex(texdir)}
     except Exception as exc:
         tex_error = exc
+    checkpoint("latex-exported")
     engine = find_engine() if build_pdf else None
     report_theories: dict[str, dict[str, Any]] = {}
     for th in theories:
@@ -276,6 +278,7 @@ def reproduce(out, theory="all", quick: bool = True, quiet: bool = False, *, che
         raise ParameterError("training", f"must be a directory written by `resprop train`, got {str(training)!r}")
     with Publication(out, "dir", GENERATOR) as pub:
         tmp = pub.path
+        checkpoint("locked")
         report = _build(tmp, theories, bool(quick), bool(quiet), check_generated, build_pdf,
                         None if training is None else Path(training))
         text = json.dumps(report, indent=1, allow_nan=True)

@@ -72,6 +72,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from resprop.numeric.cli_support import checkpoint
 from resprop.numeric.engine.output import OutputPathError, Publication
 from resprop.numeric.engine.validation import ParameterError
 from resprop.numeric.sweep.kinds import _int_check, _output_names, kinds
@@ -489,6 +490,7 @@ def run_sweep(spec, out, scheduler: str | None = None, workers: int | None = Non
     parts = _parts_dir(pub.out)
     _check_parts(parts)
     with pub:
+        checkpoint("locked")
         ds = _run_locked(spec_, pub, parts, scheduler, workers, processes, progress, tqdm)
         pub.commit()
     _remove_parts(parts)
@@ -543,6 +545,7 @@ def _run_locked(spec_: Spec, pub: Publication, parts: Path, scheduler, workers, 
                 if time.monotonic() - last_manifest > _MANIFEST_INTERVAL:  # informative; the parts are authoritative
                     _write_manifest(parts, spec_, set(done))
                     last_manifest = time.monotonic()
+                checkpoint("part-written")  # test hook: the part is written and counted as done
         finally:
             if done and not refused:
                 try:
