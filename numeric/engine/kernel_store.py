@@ -276,7 +276,8 @@ def _collapsed_run(net: Network) -> _CollapsedRun | None:
     if two:
         col = depth_collapse.with_theta_from_k(col)
     d = col.diagonal[col.classes]
-    return _CollapsedRun(col, d, col.second_diagonal[col.classes] if two else None)
+    sd = col.second_diagonal[col.classes] if two and col.second_diagonal is not None else None
+    return _CollapsedRun(col, d, sd)
 
 
 def _collapsed_tile(run: _CollapsedRun, net: Network, writer: _Writer, t: RK.Tile) -> None:

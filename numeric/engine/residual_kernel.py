@@ -161,11 +161,12 @@ def recursions(activation: str, backend: str = "auto") -> ActivationRecursions:
             raise ParameterError("backend", f"no compiled kernel for activation {activation!r}: {why}; use "
                                             "backend='auto' or 'numpy'")
         return rec
-    diagonal = None
+    diagonal: dict[str, Callable] | None = None
     if closed:
         suffix = {"nngp": "", "ntk": "_ntk", "response": "_response"}
         found = {m: getattr(comp, f"{rec.name}_diagonal{s}_run", None) for m, s in suffix.items()}
-        diagonal = found if all(f is not None for f in found.values()) else None
+        if all(f is not None for f in found.values()):
+            diagonal = {m: f for m, f in found.items() if f is not None}
     return dataclasses.replace(rec, compiled=_compiled_functions(comp, "tabulated" if tabulated else rec.name),
                                compiled_diagonal=diagonal)
 
@@ -763,6 +764,7 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
     np.fill_diagonal(K_out, schedule.d)
     finite = finite and bool(np.isfinite(schedule.d).all())
     if two:
+        assert schedule.sd is not None
         np.fill_diagonal(S_out, schedule.sd)
         finite = finite and bool(np.isfinite(schedule.sd).all())
     return Propagated(K_out, S_out, schedule.log_K, schedule.log_S, layers, finite)
@@ -787,6 +789,7 @@ def _collapsed(col, K0: np.ndarray, second0: Any, P: int, two: bool, in_place: b
     from resprop.numeric.engine.depth_collapse import evaluate_tile, with_theta_from_k
 
     K_out = K0 if in_place else np.array(K0, dtype=float)
+    S_out: np.ndarray | None
     if same:  # Theta^(L) = G(u), one series (`with_theta_from_k`), written into a new array
         col = with_theta_from_k(col)
         S_out = np.empty((P, P))
