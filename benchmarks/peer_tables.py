@@ -129,7 +129,7 @@ def update_markdown(report: dict, path: Path = BENCHMARKS_MD) -> list[str]:
         pattern = re.compile(rf"(<!-- generated: {name} -->\n)(?:.*?\n)?(<!-- end generated: {name} -->)", re.S)
         if not pattern.search(text):
             raise SystemExit(f"{path}: no '<!-- generated: {name} -->' ... '<!-- end generated: {name} -->' region")
-        table = render(rec, report["machine"])
+        table = render(rec, rec.get("machine") or report["machine"])  # a script re-run alone keeps its own
         text = pattern.sub(lambda m: m.group(1) + table + "\n" + m.group(2), text)
         done.append(name)
     path.write_text(text)

@@ -227,6 +227,20 @@ def _table_calls(rec: Recursion) -> dict[str, sp.Expr]:
     return calls
 
 
+def _add_updates(cl: _Classifier, updates: list[sp.Expr]) -> list[sp.Symbol]:
+    """The state updates' common subexpressions (``sympy.cse``) and the new states ``new0, new1, ...`` added to
+    ``cl`` in order; returns the new-state symbols."""
+    replacements, reduced = sp.cse(updates, symbols=sp.numbered_symbols("x"), order="none")
+    for sym, sub in replacements:
+        cl.add(sym, sub)
+    finals = []
+    for i, expr in enumerate(reduced):
+        sym = sp.Symbol(f"new{i}", real=True)
+        cl.add(sym, expr)
+        finals.append(sym)
+    return finals
+
+
 def compilable(rec: Recursion) -> bool:
     """Pair recursions with one row and one column quantity, and no callbacks other than the rho tables of
     TABLE_CALLBACKS, all at one argument (the closed-form and the tabulated pair kernels)."""
@@ -259,15 +273,7 @@ def compiled_spec(rec: Recursion) -> CompiledSpec:
             raise ValueError(f"{rec.name}: the table argument {arg} is not elementwise")
         table_arg = ScalarPrinter({"fully_qualified_modules": False}).doprint(cl.hoist(arg))
         cl.defs["elem"].append((sp.Symbol("__table__"), sp.S.Zero))
-    replacements, reduced = sp.cse([u.xreplace(swap) for _, u in rec.state], symbols=sp.numbered_symbols("x"),
-                                   order="none")
-    for sym, sub in replacements:
-        cl.add(sym, sub)
-    finals = []
-    for i, expr in enumerate(reduced):
-        sym = sp.Symbol(f"new{i}", real=True)
-        cl.add(sym, expr)
-        finals.append(sym)
+    finals = _add_updates(cl, [u.xreplace(swap) for _, u in rec.state])
     # a state update that is not elementwise (cannot happen for a recursion that reads its state) stays correct:
     # it is computed where its kind says and read below
     pr = ScalarPrinter({"fully_qualified_modules": False})
@@ -324,14 +330,7 @@ def elementwise_spec(rec: Recursion) -> ElementwiseSpec:
     cl = _Classifier(rec)
     for sym, sub in rec.definitions:
         cl.add(sym, sub)
-    replacements, reduced = sp.cse([u for _, u in rec.state], symbols=sp.numbered_symbols("x"), order="none")
-    for sym, sub in replacements:
-        cl.add(sym, sub)
-    finals = []
-    for i, expr in enumerate(reduced):
-        sym = sp.Symbol(f"new{i}", real=True)
-        cl.add(sym, expr)
-        finals.append(sym)
+    finals = _add_updates(cl, [u for _, u in rec.state])
     pr = ScalarPrinter({"fully_qualified_modules": False})
     # a final that is not elementwise (a state set from the layer's scalars alone) is still written per element
     elem = [(s.name, pr.doprint(e)) for s, e in cl.defs["elem"]]
