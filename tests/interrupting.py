@@ -25,6 +25,10 @@ ROOT = Path(__file__).resolve().parent.parent
 HANG_GUARD = 1800.0
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _await_pause(proc: subprocess.Popen, fd: int, name: str) -> tuple[bool, list[str]]:
     """Read checkpoint lines from ``fd`` until ``paused NAME`` (True) or the run exits first (False); the lines."""
     lines: list[str] = []
@@ -66,7 +70,11 @@ def interrupt_at(args: list[str], at: str, sig: int = signal.SIGINT, what: str =
     # stdout and stderr into files, not pipes: a run that writes much before the point never blocks on a full pipe
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
-            proc = subprocess.Popen(argv, cwd=cwd or ROOT, stdout=out, stderr=err, env=env, pass_fds=(write_fd,))
+            # SIGINT back to its default in the child: a test run started in the background by a non-interactive
+            # shell ignores SIGINT, the child would inherit that, and Python would then install no
+            # KeyboardInterrupt handler (the run would sit at its pause until PAUSE_LIMIT)
+            proc = subprocess.Popen(argv, cwd=cwd or ROOT, stdout=out, stderr=err, env=env, pass_fds=(write_fd,),
+                                    preexec_fn=_default_sigint)
         finally:
             os.close(write_fd)  # the run holds the only write end: EOF when it has exited
         try:

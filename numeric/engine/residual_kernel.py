@@ -247,7 +247,9 @@ class _Tables:
             table_family.prepare(expr, equal, RTOL, pool)
         table_budget = 1 << 62 if table_budget is None else table_budget
         tbytes = 0
-        while n < L and (n == 0 or (nbytes <= budget and tbytes <= table_budget)):
+        # the tables' budget applies from MIN_BLOCK layers on: a block costs ~1 ms of Python and table set-up, which
+        # one- or two-layer blocks at small P would pay every layer
+        while n < L and (n == 0 or (nbytes <= budget and (tbytes <= table_budget or n < MIN_BLOCK))):
             batch = range(n, min(L, n + step))
             built = (list(pool.map(lambda l: self._layer(l, diag[l]), batch)) if pool
                      else [self._layer(l, diag[l]) for l in batch])
