@@ -22,7 +22,7 @@ def cached_render(rendered, monkeypatch):
     """stale_files / write_generated against the module's single render instead of rendering again."""
     import resprop.derive.codegen as codegen
 
-    monkeypatch.setattr(codegen, "generated_files", lambda: rendered)
+    monkeypatch.setattr(codegen, "generated_files", lambda slugs=None: rendered)
     return rendered
 
 

@@ -74,7 +74,7 @@ def test_kernel_reference_is_generated_and_fresh(rendered):
 def test_kernel_reference_staleness_is_detected(tmp_path, rendered, monkeypatch):
     import resprop.derive.codegen as codegen
 
-    monkeypatch.setattr(codegen, "generated_files", lambda: rendered)
+    monkeypatch.setattr(codegen, "generated_files", lambda slugs=None: rendered)
     write_generated(tmp_path)
     doc = tmp_path / KERNEL_REFERENCE
     assert doc.exists() and stale_files(tmp_path) == {}
