@@ -32,6 +32,8 @@ from dataclasses import dataclass, replace
 import numba
 import numpy as np
 
+from resprop.numeric.engine.mirror import mirror_columns
+
 #: most distinct diagonal values (classes) for which the map is collapsed (m (m + 1) / 2 interpolants)
 MAX_CLASSES = 8
 #: target relative error of the interpolants (of the largest |value| of each function)
@@ -399,19 +401,10 @@ def _evaluate_tile(K, S, r0, r1, c0, c1, o_r, o_c, mirror, classes, inv_root, pa
             _store(K, S, res, i - o_r, j0 - o_c, m, two, direct)
         if not mirror:
             continue
-        for j in range(j0, j0 + m):  # the block's transpose below the diagonal
-            top = min(r1, j)
-            for i in range(r0, top):
-                v = K[i, j]
-                K[j, i] = v
-                if not (v - v == 0.0):
-                    finite = False
-            if two:
-                for i in range(r0, top):
-                    v = S[i, j]
-                    S[j, i] = v
-                    if not (v - v == 0.0):
-                        finite = False
+        # the block's transpose below the diagonal (mirror.py's compiled copy)
+        finite = mirror_columns(K, r0, r1, j0, j0 + m, m) and finite
+        if two:
+            finite = mirror_columns(S, r0, r1, j0, j0 + m, m) and finite
     return finite
 
 

@@ -37,15 +37,14 @@ def _mirror_tile_py(M, r0, r1, c0, c1, block):
     return finite
 
 
-_compiled = None
+#: the compiled copy (compiled on its first call; compiled kernels such as `depth_collapse` call it too)
+mirror_columns = (numba.njit(nogil=True, cache=True, boundscheck=False)(_mirror_tile_py) if numba is not None
+                  else None)
 
 
 def _kernel():
-    global _compiled
-    if _compiled is None:
-        assert numba is not None
-        _compiled = numba.njit(nogil=True, cache=True, boundscheck=False)(_mirror_tile_py)
-    return _compiled
+    assert mirror_columns is not None
+    return mirror_columns
 
 
 def mirror_tile(M: np.ndarray, r0: int, r1: int, c0: int, c1: int, block: int | None = None) -> bool:
