@@ -522,7 +522,29 @@ def derivations_of(slugs) -> list[str]:
     return [name for name, (_, owner) in table.items() if owner in set(slugs)]
 
 
-def generated_files(slugs=None) -> dict[str, str]:
+def derive_with_progress(slugs=None, progress=None) -> int:
+    """Run the derivations behind ``generated_files(slugs)`` one at a time (each is computed once per process,
+    ``registry.derivation``), so that a caller can show how far `derive`, `derive --check` and the report's freshness
+    step are; returns the number of steps.  ``progress(done, total, label)`` is called with ``done = 0`` first, then
+    after each derivation (``label``: its name); the last step is the rendering, reported by the caller
+    (``generated_files``: ``progress(total, total, "rendered")``).  The derivations are nearly all of the time: the
+    templates then render in about a second."""
+    names = list(registry.derivations()) if slugs is None else derivations_of(slugs)
+    total = len(names) + 1
+    if progress is not None:
+        progress(0, total, "")
+        for i, name in enumerate(names, 1):
+            registry.derivation(name)
+            progress(i, total, name)
+    return total
+
+
+def _files(slugs, progress) -> dict[str, str]:
+    """``generated_files(slugs)``, passing ``progress`` only when given (stand-ins that take ``slugs`` keep working)."""
+    return generated_files(slugs) if progress is None else generated_files(slugs, progress=progress)
+
+
+def generated_files(slugs=None, progress=None) -> dict[str, str]:
     """Relative path -> text, for everything `resprop derive` writes; with ``slugs`` (theory slugs, or
     "foundation"), only the files of those theories' own derivations (kernels, recursions, compiled kernels,
     LaTeX), not the files shared by all (the parameters module and the references, the activation modules).
@@ -532,6 +554,7 @@ def generated_files(slugs=None) -> dict[str, str]:
     """
     from resprop.derive.latex import render_latex_document
 
+    total = derive_with_progress(slugs, progress)  # ``progress``: see there
     files: dict[str, str] = {}
     if slugs is None:
         files = {"gauss_hermite.py": render_gauss_hermite_module(), "_domain.py": render_domain_module(),
@@ -550,6 +573,8 @@ def generated_files(slugs=None) -> dict[str, str]:
     if slugs is None:
         files[KERNEL_REFERENCE] = render_kernel_reference()
         files[PARAMETER_REFERENCE] = render_parameter_reference()
+    if progress is not None:
+        progress(total, total, "rendered")
     return files
 
 
@@ -584,10 +609,10 @@ def display_path(rel: str) -> str:
     return rel if rel.startswith(ROOT_PREFIX) else f"generated/{rel}"
 
 
-def write_generated(target: Path | None = None, slugs=None) -> list[Path]:
+def write_generated(target: Path | None = None, slugs=None, progress=None) -> list[Path]:
     """Write the generated files (of the theories ``slugs`` only, see `generated_files`); returns those changed."""
     written = []
-    for rel, text in generated_files(slugs).items():
+    for rel, text in _files(slugs, progress).items():
         path = file_path(rel, target)
         if path is None:
             continue
@@ -598,7 +623,7 @@ def write_generated(target: Path | None = None, slugs=None) -> list[Path]:
     return written
 
 
-def stale_files(target: Path | None = None, slugs=None) -> dict[str, str]:
+def stale_files(target: Path | None = None, slugs=None, progress=None) -> dict[str, str]:
     """Relative path -> report for every generated file that is stale.
 
     A file is stale when it differs from a fresh render (the report is the unified diff) or when the content hash
@@ -608,7 +633,7 @@ def stale_files(target: Path | None = None, slugs=None) -> dict[str, str]:
     :func:`resprop.derive.templating.render`).  ``slugs``: only those theories' own files (`generated_files`).
     """
     stale = {}
-    for rel, text in generated_files(slugs).items():
+    for rel, text in _files(slugs, progress).items():
         path = file_path(rel, target)
         if path is None:
             continue
@@ -625,5 +650,5 @@ def stale_files(target: Path | None = None, slugs=None) -> dict[str, str]:
 
 __all__ = ["generated_files", "write_generated", "stale_files", "recorded_hash_problem", "render_theory_module",
            "render_activation_module", "render_kernel_reference", "render_parameter_reference",
-           "file_path", "display_path", "function_spec",
+           "file_path", "display_path", "function_spec", "derive_with_progress",
            "KernelPrinter", "GENERATED_ACTIVATIONS"]
