@@ -46,6 +46,17 @@ PARAMETERS = (
               "<phi'(u) phi'(v)> at the previous layer"),
 )
 K_ab, Theta_ab, chi_ab, skip_gain, branch_weight, branch_bias, E_phiphi, E_dphidphi = (p.symbol for p in PARAMETERS)
+#: the network's own hyperparameters, from which a driver builds the sequences g_l = gamma^2, w_l = lambda_l^2
+#: sigma_w^2 and s_l = lambda_l^2 sigma_b^2 (and the read-in K^(0) = sigma_w^2 x.x'/d_in + sigma_b^2): no result takes
+#: them, but ``resprop.kernel`` and ``resprop kernel`` (``--sigma-w2``, ``--sigma-b2``, ``--gamma``) do, and the
+#: command line builds those options (help text and checks) from these declarations
+NETWORK_PARAMETERS = (
+    Parameter("sigma_w2", "(0, inf)", r"\sigma_{w}^{2}", "weight variance of every layer (read-in, residual branches, "
+              "readout)", "W ~ N(0, sigma_w^2 / fan-in)"),
+    Parameter("sigma_b2", "[0, inf)", r"\sigma_{b}^{2}", "bias variance of every layer", "b ~ N(0, sigma_b^2)"),
+    Parameter("gamma", "real", r"\gamma", "skip gain gamma of the blocks z <- gamma z + lambda_l (W phi(z) + b); "
+              "0 is a plain fully connected network"),
+)
 K_aa, K_bb, K = gaussian.K_aa, gaussian.K_bb, gaussian.K
 SEQUENCES = (skip_gain, branch_weight, branch_bias)
 
@@ -200,6 +211,7 @@ def derive_residual() -> Derivation:
     closed-form activation and of the tabulated one (``Derivation.recursions``)."""
     d = Derivation("residual", "Residual network kernels: NNGP, NTK and response recursions", PAPER)
     domains = d.declare(PARAMETERS)
+    d.declare(NETWORK_PARAMETERS)  # declared (parameters.py, the reference), taken by no result
     add = d.adder(domains)
     order = [p.symbol for p in PARAMETERS]
     add("nngp_update", skip_gain * K_ab + branch_weight * E_phiphi + branch_bias, order, "B9-B10",

@@ -302,8 +302,12 @@ class Declared:
 
 
 def describe(parameter) -> str:
-    """'a real number in <domain>' or 'an integer in <domain>': what a declared parameter accepts."""
-    return f"{'an integer' if getattr(parameter, 'integer', False) else 'a real number'} in {parameter.domain}"
+    """'a real number in <domain>' or 'an integer in <domain>': what a declared parameter accepts ('any finite
+    real number' for the domain 'real', which is not an interval to quote)."""
+    kind = "an integer" if getattr(parameter, "integer", False) else "a real number"
+    if parameter.domain == "real":
+        return f"any finite {kind.split(' ', 1)[1]}"
+    return f"{kind} in {parameter.domain}"
 
 
 def check(parameter, value, name: str | None = None):
