@@ -5,9 +5,16 @@ The path is a short sequence of steps, each callable on its own:
 ``render_theory_module`` / ``render_activation_module`` (template -> text) ->
 ``generated_files`` (everything, in memory) -> ``write_generated`` / ``stale_files``.
 
-``generated_files`` keys are paths relative to ``generated/``, except those under ``docs/`` (``ROOT_FILES``,
-the generated kernel reference ``docs/reference/kernels.md`` and parameter reference
-``docs/reference/parameters.md``), which are relative to the repository root.
+``generated_files`` keys name where each file lives (:func:`file_path`):
+
+- plain paths (``gaussian.py``, ``latex/gaussian.tex``, ``parameters.py``) are the shared foundation, relative to
+  resprop's ``generated/``;
+- ``docs/...`` (``ROOT_PREFIX``: the foundation's kernel reference ``docs/reference/kernels.md`` and parameter
+  reference ``docs/reference/parameters.md``) are relative to the repository root;
+- ``theories/<slug>/...`` (``registry.OWN_PREFIX``) are a theory's own files, relative to its generated package
+  (``Theory.generated_package``: ``numeric/theories/<slug>/generated/`` in-tree, the plugin's own package for a
+  plugin): its kernels, recursions and compiled kernels, its parameters module, LaTeX, and its kernel and
+  parameter reference pages.  No file depends on which other theories are installed.
 """
 from __future__ import annotations
 
@@ -444,7 +451,7 @@ def render_compiled_module(d: Derivation, derivation_path: str) -> str | None:
     for c in reversed(coeffs[:-1]):
         horner = f"({horner}) * z + {c!r}"
     return render("compiled_module.py.j2", recursions=specs, derivation_path=derivation_path, title=d.title,
-                  paper=d.paper, numpy_module=f"resprop.generated.{d.theory}_recursions", jb=JB,
+                  paper=d.paper, numpy_module=f"{registry.generated_module(d.theory)}_recursions", jb=JB,
                   degree=A.DEGREE, coefficients=[repr(c) for c in coeffs], horner=horner, ulp=A.max_ulp_error(),
                   n_points=len(A.test_points()), fastmath='{"contract"}', lanes=LANES, pio2_hi=repr(A.PIO2_HI),
                   pio2_lo=repr(A.PIO2_LO), pi_hi=repr(A.PI_HI), pi_lo=repr(A.PI_LO),
@@ -463,12 +470,32 @@ def _plain_paper(key: str) -> str:
     return registry.papers().get(key, key).replace("\\&", "&")
 
 
-def render_kernel_reference() -> str:
-    """docs/reference/kernels.md: every generated kernel with signature, domains, source and LaTeX equation."""
+def _scope(slug: str | None) -> dict[str, str]:
+    """The words a shared-template page uses for its scope: the foundation (slug None) or one theory."""
+    if slug is None:
+        return {"scope": "the shared foundation's derivations (resprop/registry.py FOUNDATION)", "heading":
+                "the shared foundation", "others": "Each theory's own kernels and parameters are in its generated "
+                "package: `numeric/theories/<slug>/generated/kernels.md` and `parameters.md` for the built-in "
+                "theories (`resprop theories --json` lists them), the plugin's own package for a plugin."}
+    th = registry.theory(slug)
+    return {"scope": f"the derivations of the theory {slug!r} ({th.title})", "heading": f"the theory {slug}",
+            "others": "The shared foundation's kernels and parameters (Gaussian expectations, the residual "
+                      "kernel) are in resprop's docs/reference/kernels.md and parameters.md."}
+
+
+def _names(slug: str | None) -> list[str]:
+    """The derivation names of the foundation (slug None) or of the theory ``slug``."""
+    owner = "foundation" if slug is None else slug
+    return [name for name, (_, o) in registry.derivations().items() if o == owner]
+
+
+def render_kernel_reference(slug: str | None = None) -> str:
+    """The kernel reference of the foundation (docs/reference/kernels.md) or of the theory ``slug`` (its
+    generated package's kernels.md): every generated kernel with signature, domains, source and LaTeX equation."""
     from resprop.derive.latex import equation_tex
 
     theories = []
-    for theory in registry.derivations():
+    for theory in _names(slug):
         d, path = registry.derivation(theory), registry.derivation_source(theory)
         rows = [{
             "name": r.name, "anchor": f"{theory}-{r.name}".lower(), "description": r.description, "kind": r.kind,
@@ -477,15 +504,18 @@ def render_kernel_reference() -> str:
             "equation": r.source.equation, "note": r.source.note, "equation_tex": equation_tex(r, d),
         } for r in d.results]
         theories.append({"theory": theory, "anchor": f"module-{theory}".lower(), "title": d.title,
+                         "module": registry.generated_module(theory).removeprefix("resprop."),
                          "derivation_path": path, "paper": _plain_paper(d.paper), "results": rows})
-    return render("kernel_reference.md.j2", theories=theories, total=sum(len(t["results"]) for t in theories))
+    return render("kernel_reference.md.j2", theories=theories, total=sum(len(t["results"]) for t in theories),
+                  **_scope(slug))
 
 
-def render_parameter_reference() -> str:
-    """docs/reference/parameters.md: every declared parameter of every derivation (name, LaTeX, domain, meaning,
-    convention, layer and the kernels that take it), read from the ``PARAMETERS`` declarations."""
+def render_parameter_reference(slug: str | None = None) -> str:
+    """The parameter reference of the foundation (docs/reference/parameters.md) or of the theory ``slug`` (its
+    generated package's parameters.md): every declared parameter (name, LaTeX, domain, meaning, convention, layer
+    and the kernels that take it), read from the ``PARAMETERS`` declarations."""
     derivations = []
-    for theory in registry.derivations():
+    for theory in _names(slug):
         d, path = registry.derivation(theory), registry.derivation_source(theory)
         params = [{"name": p.name, "tex": p.tex(), "domain": p.domain, "integer": p.integer, "meaning": p.meaning,
                    "convention": p.convention, "layer": p.layer,
@@ -494,18 +524,26 @@ def render_parameter_reference() -> str:
         derivations.append({"name": theory, "anchor": f"parameters-{theory}".lower(), "title": d.title,
                             "path": path, "parameters": params})
     return render("parameter_reference.md.j2", derivations=derivations,
-                   total=sum(len(d["parameters"]) for d in derivations))
+                  total=sum(len(d["parameters"]) for d in derivations), **_scope(slug))
 
 
-def render_parameters_module() -> str:
-    """generated/parameters.py: the declarations as run-time data (``validation.Declared``), read by the CLI."""
+def render_parameters_module(slug: str | None = None) -> str:
+    """The run-time declarations (``validation.Declared``) of the foundation (generated/parameters.py) or of the
+    theory ``slug`` (its generated package's parameters.py), read by the CLI and the drivers."""
     derivations = []
-    for theory in registry.derivations():
+    for theory in _names(slug):
         params = [{"name_repr": repr(p.name), "args": ", ".join(repr(v) for v in (
             p.name, p.domain, p.meaning, p.convention, p.latex, p.integer, p.layer))}
             for p in registry.derivation(theory).parameters]
         derivations.append({"name_repr": repr(theory), "parameters": params})
-    return render("parameters_module.py.j2", derivations=derivations)
+    return render("parameters_module.py.j2", derivations=derivations, scope=_scope(slug)["scope"])
+
+
+def render_generated_package(slug: str) -> str:
+    """The ``__init__.py`` of a theory's generated package."""
+    th = registry.theory(slug)
+    return render("generated_package.py.j2", slug=slug, title=th.title, package=th.generated_package,
+                  derivations=list(th.derivations))
 
 
 def derivations_of(slugs) -> list[str]:
@@ -545,32 +583,41 @@ def _files(slugs, progress) -> dict[str, str]:
 
 
 def generated_files(slugs=None, progress=None) -> dict[str, str]:
-    """Relative path -> text, for everything `resprop derive` writes; with ``slugs`` (theory slugs, or
-    "foundation"), only the files of those theories' own derivations (kernels, recursions, compiled kernels,
-    LaTeX), not the files shared by all (the parameters module and the references, the activation modules).
-
-    Paths are relative to generated/, except those starting with ``ROOT_PREFIX`` (``docs/``), which are relative
-    to the repository root (see :func:`file_path`).
+    """Key -> text, for everything `resprop derive` writes (see the module docstring for the keys); with ``slugs``
+    (theory slugs, or "foundation"), only the files of those: a theory's files are its own package's, and the
+    foundation's (the activation, Gauss-Hermite and domain modules, the shared derivations, their parameters and
+    references) depend on no theory, so installing or removing a theory leaves every other one fresh.
     """
     from resprop.derive.latex import render_latex_document
 
     total = derive_with_progress(slugs, progress)  # ``progress``: see there
+    chosen = [*registry.slugs(), "foundation"] if slugs is None else list(slugs)
+    derivations_of(chosen)  # a ParameterError naming an unknown slug
     files: dict[str, str] = {}
-    if slugs is None:
+    if "foundation" in chosen:
         files = {"gauss_hermite.py": render_gauss_hermite_module(), "_domain.py": render_domain_module(),
                  "parameters.py": render_parameters_module()}
         for name in GENERATED_ACTIVATIONS:
             files[f"activation_{name}.py"] = render_activation_module(name)
-    for theory in (registry.derivations() if slugs is None else derivations_of(slugs)):
+    for slug in (s for s in chosen if s != "foundation"):
+        files[f"{registry.OWN_PREFIX}{slug}/__init__.py"] = render_generated_package(slug)
+    for theory in derivations_of(chosen):
+        owner = registry.derivations()[theory][1]
+        prefix = "" if owner == "foundation" else f"{registry.OWN_PREFIX}{owner}/"
         d, path = registry.derivation(theory), registry.derivation_source(theory)
-        files[f"{theory}.py"] = render_theory_module(d, path)
-        files[f"latex/{theory}.tex"] = render_latex_document(d, path)
+        files[f"{prefix}{theory}.py"] = render_theory_module(d, path)
+        files[f"{prefix}latex/{theory}.tex"] = render_latex_document(d, path)
         if getattr(d, "recursions", None):
-            files[f"{theory}_recursions.py"] = render_recursion_module(d, path)
+            files[f"{prefix}{theory}_recursions.py"] = render_recursion_module(d, path)
             compiled = render_compiled_module(d, path)
             if compiled is not None:
-                files[f"{theory}_compiled.py"] = compiled
-    if slugs is None:
+                files[f"{prefix}{theory}_compiled.py"] = compiled
+    for slug in (s for s in chosen if s != "foundation"):
+        prefix = f"{registry.OWN_PREFIX}{slug}/"
+        files[f"{prefix}parameters.py"] = render_parameters_module(slug)
+        files[f"{prefix}kernels.md"] = render_kernel_reference(slug)
+        files[f"{prefix}parameters.md"] = render_parameter_reference(slug)
+    if "foundation" in chosen:
         files[KERNEL_REFERENCE] = render_kernel_reference()
         files[PARAMETER_REFERENCE] = render_parameter_reference()
     if progress is not None:
@@ -593,20 +640,31 @@ def source_root() -> Path | None:
 def file_path(rel: str, target: Path | None = None) -> Path | None:
     """Where the generated file ``rel`` lives.
 
-    With an explicit ``target`` every file goes below it (``target/docs/...`` included).  By default files are
-    below generated/, and ``docs/`` files below the repository root (None outside a source tree: skipped).
+    With an explicit ``target`` every file goes below it (``target/docs/...`` and ``target/theories/<slug>/...``
+    included).  By default foundation files are below generated/, ``docs/`` files below the repository root (None
+    outside a source tree: skipped), and a theory's own files in its generated package.
     """
     if target is not None:
         return target / rel
     if rel.startswith(ROOT_PREFIX):
         root = source_root()
         return None if root is None else root / rel
+    if rel.startswith(registry.OWN_PREFIX):
+        slug, _, own = rel.removeprefix(registry.OWN_PREFIX).partition("/")
+        return registry.theory(slug).generated_dir() / own
     return generated_dir() / rel
 
 
 def display_path(rel: str) -> str:
-    """The path as shown in messages: generated/<rel>, or docs/... as is."""
-    return rel if rel.startswith(ROOT_PREFIX) else f"generated/{rel}"
+    """The path as shown in messages: generated/<rel> for the foundation, docs/... as is, and a theory's own
+    file as the path of its generated package (numeric/theories/<slug>/generated/<file> in-tree)."""
+    if rel.startswith(ROOT_PREFIX):
+        return rel
+    if rel.startswith(registry.OWN_PREFIX):
+        slug, _, own = rel.removeprefix(registry.OWN_PREFIX).partition("/")
+        package = registry.theory(slug).generated_package.removeprefix("resprop.")
+        return f"{package.replace('.', '/')}/{own}"
+    return f"generated/{rel}"
 
 
 def write_generated(target: Path | None = None, slugs=None, progress=None) -> list[Path]:

@@ -40,6 +40,9 @@ _REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 #: the subcommands of resprop itself (numeric/cli.py; tests/test_registry.py checks the two agree): no theory may
 #: declare one of them
 CORE_SUBCOMMANDS = ("derive", "latex", "sweep", "kernel", "predict", "theories", "figures", "train", "reproduce")
+#: the prefix of a theory's own generated files among ``resprop.derive.codegen.generated_files``' keys
+#: (``theories/<slug>/<file>``: the file lives in the theory's generated package)
+OWN_PREFIX = "theories/"
 #: the ``Theory`` fields that hold a "module:attribute" reference (or None)
 REFERENCE_FIELDS = ("cli", "claims", "figures", "cross_claims", "sweep_kinds", "experiments")
 
@@ -130,7 +133,11 @@ class Theory:
     trained-network experiments (`resprop train`; docs/training.md).  ``docs`` is its quickstart page as a path
     relative to the root of resprop's source repository (``docs/quickstart/<slug>.md``); the pages are not
     package data, so :meth:`docs_file` gives a local file only when the package runs from a checkout.  ``steps``
-    is how many times ``claims`` calls its ``step`` (the report's progress bar).
+    is how many times ``claims`` calls its ``step`` (the report's progress bar).  ``package`` is the dotted name
+    of the package that declares ``THEORY`` (filled in by the registry for built-in theories and plugins); the
+    theory's generated code (kernels, recursions, compiled kernels, its parameters module, LaTeX and reference
+    pages) is written into and checked inside ``<package>.generated`` (`generated_package`), so a plugin owns
+    its generated code and installing or removing one never makes another theory stale.
 
     The signature of every function field is in ``SIGNATURES`` (figures are called with ``data=`` by
     ``resprop reproduce`` and ``progress=`` by ``resprop figures``); `load` checks it when the field is first
@@ -156,11 +163,12 @@ class Theory:
     experiments: str | None = None
     steps: int = 1
     docs: str = ""
+    package: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.slug, str) or not _SLUG.match(self.slug):
             raise ValueError(f"slug: must match {_SLUG.pattern} (one lower-case word), got {self.slug!r}")
-        for name in ("title", "citation", "paper", "citation_tex", "summary", "docs"):
+        for name in ("title", "citation", "paper", "citation_tex", "summary", "docs", "package"):
             if not isinstance(getattr(self, name), str):
                 raise ValueError(f"{name}: theory {self.slug!r}: must be a string, got "
                                  f"{type(getattr(self, name)).__name__}")
@@ -186,11 +194,35 @@ class Theory:
                              "function to add them")
         if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
             raise ValueError(f"steps: theory {self.slug!r}: must be an integer >= 1, got {self.steps!r}")
+        if self.package and not re.match(r"^[^\s:.]+(\.[^\s:.]+)*$", self.package):
+            raise ValueError(f"package: theory {self.slug!r}: must be a dotted module name, got {self.package!r}")
+
+    @property
+    def generated_package(self) -> str:
+        """The dotted name of the package its generated code is written into and imported from:
+        ``<package>.generated`` (a ValueError naming ``package`` when the theory has none)."""
+        if not self.package:
+            raise ValueError(f"package: theory {self.slug!r} declares no package, so its generated code has nowhere "
+                             "to go; declare package='your_plugin' (where THEORY lives) or generate into a target "
+                             "directory")
+        return f"{self.package}.generated"
+
+    def generated_dir(self) -> Path:
+        """The directory of `generated_package` (it need not exist yet: `resprop derive` creates it)."""
+        import importlib.util
+
+        spec = importlib.util.find_spec(self.generated_package.rpartition(".")[0])
+        if spec is None or not spec.submodule_search_locations:
+            raise ValueError(f"package: theory {self.slug!r}: {self.package!r} is not an importable package")
+        return Path(list(spec.submodule_search_locations)[0]) / "generated"
 
     @property
     def generated_files(self) -> tuple[str, ...]:
-        """Its files under generated/ (relative): one kernel module and one LaTeX document per derivation."""
-        own = tuple(f for name in self.derivations for f in (f"{name}.py", f"latex/{name}.tex"))
+        """The generated files its numbers depend on, as keys of ``resprop.derive.codegen.generated_files``: its
+        own (``theories/<slug>/...``: one kernel module and one LaTeX document per derivation) and the shared
+        foundation files it lists in ``generated_shared`` (relative to resprop's generated/)."""
+        own = tuple(f"{OWN_PREFIX}{self.slug}/{f}" for name in self.derivations
+                    for f in (f"{name}.py", f"latex/{name}.tex"))
         return own + tuple(self.generated_shared)
 
     def derivation(self, name: str):
@@ -236,15 +268,24 @@ def _load() -> None:
         return
     _LOADED = True
     for pkg in BUILTIN:  # resprop's own: a failure here is a bug, and raises
-        _add(importlib.import_module(pkg).THEORY)
+        _add(_with_package(importlib.import_module(pkg).THEORY, pkg))
     for ep in entry_points(group="resprop.theories"):
         try:
             module = importlib.import_module(ep.value)
             if not hasattr(module, "THEORY"):
                 raise ValueError(f"{ep.value} declares no THEORY")
-            _add(module.THEORY)
+            _add(_with_package(module.THEORY, ep.value))
         except Exception as exc:  # noqa: BLE001 - a plugin must not take resprop down; it is reported instead
             mark_broken(f"plugin {ep.name}", f"{type(exc).__name__}: {exc}")
+
+
+def _with_package(theory: Any, package: str) -> Any:
+    """``theory`` with ``package`` (where its THEORY was found) filled in when it declares none."""
+    import dataclasses
+
+    if isinstance(theory, Theory) and not theory.package:
+        return dataclasses.replace(theory, package=package)
+    return theory
 
 
 def mark_broken(name: str, reason: str, slug: str | None = None) -> None:
@@ -341,6 +382,28 @@ def derivation(name: str):
     if ref not in _DERIVED:
         _DERIVED[ref] = resolve(ref)()
     return _DERIVED[ref]
+
+
+def generated_module(name: str) -> str:
+    """The dotted name of the generated kernel module of derivation ``name`` (``resprop.generated.<name>`` for
+    the foundation, ``<theory package>.generated.<name>`` for a theory's own); append ``_recursions`` or
+    ``_compiled`` for those modules."""
+    table = derivations()
+    if name not in table:
+        raise UnknownTheoryError(f"derivation: unknown derivation {name!r}; allowed: {', '.join(table)}")
+    owner = table[name][1]
+    return f"resprop.generated.{name}" if owner == "foundation" else f"{theory(owner).generated_package}.{name}"
+
+
+def declared(derivation_name: str, name: str):
+    """The run-time declaration (``resprop.numeric.engine.validation.Declared``) of the parameter ``name`` of the
+    derivation ``derivation_name``, read from the generated parameters module of its owner (no SymPy)."""
+    table = derivations()
+    if derivation_name not in table:
+        raise UnknownTheoryError(f"derivation: unknown derivation {derivation_name!r}; allowed: {', '.join(table)}")
+    owner = table[derivation_name][1]
+    package = "resprop.generated" if owner == "foundation" else theory(owner).generated_package
+    return importlib.import_module(f"{package}.parameters").PARAMETERS[derivation_name][name]
 
 
 def derivation_source(name: str) -> str:

@@ -59,8 +59,8 @@ def _preload(cases) -> None:
 
     for name in ("resprop.numeric.cli", "resprop.numeric.theories.fischer.field_theory", "resprop.numeric.theories.fischer.fluctuations", "resprop.numeric.theories.stable.stable_resnet",
                  "resprop.numeric.theories.lognormal.log_gaussian", "resprop.numeric.theories.pdlt.residual_mlp", "resprop.numeric.theories.stable.residual_ntk", "resprop.numeric.engine.monte_carlo",
-                 "resprop.numeric.sweep.runner", "resprop.numeric.report.reproduce", "resprop.registry", "resprop.generated.gaussian", "resprop.generated.fischer",
-                 "resprop.generated.lognormal", "resprop.generated.pdlt", "resprop.generated.stable"):
+                 "resprop.numeric.sweep.runner", "resprop.numeric.report.reproduce", "resprop.registry", "resprop.generated.gaussian", "resprop.numeric.theories.fischer.generated.fischer",
+                 "resprop.numeric.theories.lognormal.generated.lognormal", "resprop.numeric.theories.pdlt.generated.pdlt", "resprop.numeric.theories.stable.generated.stable"):
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a module the checkout lacks: the case will say so

@@ -229,7 +229,7 @@ def test_pc_rates_symbolic():
 
 
 def test_pc_rates_generated_kernels():
-    import resprop.generated.abcd as G
+    import resprop.numeric.theories.abcd.generated.abcd as G
 
     N = np.logspace(2, 6, 9)
     assert M.loglog_slope(N, G.pc_r_scale(N, 3.0, 1.0)) == pytest.approx(-0.5, abs=5e-3)

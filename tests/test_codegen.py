@@ -6,7 +6,7 @@ import pytest
 import sympy as sp
 
 from resprop.derive.codegen import content_hash, generated_files, recorded_hash_problem, stale_files, write_generated
-from resprop.registry import derivation, derivations
+from resprop.registry import derivation, derivations, generated_module
 
 THEORIES = derivations()  # every derivation (foundation first), by name
 
@@ -34,11 +34,11 @@ def test_generated_is_fresh():
 def test_stale_file_is_detected(tmp_path, cached_render):
     write_generated(tmp_path)
     assert stale_files(tmp_path) == {}
-    target = tmp_path / "fischer.py"
+    target = tmp_path / "theories/fischer/fischer.py"
     target.write_text(target.read_text().replace("rho**2", "rho**3", 1))
     stale = stale_files(tmp_path)
-    assert list(stale) == ["fischer.py"]
-    assert "rho**3" in stale["fischer.py"]
+    assert list(stale) == ["theories/fischer/fischer.py"]
+    assert "rho**3" in stale["theories/fischer/fischer.py"]
 
 
 def test_every_recorded_hash_matches_its_body(rendered):
@@ -71,7 +71,8 @@ def test_templates_use_content_hash_once():
     assert used >= 6
 
 
-@pytest.mark.parametrize("rel", ["fischer.py", "latex/fischer.tex", "docs/reference/kernels.md"])
+@pytest.mark.parametrize("rel", ["theories/fischer/fischer.py", "theories/fischer/latex/fischer.tex", "docs/reference/kernels.md",
+                                 "theories/fischer/kernels.md"])
 def test_hand_edited_file_fails_its_recorded_hash(tmp_path, rel, cached_render):
     write_generated(tmp_path)
     assert stale_files(tmp_path) == {}  # untouched copies: neither a diff nor a hash mismatch
@@ -102,7 +103,7 @@ def test_stale_but_consistent_file_is_not_a_hash_mismatch(tmp_path, cached_rende
     """A file written by an older derivation (body and hash consistent, but not today's render) is stale with a
     plain diff, not flagged as edited by hand."""
     write_generated(tmp_path)
-    target = tmp_path / "fischer.py"
+    target = tmp_path / "theories/fischer/fischer.py"
     text = target.read_text()
     recorded = text.split("content-hash: ")[1].split()[0]
     body = text.replace(recorded, "", 1).replace("rho**2", "rho**3", 1)
@@ -110,8 +111,8 @@ def test_stale_but_consistent_file_is_not_a_hash_mismatch(tmp_path, cached_rende
     assert older != text and recorded_hash_problem(older) is None
     target.write_text(older)
     stale = stale_files(tmp_path)
-    assert list(stale) == ["fischer.py"] and "hash mismatch" not in stale["fischer.py"]
-    assert "rho**3" in stale["fischer.py"]
+    assert list(stale) == ["theories/fischer/fischer.py"] and "hash mismatch" not in stale["theories/fischer/fischer.py"]
+    assert "rho**3" in stale["theories/fischer/fischer.py"]
 
 
 def test_headers_name_derivation_and_hash(rendered):
@@ -124,7 +125,7 @@ def test_headers_name_derivation_and_hash(rendered):
 @pytest.mark.parametrize("theory", list(THEORIES))
 def test_generated_functions_match_sympy(theory):
     """Evaluate each generated function and the SymPy result (lambdified with mpmath) at random domain points."""
-    mod = importlib.import_module(f"generated.{theory}")
+    mod = importlib.import_module(generated_module(theory))
     rng = np.random.default_rng(7)
     for res in derivation(theory).results:
         fn = getattr(mod, res.name)
@@ -154,7 +155,7 @@ def test_generated_functions_match_sympy(theory):
 
 
 def test_generated_functions_broadcast():
-    import resprop.generated.fischer as gen
+    import resprop.numeric.theories.fischer.generated.fischer as gen
     import resprop.generated.gaussian as g
 
     K = np.array([[0.3, 0.1, 0.05], [0.1, 0.4, 0.2], [0.05, 0.2, 0.5]])

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from resprop.derive.codegen import KERNEL_REFERENCE, file_path, generated_files, stale_files, write_generated
-from resprop.registry import derivations
+from resprop.registry import derivations, generated_module
 
 THEORIES = derivations()
 
@@ -64,11 +64,15 @@ def test_kernel_reference_is_generated_and_fresh(rendered):
     assert KERNEL_REFERENCE in rendered
     text = path.read_text()
     assert text == rendered[KERNEL_REFERENCE], "docs/reference/kernels.md is stale: run `resprop derive`"
-    for theory in THEORIES:
-        assert f"## generated.{theory}" in text
-        for name in importlib.import_module(f"generated.{theory}").RESULTS:  # every generated kernel
-            assert f"### `{name}`" in text, (theory, name)
-            assert f"- Signature: `{name}(" in text
+    for theory, (_, owner) in THEORIES.items():  # each derivation in its owner's reference, and only there
+        page = text if owner == "foundation" else file_path(f"theories/{owner}/kernels.md").read_text()
+        assert page == rendered[KERNEL_REFERENCE if owner == "foundation" else f"theories/{owner}/kernels.md"]
+        module = generated_module(theory)
+        assert f"## {module.removeprefix('resprop.')}" in page
+        assert (f"## {module.removeprefix('resprop.')}" in text) == (owner == "foundation")
+        for name in importlib.import_module(module).RESULTS:  # every generated kernel
+            assert f"### `{name}`" in page, (theory, name)
+            assert f"- Signature: `{name}(" in page
 
 
 def test_kernel_reference_staleness_is_detected(tmp_path, rendered, monkeypatch):
@@ -83,7 +87,8 @@ def test_kernel_reference_staleness_is_detected(tmp_path, rendered, monkeypatch)
     assert list(stale) == [KERNEL_REFERENCE]
     assert "docs/reference/kernels.md (on disk)" in stale[KERNEL_REFERENCE]
     assert codegen.display_path(KERNEL_REFERENCE) == KERNEL_REFERENCE
-    assert codegen.display_path("fischer.py") == "generated/fischer.py"
+    assert codegen.display_path("gaussian.py") == "generated/gaussian.py"
+    assert codegen.display_path("theories/fischer/fischer.py") == "numeric/theories/fischer/generated/fischer.py"
 
 
 # --------------------------------------------------------------------------- disagreements

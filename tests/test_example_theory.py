@@ -19,16 +19,19 @@ def example(tmp_path_factory):
     from example_theory import THEORY
 
     registry.register(THEORY)
-    # what `resprop derive` would write into generated/: render into a scratch tree and import it from there
+    # what `resprop derive linear` would write into its own package: render into a scratch tree and import it
     target = tmp_path_factory.mktemp("generated")
-    written = codegen.write_generated(target=target)
-    assert target / "linear.py" in written and target / "latex" / "linear.tex" in written
-    spec = importlib.util.spec_from_file_location("resprop.generated.linear", target / "linear.py")
+    written = codegen.write_generated(target=target, slugs=["linear"])
+    own = target / "theories" / "linear"
+    assert own / "linear.py" in written and own / "latex" / "linear.tex" in written
+    assert all(path.is_relative_to(own) for path in written)  # nothing of resprop's own, nothing of another theory
+    assert registry.generated_module("linear") == "example_theory.generated.linear"
+    spec = importlib.util.spec_from_file_location("example_theory.generated.linear", own / "linear.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    sys.modules["resprop.generated.linear"] = module
+    sys.modules["example_theory.generated.linear"] = module
     yield THEORY
-    del sys.modules["resprop.generated.linear"]
+    del sys.modules["example_theory.generated.linear"]
     registry.unregister("linear")
 
 
@@ -47,7 +50,7 @@ def test_theories_command_lists_it(example, capsys):
 def test_generated_kernel_matches_the_sympy_closed_form(example):
     from example_theory import derivation as D
 
-    from resprop.generated import linear
+    linear = sys.modules[registry.generated_module("linear")]
 
     expr = D.kernel_closed_form()
     for L in (0, 1, 7):

@@ -1,4 +1,4 @@
-"""The generated field-theory recursions (generated/fischer_recursions.py, from derive/theories/fischer.py) and the
+"""The generated field-theory recursions (numeric/theories/fischer/generated/fischer_recursions.py, from derive/theories/fischer.py) and the
 drivers that run them (numeric/theories/fischer): against a plain per-layer loop of the generated one-step kernels
 (the pre-recursion driver, restated here as the reference), the pinned boundary elements at depth, the prefix-sum
 fluctuation recursion against the dense G12 B G12^T, and the lowering of Min/Max, callbacks of several arguments
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import sympy as sp
 
-import resprop.generated.fischer as gen
-import resprop.generated.fischer_recursions as frec
+import resprop.numeric.theories.fischer.generated.fischer as gen
+import resprop.numeric.theories.fischer.generated.fischer_recursions as frec
 from resprop.numeric.engine.datasets import scaled_kernel
 from resprop.numeric.engine.expectations import kernels
 from resprop.numeric.theories.fischer import field_theory as F
@@ -22,7 +22,7 @@ def _one_step(fn):
 
 
 def reference(K0, L, rho, sw, sb, activation, eta0=1.0, swo=None, sbo=None):
-    """K^(L), chi^(L), K_out, chi_out of a (P, P) input kernel by the one-step kernels of generated/fischer.py,
+    """K^(L), chi^(L), K_out, chi_out of a (P, P) input kernel by the one-step kernels of numeric/theories/fischer/generated/fischer.py,
     one layer at a time on the upper triangle (B9-B10, 45, 47, 48), with the clip |K_ab| <= sqrt(K_aa K_bb) and
     the pinned boundary elements (identical inputs) of the drivers."""
     kern = kernels(activation)

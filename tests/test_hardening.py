@@ -2,7 +2,7 @@
 very deep networks.
 
 No kernel is listed by hand: every module of ``resprop.registry.derivations()`` is imported from
-``resprop.generated`` and each entry of its ``RESULTS`` table (kernel name -> input domains) is probed, so a new
+``resprop.registry.generated_module`` and each entry of its ``RESULTS`` table (kernel name -> input domains) is probed, so a new
 derivation is covered as soon as it is generated.  Hypothesis draws the other arguments inside their domains, of
 moderate size: depths and widths up to ~40, positive reals in [0.01, 10], bounded domains anywhere inside, and
 unbounded reals 0 or of magnitude in [1e-3, 3] (below ~1e-77 the fourth powers in scale-free ratios such as
@@ -34,15 +34,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from resprop.domains import COVARIANCE_RTOL, parse_domain
-from resprop.generated.parameters import PARAMETERS
 from resprop.numeric.engine.validation import ParameterError
-from resprop.registry import derivations
+from resprop.registry import declared, derivations, generated_module
 
 SETTINGS = settings(derandomize=True, max_examples=30, deadline=None, database=None,
                     suppress_health_check=list(HealthCheck))
 
 THEORIES = list(derivations())
-MODULES = {t: importlib.import_module(f"resprop.generated.{t}") for t in THEORIES}
+MODULES = {t: importlib.import_module(generated_module(t)) for t in THEORIES}
 #: (theory, kernel name, {input: parsed domain}) for every generated kernel, zero-argument ones included
 KERNELS = [(t, name, {n: parse_domain(d) for n, d in spec["inputs"].items()})
            for t in THEORIES for name, spec in MODULES[t].RESULTS.items()]
@@ -60,8 +59,16 @@ def _kernel(theory, name):
     return getattr(MODULES[theory], name)
 
 
+def _declared(theory, name):
+    """The run-time declaration of ``name`` in derivation ``theory``, or None (a kernel input it does not declare)."""
+    try:
+        return declared(theory, name)
+    except KeyError:
+        return None
+
+
 def _is_depth(theory, name, dom) -> bool:
-    p = PARAMETERS[theory].get(name)
+    p = _declared(theory, name)
     return (p is not None and bool(DEPTH_MEANING.match(p.meaning)) and dom.kind == "interval"
             and dom.lo >= 1 and math.isinf(dom.hi))
 

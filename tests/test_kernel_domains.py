@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from resprop.numeric.engine.validation import ParameterError
-from resprop.registry import derivation, derivations
+from resprop.registry import derivation, derivations, generated_module
 
 THEORIES = derivations()  # every derivation (foundation first), by name
 
@@ -43,7 +43,7 @@ KNOWN_LIMITS = {
 
 
 def _kernel(theory, res):
-    return getattr(importlib.import_module(f"generated.{theory}"), res.name)
+    return getattr(importlib.import_module(generated_module(theory)), res.name)
 
 
 def _exact_functions(expr):
@@ -358,9 +358,9 @@ def test_relu_nngp_parallel_inputs_matches_mpmath():
 
 
 def test_int_inputs_equal_float_inputs_known_cases():
-    import resprop.generated.fischer as gf
-    import resprop.generated.lognormal as lg
-    import resprop.generated.pdlt as pr
+    import resprop.numeric.theories.fischer.generated.fischer as gf
+    import resprop.numeric.theories.lognormal.generated.lognormal as lg
+    import resprop.numeric.theories.pdlt.generated.pdlt as pr
 
     L = np.array([10, 100, 1000], dtype=np.int64)
     # int64 arithmetic gave -9.2e18 here (issue 11)
@@ -380,7 +380,7 @@ def test_int_inputs_equal_float_inputs_known_cases():
 def test_unscaled_diagonal_large_depth():
     """Q_L = (q0 + 2 sb/sw) (1 + sw/2)^L - 2 sb/sw: finite where it is finite (mpmath), an overflow error
     naming the inputs where it is not."""
-    import resprop.generated.stable as gs
+    import resprop.numeric.theories.stable.generated.stable as gs
 
     with pytest.raises(ParameterError, match="q0, sigma_w2, sigma_b2, L"):
         gs.unscaled_diagonal(1., 2., 0., 2000)
@@ -393,7 +393,7 @@ def test_unscaled_diagonal_large_depth():
 @pytest.mark.parametrize("n_out", [1, 2, 343, 344, 1000, 10000])
 def test_log_chi2_density_matches_scipy(n_out):
     """p(y) for y = ln q, q ~ chi^2(n): log p(y) = chi2.logpdf(e^y, n) + y (change of variables)."""
-    import resprop.generated.lognormal as lg
+    import resprop.numeric.theories.lognormal.generated.lognormal as lg
 
     centre = math.log(n_out)
     y = np.linspace(centre - 3, centre + 1, 41)
@@ -417,7 +417,7 @@ def test_log_output_density_large_n_out():
 
 
 def test_output_corr_sq_stable_at_large_variance():
-    import resprop.generated.lognormal as lg
+    import resprop.numeric.theories.lognormal.generated.lognormal as lg
 
     v = np.array([1e-12, 1e-3, 1.0, 30.0, 700.0, 1000.0, 1e6])
     with mpmath.workdps(50):
@@ -438,8 +438,8 @@ def test_public_log_gaussian_helpers_reject_degenerate_input():
 
 
 def test_depth_one_billion_finite():
-    import resprop.generated.fischer as gf
-    import resprop.generated.lognormal as lg
+    import resprop.numeric.theories.fischer.generated.fischer as gf
+    import resprop.numeric.theories.lognormal.generated.lognormal as lg
 
     L = 10**9
     assert math.isfinite(gf.rho_star_linearised(L, 1.25, 0.05, 4 / np.pi, 0.05, 0.5))

@@ -11,7 +11,7 @@ import pytest
 import sympy as sp
 from scipy import integrate, special
 
-import resprop.generated.lognormal as glg
+import resprop.numeric.theories.lognormal.generated.lognormal as glg
 from resprop.derive.theories import lognormal as dlg
 from resprop.numeric.cli import main
 from resprop.numeric.engine import monte_carlo as M

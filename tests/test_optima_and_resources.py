@@ -193,7 +193,7 @@ def test_response_layers_preallocated_and_linear_in_depth():
 # --------------------------------------------------------------------------- kernel fluctuations
 def _dense_reference(k0, L, N, rho, sw, sb, activation):
     """The pre-issue-11 dense route: the (L+2) x (L+2) propagator G12, B = N w w^T kappa, G12 B G12^T."""
-    import resprop.generated.fischer as gen
+    import resprop.numeric.theories.fischer.generated.fischer as gen
 
     kern = kernels(activation)
     K = F.response(k0, L, rho, sw, sb, activation=activation)["K"]

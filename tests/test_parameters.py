@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from resprop.numeric.engine.validation import ParameterError, check, parse_domain
-from resprop.registry import derivations
+from resprop.registry import derivations, generated_module
 from tests import strategies as S
 
 SETTINGS = settings(derandomize=True, max_examples=8, deadline=None, database=None,
@@ -27,14 +27,14 @@ SETTINGS = settings(derandomize=True, max_examples=8, deadline=None, database=No
 THEORIES = list(derivations())
 DECLARED = {t: S.declarations(t) for t in THEORIES}
 KERNELS = [(t, name, spec["inputs"]) for t in THEORIES
-           for name, spec in importlib.import_module(f"resprop.generated.{t}").RESULTS.items() if spec["inputs"]]
+           for name, spec in importlib.import_module(generated_module(t)).RESULTS.items() if spec["inputs"]]
 IDS = [f"{t}.{name}" for t, name, _ in KERNELS]
 PARAMS = [(t, p) for t in THEORIES for p in DECLARED[t].values()]
 PARAM_IDS = [f"{t}.{p.name}" for t, p in PARAMS]
 
 
 def _kernel(theory, name):
-    return getattr(importlib.import_module(f"resprop.generated.{theory}"), name)
+    return getattr(importlib.import_module(generated_module(theory)), name)
 
 
 def _names(err: ParameterError) -> set[str]:
@@ -132,11 +132,11 @@ def test_generated_domain_module_is_the_validation_layer():
 
 
 def test_generated_parameters_module_copies_the_declarations():
-    from resprop.generated.parameters import PARAMETERS
+    from resprop.registry import declared
 
     for theory in THEORIES:
         for name, p in DECLARED[theory].items():
-            copy = PARAMETERS[theory][name]
+            copy = declared(theory, name)
             assert (copy.domain, copy.meaning, copy.convention, copy.latex, copy.integer, copy.layer) == \
                 (p.domain, p.meaning, p.convention, p.latex, p.integer, p.layer), (theory, name)
 

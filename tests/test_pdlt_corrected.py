@@ -245,7 +245,7 @@ def test_smooth_channel_truncation_is_converged():
 
 # --------------------------------------------------------------------------- generated recursions and nu
 def test_generated_scale_invariant_recursion_equals_the_vectorised_sum():
-    import resprop.generated.pdlt_corrected_recursions as pcr
+    import resprop.numeric.theories.pdlt.generated.pdlt_corrected_recursions as pcr
     for act, (ap, am) in (("relu", (1.0, 0.0)), ("leaky_relu:0.5", (1.0, 0.5))):
         for g2 in (0.25, 0.75):
             d = 40

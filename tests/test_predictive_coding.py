@@ -12,7 +12,7 @@ import pytest
 import sympy as sp
 from scipy import optimize, stats
 
-import resprop.generated.predictive_coding as gen
+import resprop.numeric.theories.abcd.generated.predictive_coding as gen
 from resprop.derive.theories import predictive_coding as dpc
 from resprop.numeric.engine.validation import ParameterError
 from resprop.numeric.theories.abcd import predictive_coding as pc

@@ -177,9 +177,10 @@ def test_derive_checks_and_writes_one_theory(tmp_path):
     names = derivations_of(["pdlt"])
     assert names and all(registry.derivations()[n][1] == "pdlt" for n in names)
     stale = stale_files(target=tmp_path, slugs=["pdlt"])  # nothing written yet: every own file is stale
-    assert stale and all(rel.removeprefix("latex/").split(".")[0].removesuffix("_recursions")
-                         .removesuffix("_compiled") in names for rel in stale)
-    assert not any(rel.startswith("docs/") or rel == "parameters.py" for rel in stale)
+    # all of them in its own package, and every derivation's kernels among them
+    assert stale and all(rel.startswith("theories/pdlt/") for rel in stale)
+    assert all(f"theories/pdlt/{name}.py" in stale and f"theories/pdlt/latex/{name}.tex" in stale for name in names)
+    assert {"theories/pdlt/parameters.py", "theories/pdlt/kernels.md", "theories/pdlt/__init__.py"} <= set(stale)
     written = write_generated(target=tmp_path, slugs=["pdlt"])
     assert len(written) == len(stale)
     assert stale_files(target=tmp_path, slugs=["pdlt"]) == {}

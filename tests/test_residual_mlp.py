@@ -8,7 +8,7 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import resprop.generated.pdlt as gpr
+import resprop.numeric.theories.pdlt.generated.pdlt as gpr
 from resprop.derive.theories import pdlt as dr
 from resprop.generated.gauss_hermite import expect1
 from resprop.numeric.cli import main

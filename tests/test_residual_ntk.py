@@ -14,7 +14,7 @@ import pytest
 from scipy.special import erf
 
 import resprop.generated.gaussian as gg
-import resprop.generated.stable as gs
+import resprop.numeric.theories.stable.generated.stable as gs
 from resprop.numeric.engine import residual_kernel as RK
 from resprop.numeric.engine.validation import ParameterError
 from resprop.numeric.theories.fischer import field_theory as ft
@@ -64,7 +64,7 @@ def test_nngp_part_equals_field_theory(activation, many_strips):
 
 def _closed_form_loop(activation, K0, T0, L, r2, sw, sb):
     """B9-B10 and Hayou eq. 9 on full matrices with the generated elementwise closed forms (erf:
-    resprop.generated.gaussian; ReLU: resprop.generated.stable), the diagonal with its own forms."""
+    resprop.generated.gaussian; ReLU: resprop.numeric.theories.stable.generated.stable), the diagonal with its own forms."""
     K, T = np.array(K0, float), np.array(T0, float)
     for _ in range(L):
         d = np.diagonal(K).copy()

@@ -7,7 +7,7 @@ import pytest
 import sympy as sp
 from scipy import integrate
 
-import resprop.generated.stable as gs
+import resprop.numeric.theories.stable.generated.stable as gs
 from resprop.derive.theories import stable as ds
 from resprop.numeric.cli import main
 from resprop.numeric.engine.validation import ParameterError

@@ -34,9 +34,19 @@ def test_wheel_contains_every_template(wheel_names):
 
 
 def test_wheel_contains_the_generated_tree(wheel_names):
+    """resprop's generated/ and each theory's own generated package, LaTeX and reference pages included."""
     expected = [rel for rel in generated_files() if not rel.startswith("docs/")]
+    for suffix in (".py", ".tex", ".md"):
+        assert any(rel.startswith(registry.OWN_PREFIX) and rel.endswith(suffix) for rel in expected), suffix
     assert any(rel.startswith("latex/") for rel in expected) and any(rel.endswith(".py") for rel in expected)
-    missing = [rel for rel in expected if f"resprop/generated/{rel}" not in wheel_names]
+
+    def in_wheel(rel: str) -> str:
+        if rel.startswith(registry.OWN_PREFIX):
+            slug, _, own = rel.removeprefix(registry.OWN_PREFIX).partition("/")
+            return f"{registry.theory(slug).generated_package.replace('.', '/')}/{own}"
+        return f"resprop/generated/{rel}"
+
+    missing = [in_wheel(rel) for rel in expected if in_wheel(rel) not in wheel_names]
     assert not missing, missing
 
 

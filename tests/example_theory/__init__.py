@@ -21,4 +21,5 @@ THEORY = Theory(
     subcommands=("linear-kernel",),
     claims="example_theory.claims:claims",
     steps=1,
+    package="example_theory",  # its generated code goes to example_theory/generated/ (`resprop derive linear`)
 )

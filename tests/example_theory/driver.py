@@ -1,4 +1,4 @@
-"""Numeric driver of the example theory: the generated kernels (resprop.generated.linear) and a simulation."""
+"""Numeric driver of the example theory: the generated kernels (example_theory.generated.linear) and a simulation."""
 import importlib
 
 import numpy as np
@@ -7,8 +7,8 @@ from resprop.numeric.engine import validation as V
 
 
 def generated():
-    """The kernels `resprop derive` wrote for this theory (generated/linear.py)."""
-    return importlib.import_module("resprop.generated.linear")
+    """The kernels `resprop derive linear` wrote into this theory's own package (generated/linear.py)."""
+    return importlib.import_module("example_theory.generated.linear")
 
 
 def mean_kernel(input_kernel, depth, rho, sigma_w2, sigma_b2=0.0) -> float:

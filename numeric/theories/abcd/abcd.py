@@ -320,7 +320,7 @@ def rates(widths: Sequence[float], depth: int = 1, gamma0: float = 1.0) -> PCRat
     depth term (L/N^2)/(1 + L/N)^2 are written) is L = depth + 2.  (Before the depth convention ``depth`` was L:
     ``rates(w, depth=L)`` is now ``rates(w, depth=L - 2)``, same numbers.)
     """
-    import resprop.generated.abcd as G
+    import resprop.numeric.theories.abcd.generated.abcd as G
 
     N = _widths(widths)
     depth = integer("depth", depth, minimum=0, maximum=2**53 - 2)

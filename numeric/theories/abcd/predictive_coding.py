@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-import resprop.generated.predictive_coding as gen
+import resprop.numeric.theories.abcd.generated.predictive_coding as gen
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.engine.validation import ParameterError

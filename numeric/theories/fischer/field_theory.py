@@ -1,9 +1,9 @@
 """Numeric driver of the generated field-theory recursions (Fischer, Dahmen & Helias 2025).
 
-The depth recursions are generated (`resprop.generated.fischer_recursions`, from `derive/theories/fischer.py`,
+The depth recursions are generated (`resprop.numeric.theories.fischer.generated.fischer_recursions`, from `derive/theories/fischer.py`,
 built from the one-step updates read off the action: residual kernel B9, kernel update B10, response 45/C15,
 kernel response 47); this module only prepares their inputs, calls them and reads out (30, 48) with the
-one-step kernels of `resprop.generated.fischer`:
+one-step kernels of `resprop.numeric.theories.fischer.generated.fischer`:
 
 * :func:`nngp` (a (P, P) input kernel) runs the generated residual recursions of
   `resprop.numeric.engine.residual_kernel` in mode "response" (g = 1, w = rho^2 sigma_w^2, s = rho^2 sigma_b^2)
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-import resprop.generated.fischer as gen
-import resprop.generated.fischer_recursions as frec
+import resprop.numeric.theories.fischer.generated.fischer as gen
+import resprop.numeric.theories.fischer.generated.fischer_recursions as frec
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.expectations import ActivationKernels, kernels
 from resprop.numeric.engine.results import ResultRecord

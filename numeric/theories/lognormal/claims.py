@@ -212,7 +212,7 @@ def _output_claim(key: str, allowance):
 
 
 def _prop6(ctx) -> Evidence:
-    from resprop.generated import lognormal as glg
+    from resprop.numeric.theories.lognormal.generated import lognormal as glg
     from resprop.numeric.theories.lognormal import log_gaussian as LG
 
     uni = LG.theory(50, 30, A, A, hypo_constant=0.0)

@@ -42,9 +42,9 @@ from types import SimpleNamespace
 import numpy as np
 from scipy.special import erf
 
-import resprop.generated.pdlt as pr
-import resprop.generated.pdlt_corrected as pc
-import resprop.generated.pdlt_corrected_recursions as pcr
+import resprop.numeric.theories.pdlt.generated.pdlt as pr
+import resprop.numeric.theories.pdlt.generated.pdlt_corrected as pc
+import resprop.numeric.theories.pdlt.generated.pdlt_corrected_recursions as pcr
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.validation import ParameterError
 from resprop.numeric.theories.pdlt import residual_mlp as rm
@@ -372,7 +372,7 @@ def b26_trajectory(activation: str, gamma2: float, depth: int):
 
 def _gelu_vertex_trajectory(g2: float, depth: int):
     """B.12 with B.26 for GELU: the generated ``kernel_vertex`` recursion with GELU's Gaussian moments."""
-    import resprop.generated.pdlt_recursions as prr
+    import resprop.numeric.theories.pdlt.generated.pdlt_recursions as prr
     C_W = critical_C_W("gelu", g2)
     K = np.empty(depth + 1)
     Vv = np.empty(depth + 1)

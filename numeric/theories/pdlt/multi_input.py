@@ -1,7 +1,7 @@
 """PDLT App. B on P inputs: the kernel K_ab (B.11) and four-point vertex V_(ab)(cd) (B.24-B.25) of the residual MLP
 z^(l+1) = b + W sigma(z^(l)) + gamma z^(l), W ~ N(0, C_W/n), b ~ N(0, C_b), and a Monte Carlo of the empirical kernel.
 
-The recursion is the generated ``multi_input_kernel_vertex`` of `resprop.generated.pdlt_vertex_recursions`
+The recursion is the generated ``multi_input_kernel_vertex`` of `resprop.numeric.theories.pdlt.generated.pdlt_vertex_recursions`
 (derived in `derive/theories/pdlt_vertex.py` from the forward equation B.3; at P = 1 it is B.26).  This module
 supplies its callbacks: the P-dimensional Gaussian expectations <sigma_a sigma_b>, <sigma_a sigma_b sigma_c sigma_d>,
 <sigma_a sigma_b z_c z_d> under N(0, K^(l)) and the contractions of V with the kernel derivative
@@ -21,7 +21,7 @@ Gaussian expectations (:func:`gaussian_rule`):
 Accuracy is tested against closed forms (arc-cosine kernels) and mpmath (tests/test_multi_input_vertex.py).
 
 What n Cov(G_ab, G_cd) of the empirical kernel G = z^T z / n is at leading order: K_ac K_bd + K_ad K_bc + V_(ab)(cd)
-(``empirical_kernel_covariance`` of `resprop.generated.pdlt_vertex`).  The Monte Carlo
+(``empirical_kernel_covariance`` of `resprop.numeric.theories.pdlt.generated.pdlt_vertex`).  The Monte Carlo
 (:func:`simulate_empirical_kernels`) uses the exact reduction: given layer l the block output b + W sigma(z) has
 iid rows N(0, C_b + C_W sigma^T sigma / n), so each layer costs O(n P^2) per network, not O(n^2 P).
 
@@ -44,8 +44,8 @@ from functools import cache
 import numpy as np
 from scipy.special import erf, gammaln, roots_genlaguerre, roots_legendre
 
-import resprop.generated.pdlt_vertex as gen
-import resprop.generated.pdlt_vertex_recursions as rec
+import resprop.numeric.theories.pdlt.generated.pdlt_vertex as gen
+import resprop.numeric.theories.pdlt.generated.pdlt_vertex_recursions as rec
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.engine.validation import ParameterError

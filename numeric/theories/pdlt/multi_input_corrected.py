@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-import resprop.generated.pdlt_vertex_recursions as rec
+import resprop.numeric.theories.pdlt.generated.pdlt_vertex_recursions as rec
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.engine.validation import ParameterError

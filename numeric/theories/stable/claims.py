@@ -46,7 +46,7 @@ def _f_relu(ctx) -> Evidence:
     from scipy import integrate
     from scipy.stats import norm
 
-    import resprop.generated.stable as gs
+    import resprop.numeric.theories.stable.generated.stable as gs
 
     errs = []
     for c in (-0.7, 0.1, 0.8):
@@ -61,7 +61,7 @@ def _f_relu(ctx) -> Evidence:
 
 
 def _lemma1(ctx) -> Evidence:
-    import resprop.generated.stable as gs
+    import resprop.numeric.theories.stable.generated.stable as gs
     from resprop.numeric.theories.stable import stable_resnet as S
 
     sw, sb, L = 1.5, 0.4, 30
@@ -75,7 +75,7 @@ def _lemma1(ctx) -> Evidence:
 
 
 def _lemma4(ctx) -> Evidence:
-    import resprop.generated.stable as gs
+    import resprop.numeric.theories.stable.generated.stable as gs
     from resprop.numeric.theories.stable import stable_resnet as S
 
     target = float(gs.lemma4_constant(2.0))
@@ -103,7 +103,7 @@ def _lemma5(ctx) -> Evidence:
 
 
 def _prop7(ctx) -> Evidence:
-    import resprop.generated.stable as gs
+    import resprop.numeric.theories.stable.generated.stable as gs
     from resprop.numeric.theories.stable import stable_resnet as S
 
     sw, sb = 2.0, 0.5

@@ -39,7 +39,7 @@ import scipy.linalg as sla  # noqa: E402
 from scipy.interpolate import CubicSpline  # noqa: E402
 from scipy.special import expit  # noqa: E402
 
-import resprop.generated.stable as gs  # noqa: E402
+import resprop.numeric.theories.stable.generated.stable as gs  # noqa: E402
 from resprop.numeric.engine import residual_kernel as RK  # noqa: E402
 from resprop.numeric.engine import validation as V  # noqa: E402
 from resprop.numeric.engine.results import ResultRecord  # noqa: E402

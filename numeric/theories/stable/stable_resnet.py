@@ -24,7 +24,7 @@ import numpy as np
 import sympy as sp
 from scipy.integrate import solve_ivp
 
-import resprop.generated.stable as gs
+import resprop.numeric.theories.stable.generated.stable as gs
 from resprop.numeric.engine import residual_kernel as RK
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.results import ResultRecord
