@@ -66,6 +66,9 @@ BLOCK_BYTES = 1 << 24
 #: generated_files() keys under this prefix are relative to the repository root, not to generated/
 ROOT_PREFIX = "docs/"
 KERNEL_REFERENCE = "docs/reference/kernels.md"
+#: per generated directory (resprop's generated/, each theory's generated package): what its files were rendered
+#: from and their hashes, so that `resprop derive --check` can skip re-deriving (`fingerprint_holds`)
+FINGERPRINT = "fingerprint.json"
 PARAMETER_REFERENCE = "docs/reference/parameters.md"
 
 
@@ -658,19 +661,124 @@ def file_path(rel: str, target: Path | None = None) -> Path | None:
 def display_path(rel: str) -> str:
     """The path as shown in messages: generated/<rel> for the foundation, docs/... as is, and a theory's own
     file as the path of its generated package (numeric/theories/<slug>/generated/<file> in-tree)."""
-    if rel.startswith(ROOT_PREFIX):
-        return rel
+    return registry.display_path(rel)
+
+
+def owner_of(rel: str) -> str:
+    """The owner of the generated file ``rel``: a theory slug for ``theories/<slug>/...``, else "foundation"."""
     if rel.startswith(registry.OWN_PREFIX):
-        slug, _, own = rel.removeprefix(registry.OWN_PREFIX).partition("/")
-        package = registry.theory(slug).generated_package.removeprefix("resprop.")
-        return f"{package.replace('.', '/')}/{own}"
-    return f"generated/{rel}"
+        return rel.removeprefix(registry.OWN_PREFIX).partition("/")[0]
+    return "foundation"
+
+
+def owner_dir(owner: str, target: Path | None = None) -> Path:
+    """The generated directory of ``owner`` (resprop's generated/ for "foundation", a theory's generated package),
+    below ``target`` when given (as `file_path` places files there)."""
+    if target is not None:
+        return target if owner == "foundation" else target / f"{registry.OWN_PREFIX}{owner}"
+    return generated_dir() if owner == "foundation" else registry.theory(owner).generated_dir()
+
+
+def _package_sources(package: str, skip_generated: bool = False) -> list[tuple[str, Path]]:
+    """(name, path) of every .py and .j2 file of the importable package ``package``, named relative to it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    if spec is None:
+        return []
+    roots = list(spec.submodule_search_locations or []) or [str(Path(spec.origin).parent)]
+    out = []
+    for root in map(Path, roots):
+        for path in sorted(p for ext in ("*.py", "*.j2") for p in root.rglob(ext)):
+            parts = path.relative_to(root).parts
+            if "__pycache__" in parts or (skip_generated and "generated" in parts):
+                continue
+            out.append((f"{package}/{'/'.join(parts)}", path))
+    return out
+
+
+def input_fingerprint(owner: str) -> str:
+    """A hash of everything the generated files of ``owner`` are rendered from: the sources of resprop.derive and
+    the templates, the registry, the domain parser and the parameter checks they call, the versions of SymPy,
+    mpmath, Jinja2 and NumPy, and for a theory its registry entry and (for a plugin) every source file of the
+    package of its derivations (its generated/ excluded).  Files are named by package, so a wheel install and the
+    checkout give the same fingerprint."""
+    import hashlib
+    from importlib.metadata import PackageNotFoundError, version
+
+    h = hashlib.sha256()
+    sources = _package_sources("resprop.derive") + _package_sources("resprop.templates")
+    for module in ("resprop.registry", "resprop.domains", "resprop.numeric.engine.validation"):
+        import importlib
+
+        sources.append((module, Path(importlib.import_module(module).__file__)))
+    if owner != "foundation":
+        th = registry.theory(owner)
+        h.update(repr((th.slug, th.title, th.paper, th.citation_tex, sorted(th.derivations.items()),
+                       th.package)).encode())
+        for package in sorted({ref.partition(":")[0].split(".")[0] for ref in th.derivations.values()} - {"resprop"}):
+            sources += _package_sources(package, skip_generated=True)
+    for name, path in sorted(set(sources)):
+        h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for dist in ("sympy", "mpmath", "jinja2", "numpy"):
+        try:
+            h.update(f"{dist}=={version(dist)};".encode())
+        except PackageNotFoundError:
+            h.update(f"{dist}=?;".encode())
+    return h.hexdigest()[:32]
+
+
+def _text_hash(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _write_fingerprints(files: dict[str, str], target: Path | None) -> None:
+    """Record, per owner of ``files``, the input fingerprint and each file's text hash (`FINGERPRINT`)."""
+    import json
+
+    by_owner: dict[str, dict[str, str]] = {}
+    for rel, text in files.items():
+        by_owner.setdefault(owner_of(rel), {})[rel] = _text_hash(text)
+    for owner, hashes in by_owner.items():
+        record = {"comment": "written by `resprop derive`: what the generated files were rendered from (inputs) and "
+                             "their hashes; `resprop derive --check` skips re-deriving when both still hold",
+                  "inputs": input_fingerprint(owner), "files": dict(sorted(hashes.items()))}
+        path = owner_dir(owner, target) / FINGERPRINT
+        text = json.dumps(record, indent=1) + "\n"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+
+
+def fingerprint_holds(owner: str, target: Path | None = None) -> bool:
+    """True when the generated files of ``owner`` are certainly fresh without re-deriving: the recorded input
+    fingerprint (`FINGERPRINT`, written by `resprop derive`) equals today's, and every recorded file is on disk
+    with the recorded text hash.  False means "unknown" (re-derive and compare), not "stale"."""
+    import json
+
+    try:
+        record = json.loads((owner_dir(owner, target) / FINGERPRINT).read_text())
+        if record["inputs"] != input_fingerprint(owner) or not record["files"]:
+            return False
+        for rel, digest in record["files"].items():
+            path = file_path(rel, target)
+            if path is None:
+                continue  # docs/ outside a checkout
+            if owner_of(rel) != owner or _text_hash(path.read_text()) != digest:
+                return False
+        return True
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
 
 
 def write_generated(target: Path | None = None, slugs=None, progress=None) -> list[Path]:
-    """Write the generated files (of the theories ``slugs`` only, see `generated_files`); returns those changed."""
+    """Write the generated files (of the theories ``slugs`` only, see `generated_files`) and each owner's
+    `FINGERPRINT`; returns the files changed."""
     written = []
-    for rel, text in _files(slugs, progress).items():
+    files = _files(slugs, progress)
+    for rel, text in files.items():
         path = file_path(rel, target)
         if path is None:
             continue
@@ -678,10 +786,11 @@ def write_generated(target: Path | None = None, slugs=None, progress=None) -> li
         if not path.exists() or path.read_text() != text:
             path.write_text(text)
             written.append(path)
+    _write_fingerprints(files, target)
     return written
 
 
-def stale_files(target: Path | None = None, slugs=None, progress=None) -> dict[str, str]:
+def stale_files(target: Path | None = None, slugs=None, progress=None, fast: bool = False) -> dict[str, str]:
     """Relative path -> report for every generated file that is stale.
 
     A file is stale when it differs from a fresh render (the report is the unified diff) or when the content hash
@@ -689,7 +798,18 @@ def stale_files(target: Path | None = None, slugs=None, progress=None) -> dict[s
     ``hash mismatch — edited by hand``).  The hash check applies to files whose fresh render carries a hash line,
     which today is every generated file (.py, .tex and .md alike, all rendered by
     :func:`resprop.derive.templating.render`).  ``slugs``: only those theories' own files (`generated_files`).
+    ``fast``: an owner (the foundation, a theory) whose `fingerprint_holds` is not re-derived (the default of
+    `resprop derive --check`; ``--full`` and the test suite re-derive everything).
     """
+    if fast:
+        chosen = [*registry.slugs(), "foundation"] if slugs is None else list(slugs)
+        derivations_of(chosen)  # a ParameterError naming an unknown slug
+        pending = [owner for owner in chosen if not fingerprint_holds(owner, target)]
+        if not pending:
+            if progress is not None:
+                progress(1, 1, "fingerprints hold")
+            return {}
+        slugs = pending
     stale = {}
     for rel, text in _files(slugs, progress).items():
         path = file_path(rel, target)

@@ -247,12 +247,16 @@ class Theory:
         return str(root / self.docs)
 
     def to_dict(self) -> dict[str, Any]:
-        """The entry as JSON-ready data (``resprop theories --json``).  ``generated`` is relative to the
-        ``resprop.generated`` package; ``docs_repository_path`` is relative to the root of the source repository
-        (a wheel does not install it) and ``docs_file`` is that page on this machine, or None where it is not."""
+        """The entry as JSON-ready data (``resprop theories --json``).  ``generated`` lists the generated files
+        its numbers depend on as package paths (`display_path`: its own ``<package>/generated/...``, the shared
+        ``generated/...`` of resprop), ``generated_package`` where its own are; ``docs_repository_path`` is
+        relative to the root of the source repository (a wheel does not install it) and ``docs_file`` is that
+        page on this machine, or None where it is not."""
         return {"slug": self.slug, "title": self.title, "citation": self.citation, "summary": self.summary,
                 "derivations": list(self.derivations), "subcommands": list(self.subcommands),
-                "generated": list(self.generated_files), "docs_repository_path": self.docs or None,
+                "generated": [display_path(f) for f in self.generated_files],
+                "generated_package": self.generated_package if self.package else None,
+                "docs_repository_path": self.docs or None,
                 "docs_file": self.docs_file()}
 
 
@@ -286,6 +290,20 @@ def _with_package(theory: Any, package: str) -> Any:
     if isinstance(theory, Theory) and not theory.package:
         return dataclasses.replace(theory, package=package)
     return theory
+
+
+def display_path(rel: str) -> str:
+    """A key of ``resprop.derive.codegen.generated_files`` as a path inside the installed packages: a theory's own
+    file (``theories/<slug>/<file>``) as ``<its generated package>/<file>`` (numeric/theories/<slug>/generated/...
+    for a built-in theory, the plugin's package for a plugin), ``docs/...`` as is, and a shared file as
+    ``generated/<file>``."""
+    if rel.startswith("docs/"):
+        return rel
+    if rel.startswith(OWN_PREFIX):
+        slug, _, own = rel.removeprefix(OWN_PREFIX).partition("/")
+        package = theory(slug).generated_package.removeprefix("resprop.")
+        return f"{package.replace('.', '/')}/{own}"
+    return f"generated/{rel}"
 
 
 def mark_broken(name: str, reason: str, slug: str | None = None) -> None:
