@@ -71,13 +71,27 @@ def render_latex_document(d: Derivation, derivation_path: str) -> str:
                   derivation_path=derivation_path, paper_tex=registry.papers().get(d.paper, d.paper))
 
 
-def export_latex(out: Path) -> list[Path]:
-    """Write ``<derivation>.tex`` for every registered derivation (foundation first) into ``out``."""
+def export_latex(out: Path, names=None, progress=None) -> list[Path]:
+    """Write ``<derivation>.tex`` for every registered derivation (foundation first), or for the derivations
+    ``names`` only (in registry order), into ``out``.  ``progress(done, total, name)``, when given, is called with
+    ``done = 0`` first and then after each document (the derivation behind it is most of the time)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    table = registry.derivations()
+    if names is not None:
+        unknown = sorted(set(names) - set(table))
+        if unknown:
+            from resprop.numeric.engine.validation import ParameterError
+
+            raise ParameterError("names", f"unknown derivation(s) {unknown}; allowed: {', '.join(table)}")
+    chosen = [name for name in table if names is None or name in names]
+    if progress is not None:
+        progress(0, len(chosen), "")
     paths = []
-    for name in registry.derivations():
+    for i, name in enumerate(chosen, 1):
         p = out / f"{name}.tex"
         p.write_text(render_latex_document(registry.derivation(name), registry.derivation_source(name)))
         paths.append(p)
+        if progress is not None:
+            progress(i, len(chosen), name)
     return paths

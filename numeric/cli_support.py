@@ -1,10 +1,12 @@
 """Helpers the `resprop` subcommands share (the engine's and every theory's)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -60,6 +62,74 @@ def checkpoint(name: str) -> None:
         end = time.monotonic() + PAUSE_LIMIT
         while time.monotonic() < end:
             time.sleep(min(1.0, max(end - time.monotonic(), 0.0)))
+
+
+# --------------------------------------------------------------------------- progress bars
+#: seconds before a command's progress bar appears (shorter runs print nothing), as in resprop.kernel's bar
+PROGRESS_DELAY = 1.0
+
+
+class Progress:
+    """A tqdm bar on stderr driven by the ``progress(done, total, label)`` callbacks of
+    ``resprop.derive.codegen.generated_files`` / ``write_generated`` / ``stale_files`` and
+    ``resprop.derive.latex.export_latex``: call the object with those arguments (the bar's total is set by the
+    first call), or :meth:`step` once per unit of a known ``total``.  Hidden entirely when ``quiet`` (the commands'
+    ``--quiet``); otherwise shown after ``delay`` seconds (default :data:`PROGRESS_DELAY`).  Use as a context
+    manager (:func:`progress_bar`)."""
+
+    def __init__(self, desc: str, *, quiet: bool = False, unit: str = "step", total: int | None = None,
+                 delay: float | None = None, leave: bool = False):
+        self.quiet, self.total = quiet, total
+        self.options = {"desc": desc, "unit": unit, "delay": PROGRESS_DELAY if delay is None else delay,
+                        "leave": leave}
+        self.bar = None  # made on the first report, once the total is known
+
+    def _made(self, total: int | None):
+        if self.bar is None and not self.quiet:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, file=sys.stderr, dynamic_ncols=True, **self.options)
+        return self.bar
+
+    def __call__(self, done: int, total: int, label: str = "") -> None:
+        bar = self._made(total)
+        if bar is None:
+            return
+        if bar.total != total:
+            bar.total = total
+        if label:
+            bar.set_postfix_str(label, refresh=False)
+        bar.update(done - bar.n)
+        if done >= total and bar.format_dict["elapsed"] >= self.options["delay"]:
+            bar.refresh()  # the last step is always shown (tqdm skips updates within mininterval of the previous)
+
+    def step(self, label: str = "") -> None:
+        """One more unit of the ``total`` given at construction done (``label``: the unit just finished)."""
+        bar = self._made(self.total)
+        if bar is not None:
+            self(bar.n + 1, bar.total, label)
+
+    def finish(self) -> None:
+        """Show the bar complete (a step that reported no units, e.g. a stand-in, still ends at 100%)."""
+        bar = self._made(self.total)
+        if bar is not None:
+            total = bar.total or max(bar.n, 1)
+            self(total, total)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+@contextlib.contextmanager
+def progress_bar(desc: str, *, quiet: bool = False, unit: str = "step", total: int | None = None,
+                 delay: float | None = None, leave: bool = False) -> Iterator[Progress]:
+    """A :class:`Progress` bar for the ``with`` block, closed at its end."""
+    bar = Progress(desc, quiet=quiet, unit=unit, total=total, delay=delay, leave=leave)
+    try:
+        yield bar
+    finally:
+        bar.close()
 
 
 def emit(obj: dict, as_json: bool) -> None:

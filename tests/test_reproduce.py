@@ -109,20 +109,21 @@ def test_theory_names_and_formatting():
 def test_stale_generated_tree_is_a_failed_row_and_exit_1(tmp_path, monkeypatch, capsys):
     import resprop.derive.codegen as codegen
 
-    monkeypatch.setattr(codegen, "stale_files", lambda: {"pdlt.py": "--- diff", "lognormal.py": "x"})
+    pdlt, lognormal = "theories/pdlt/pdlt.py", "theories/lognormal/lognormal.py"  # generated_files keys
+    monkeypatch.setattr(codegen, "stale_files", lambda **kw: {pdlt: "--- diff", lognormal: "x"})
     out = tmp_path / "report"
     assert main(["reproduce", "pdlt", "--out", str(out), "--quick", "--quiet"]) == 1
     err = capsys.readouterr().err
-    assert "FAILS [pdlt] generated/ is fresh" in err
+    assert "FAILS [shared] generated/ is fresh" in err
     assert "%|" not in err  # --quiet: no progress bars
     report = json.loads((out / "report.json").read_text())
-    first = report["theories"]["pdlt"]["rows"][0]
-    assert first["verdict"] == "FAILS" and first["details"]["stale_files"] == ["pdlt.py"]
+    first = report["shared"]["rows"][0]  # one freshness row for the run; lognormal's file is not counted
+    assert first["verdict"] == "FAILS" and first["details"]["stale_files"] == [pdlt]
     assert report["generated"]["fresh"] is False and report["summary"]["fails"] == 1
-    # everything else still ran: the other rows, the figures, the documents and the cross-theory checks
-    assert all(r["verdict"] != "FAILS" for r in report["theories"]["pdlt"]["rows"][1:])
+    # everything else still ran: the theory's rows, the figures, the documents and the cross-theory checks
+    assert all(r["verdict"] != "FAILS" for r in report["theories"]["pdlt"]["rows"])
     assert report["theories"]["pdlt"]["figures"] and report["cross_theory"]["rows"]
-    assert "generated/: STALE: lognormal.py, pdlt.py" in (out / "index.html").read_text()
+    assert f"generated/: STALE: {lognormal}, {pdlt}" in (out / "index.html").read_text()
     assert _strays(out) == []
 
 
@@ -133,10 +134,10 @@ def test_progress_bars_on_stderr_without_quiet(tmp_path, monkeypatch, capsys):
     theory (~10 s) and is covered by test_codegen.py and by test_report_browser.py's unstubbed report."""
     import derive.codegen as codegen
 
-    monkeypatch.setattr(codegen, "stale_files", lambda: {})
+    monkeypatch.setattr(codegen, "stale_files", lambda **kw: {})
     out = tmp_path / "report"
     assert main(["reproduce", "pdlt", "--out", str(out), "--quick"]) == 0
     captured = capsys.readouterr()
-    for step in ("generated/ freshness", "pdlt", "cross-theory"):
+    for step in ("generated/ freshness", "LaTeX export", "pdlt", "cross-theory"):
         assert any(step in line and "%|" in line for line in captured.err.replace("\r", "\n").splitlines()), step
     assert "%|" not in captured.out and "report.json" in captured.out

@@ -228,9 +228,39 @@ def test_cli_runs_a_registered_experiment(tmp_path, capsys, monkeypatch):
         assert saved["seeds"] == [3, 4, 5] and saved["quick"] is True and saved["claims"][0]["verdict"] == "agrees"
         assert saved["per_seed"]["4"] == {"v": 4.0} and saved["figures"] == ["fake-x.png"]
         assert (tmp_path / "o" / ".resprop-manifest.json").exists()
-        assert "fake-x: 1 claim rows, 0 not holding" in capsys.readouterr().out
+        out = capsys.readouterr().out
+        assert "fake-x: 1 claim row: 1 holds, 0 do not hold; " in out
+        assert "finding" not in out  # every claim held: nothing to explain
     finally:
         registry.unregister("faketrain")
+
+
+def test_cli_explains_why_a_claim_that_does_not_hold_exits_0(tmp_path, capsys, monkeypatch):
+    """A paper claim that does not hold at the reduced size is a finding, not a failure of resprop: the summary
+    says so (and why the exit status is 0) in the grammatical number of its counts."""
+    from resprop import registry
+    from resprop.numeric.report.claims import row
+
+    def run(quick, out, seeds):
+        claims = [row("q1", "p", 1.0, passed=False, check="c"), row("q2", "p", 1.0, passed=True, check="c"),
+                  row("q3", "p", 1.0, passed=True, check="c")]
+        return E.ExperimentResult("fake-f", "faketrainf", quick, seeds, {s: {} for s in seeds}, claims=claims)
+
+    mod = type(sys)("fake_training_fail")
+    mod.EXPERIMENTS = {"fake-f": E.Experiment("fake-f", "faketrainf", "Fake", run)}
+    monkeypatch.setitem(sys.modules, "fake_training_fail", mod)
+    registry.register(registry.Theory(slug="faketrainf", title="t", citation="c", paper="fakepaperf",
+                                      citation_tex="c", derivations={"faketrainf_d": "x:y"},
+                                      experiments="fake_training_fail:EXPERIMENTS"))
+    try:
+        assert main(["train", "fake-f", "--quick", "--quiet", "--out", str(tmp_path / "o")]) == 0
+        out = capsys.readouterr().out
+        assert "fake-f: 3 claim rows: 2 hold, 1 does not hold (FAILS); " in out
+        note = out.strip().splitlines()[-1]
+        assert note.startswith("1 paper claim did not hold at the reduced --quick size.")
+        assert "a finding" in note and "not a failure of resprop" in note and "exits 0" in note
+    finally:
+        registry.unregister("faketrainf")
 
 
 def test_report_shows_saved_training_results(tmp_path, monkeypatch):

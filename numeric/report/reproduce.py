@@ -1,17 +1,25 @@
 """The main job: reproduce every theory with Monte Carlo checks into DIR/report.json + DIR/index.html.
 
-``reproduce(out, theory)`` runs, per theory (fischer, lognormal, pdlt, stable, abcd):
+``reproduce(out, theory)`` runs once, in the report's first section ("shared"):
 
-1. a freshness check of ``generated/`` (``resprop.derive.codegen.stale_files``): a stale file is a FAILS row;
-2. the theory's claims (``CLAIMS`` in ``numeric/theories/<slug>/claims.py``,
+- a freshness check of ``generated/`` (``resprop.derive.codegen.stale_files``): one row for the whole run; a stale
+  file of a theory of the run (or one shared by all) makes it a FAILS row;
+- the LaTeX export of the shared foundation's derivations and of the run's theories (nothing else is written),
+  the foundation's documents compiled to PDF when pdflatex exists;
+
+then, per theory (fischer, lognormal, pdlt, stable, abcd):
+
+1. the theory's claims (``CLAIMS`` in ``numeric/theories/<slug>/claims.py``,
    :class:`resprop.numeric.report.claims.Claim`, run through the registry's ``claims`` entry): the paper's value or
    claim, resprop's theory value, Monte Carlo (or another independent route) with its standard error, the tolerance
    rule, and a verdict "agrees", "documented disagreement" or "FAILS" (tests/test_claims.py checks the same claim
    objects);
-3. its figures (the existing figure makers, quick settings with ``quick``) in DIR/figures/;
-4. its LaTeX documents (``resprop.derive.latex.export_latex``) in DIR/latex/, compiled to PDF when pdflatex exists;
+2. its figures (the existing figure makers, quick settings with ``quick``) in DIR/figures/;
+3. its LaTeX documents (``resprop.derive.latex.export_latex``) in DIR/latex/, compiled to PDF when pdflatex exists;
 
-then the cross-theory checks.  An exception inside a theory becomes a FAILS row; it does not stop the run.
+then the cross-theory checks.  An exception inside a theory becomes a FAILS row; it does not stop the run.  Every
+file written into DIR is linked from index.html (tests/test_reproduce.py checks it).  ``timings`` in report.json
+lists the seconds of each step (the freshness check, the LaTeX export, each theory, the cross-theory checks).
 
 Everything is written into a temporary directory next to DIR, which replaces DIR only at the end
 (:class:`resprop.numeric.engine.output.Publication`: DIR is replaced only when empty or exactly a previous report as
@@ -31,9 +39,10 @@ from typing import Any
 from tqdm import tqdm
 
 from resprop import registry
-from resprop.numeric.cli_support import checkpoint
+from resprop.numeric.cli_support import checkpoint, progress_bar
 from resprop.numeric.engine.output import OutputPathError, Publication
-from resprop.numeric.report.claims import ref, row
+from resprop.numeric.report.claims import FAILS, ref, row
+from resprop.numeric.report.words import count_words, plural
 
 __all__ = ["reproduce", "resolve_theories", "render_html", "ReportDirError"]
 
@@ -54,18 +63,25 @@ ReportDirError = OutputPathError
 
 
 # --------------------------------------------------------------------------- pieces of a theory
-def _fresh_row(theory: str, stale: list[str] | None, error: str | None) -> dict:
-    mine = registry.theory(theory).generated_files
+#: the quantity of the report's one freshness row
+FRESH_QUANTITY = "generated/ is fresh (resprop.derive.codegen.stale_files)"
+
+
+def _fresh_row(theories: list[str], stale: list[str] | None, error: str | None) -> dict:
+    """The one freshness row of a run: fresh when no generated file of the theories ``theories`` (or shared by
+    all) is stale; a stale file that only another theory uses is not counted against this run."""
+    mine = {f for th in theories for f in registry.theory(th).generated_files}
     specific = _specific()
     if error is not None:
-        return row("generated/ is fresh (resprop.derive.codegen.stale_files)", "-", "could not be checked",
+        return row(FRESH_QUANTITY, "-", "could not be checked",
                    ref("exception", error), passed=False, check="stale_files() runs and reports no stale file")
     assert stale is not None  # the list, when the check ran
     relevant = [f for f in stale if f in mine or f not in specific]
-    return row("generated/ is fresh (resprop.derive.codegen.stale_files)", "-",
+    return row(FRESH_QUANTITY, "-",
                "fresh" if not relevant else "stale: " + ", ".join(relevant),
-               ref(f"{len(relevant)} stale", "SymPy derivations re-rendered and compared with generated/"),
-               passed=not relevant, check="no generated file of this theory (or shared) differs from a fresh render",
+               ref(plural(len(relevant), "stale file"), "SymPy derivations re-rendered and compared with generated/"),
+               passed=not relevant,
+               check="no generated file of the theories run (or shared by all) differs from a fresh render",
                note="" if not relevant else "run `resprop derive`", details={"stale_files": relevant})
 
 
@@ -88,7 +104,40 @@ def _declared_count(info) -> int:
 def _counts(rows: list[dict]) -> dict:
     return {"rows": len(rows), "agrees": sum(r["verdict"] == "agrees" for r in rows),
             "documented_disagreements": sum(r["verdict"] == "documented disagreement" for r in rows),
-            "fails": sum(r["verdict"] == "FAILS" for r in rows)}
+            "fails": sum(r["verdict"] == FAILS for r in rows)}
+
+
+#: keys of report.json kept for one release under an old name (docs/api-renames.md, "report.json"):
+#: old key -> the key to read instead
+DEPRECATED_KEYS = {"summary.failed": "summary.fails"}
+
+
+def _latex_docs(stems, tex_paths: dict[str, Path], engine: str | None, build_pdf: bool) -> tuple[list, list]:
+    """The LaTeX documents of the derivations ``stems`` (those exported) and, when pdflatex runs, one row per
+    document saying whether it compiled."""
+    from resprop.numeric.report.latex_pdf import LatexError, compile_pdf, pdf_page_count
+
+    docs, rows = [], []
+    for stem in stems:
+        tex = tex_paths.get(stem)
+        if tex is None:
+            continue
+        doc: dict[str, Any] = {"name": stem, "tex": f"latex/{tex.name}", "pdf": None, "pages": None, "error": None}
+        if engine is None:
+            doc["error"] = ("pdflatex not found: PDF not built" if build_pdf else "PDF not requested")
+        else:
+            try:
+                pdf = compile_pdf(tex)
+                doc.update(pdf=f"latex/{pdf.name}", pages=pdf_page_count(pdf))
+            except LatexError as exc:
+                doc["error"] = str(exc)
+            rows.append(row(f"LaTeX document {tex.name} compiles (pdflatex)", "-",
+                            plural(doc["pages"], "page") if doc["pdf"] else "no PDF",
+                            ref(doc["error"] or "ok", "pdflatex, run until labels settle"),
+                            passed=doc["pdf"] is not None and (doc["pages"] or 0) >= 1,
+                            check="the exported document compiles to a PDF with at least one page"))
+        docs.append(doc)
+    return docs, rows
 
 
 def resolve_theories(theory) -> list[str]:
@@ -139,43 +188,67 @@ def _build(work: Path, theories: list[str], quick: bool, quiet: bool, check_gene
     # the figures as failed rather than stop (seen in tests/test_reproduce.py's interrupt test).
     import matplotlib
 
-    from resprop.numeric.report.latex_pdf import LatexError, compile_pdf, find_engine, pdf_page_count
+    from resprop.numeric.report.latex_pdf import find_engine
 
     matplotlib.use("Agg")
     import matplotlib.pyplot  # noqa: F401
 
     t_start = time.time()
+    timings: list[dict[str, Any]] = []  # one entry per step, in run order
+
+    def timed(step: str, t0: float) -> float:
+        seconds = round(time.time() - t0, 1)
+        timings.append({"step": step, "seconds": seconds})
+        return seconds
+
     figdir, texdir = work / "figures", work / "latex"
     figdir.mkdir()
+    # ---- the shared section: generated/ freshness (one row for the run) and the foundation's LaTeX
+    shared_rows: list[dict] = []
     stale, stale_error = [], None
+    t0 = time.time()
     if check_generated:
-        with tqdm(total=1, desc="generated/ freshness", disable=quiet, file=sys.stderr) as bar:
+        with progress_bar("generated/ freshness", quiet=quiet, unit="derivation", delay=0, leave=True) as bar:
             try:
                 from resprop.derive.codegen import stale_files
 
-                stale = sorted(stale_files())
+                stale = sorted(stale_files(progress=bar))
             except Exception as exc:  # reported as a failed row
                 stale_error = traceback.format_exception_only(type(exc), exc)[-1].strip()
-            bar.update(1)
+            bar.finish()
+        shared_rows.append(_fresh_row(theories, stale, stale_error))
+        shared_seconds = timed("generated/ freshness", t0)
+    else:
+        shared_seconds = 0.0
+    t0 = time.time()
+    owners = registry.derivations()
+    foundation = [name for name, (_, owner) in owners.items() if owner == "foundation"]
+    exported = [name for name, (_, owner) in owners.items() if owner == "foundation" or owner in theories]
     tex_paths: dict[str, Path] = {}
-    tex_error = None
     try:
         from resprop.derive.latex import export_latex
 
-        tex_paths = {p.stem: p for p in export_latex(texdir)}
+        with progress_bar("LaTeX export", quiet=quiet, unit="document", delay=0, leave=True) as bar:
+            tex_paths = {p.stem: p for p in export_latex(texdir, names=exported, progress=bar)}
+            bar.finish()
     except Exception as exc:
-        tex_error = exc
+        shared_rows.append(_error_row("LaTeX export (resprop.derive.latex.export_latex)", exc))
     checkpoint("latex-exported")
     engine = find_engine() if build_pdf else None
+    shared_docs, pdf_rows = _latex_docs(foundation, tex_paths, engine, build_pdf)
+    shared_rows += pdf_rows
+    shared_seconds += timed("LaTeX export", t0)
+    shared = {"title": "Shared by every theory: generated/ freshness and the foundation's derivations",
+              "rows": shared_rows, "latex": shared_docs, "counts": _counts(shared_rows),
+              "seconds": round(shared_seconds, 1)}
+    # ---- the theories
     report_theories: dict[str, dict[str, Any]] = {}
     for th in theories:
         info = registry.theory(th)
         t0 = time.time()
-        rows, figures, docs = [], [], []
+        rows, figures = [], []
         bar = tqdm(total=(_declared_count(info) or info.steps) + 2, desc=th, disable=quiet, file=sys.stderr)
         step = lambda: bar.update(1)  # noqa: E731
-        if check_generated:
-            rows.append(_fresh_row(th, stale, stale_error))
         extra: dict = {}
         try:
             # a theory whose claims read its figures' data (Stable ResNet's digits table) draws them first
@@ -194,29 +267,10 @@ def _build(work: Path, theories: list[str], quick: bool, quiet: bool, check_gene
                 figures = info.load("figures")(figdir, quick=quick, seed=0, data=extra)
         except Exception as exc:
             rows.append(_error_row(f"figures ({th})", exc))
+        data = [p for p in figures if p.suffix != ".png" and p.parent == figdir]  # what a figure is drawn from
         figures = [p for p in figures if p.suffix == ".png"]
-        # LaTeX documents
-        if tex_error is not None:
-            rows.append(_error_row("LaTeX export (resprop.derive.latex.export_latex)", tex_error))
-        for stem in info.derivations:
-            tex = tex_paths.get(stem)
-            if tex is None:
-                continue
-            doc: dict[str, Any] = {"name": stem, "tex": f"latex/{tex.name}", "pdf": None, "pages": None, "error": None}
-            if engine is None:
-                doc["error"] = ("pdflatex not found: PDF not built" if build_pdf else "PDF not requested")
-            else:
-                try:
-                    pdf = compile_pdf(tex)
-                    doc.update(pdf=f"latex/{pdf.name}", pages=pdf_page_count(pdf))
-                except LatexError as exc:
-                    doc["error"] = str(exc)
-                rows.append(row(f"LaTeX document {tex.name} compiles (pdflatex)", "-",
-                                f"{doc['pages']} pages" if doc["pdf"] else "no PDF",
-                                ref(doc["error"] or "ok", "pdflatex, run until labels settle"),
-                                passed=doc["pdf"] is not None and (doc["pages"] or 0) >= 1,
-                                check="the exported document compiles to a PDF with at least one page"))
-            docs.append(doc)
+        docs, pdf_rows = _latex_docs(info.derivations, tex_paths, engine, build_pdf)
+        rows += pdf_rows
         try:
             trained = _training_block(info, training, figdir)
         except Exception as exc:
@@ -227,13 +281,16 @@ def _build(work: Path, theories: list[str], quick: bool, quiet: bool, check_gene
         report_theories[th] = {
             "title": info.title, "paper": info.citation, "rows": rows,
             "figures": [{"path": f"figures/{p.name}", "name": p.name} for p in figures],
-            "latex": docs, "seconds": round(time.time() - t0, 1), "counts": _counts(rows),
+            "data": [{"path": f"figures/{p.name}", "name": p.name} for p in data],
+            "latex": docs, "seconds": timed(th, t0), "counts": _counts(rows),
             "training": trained,
         }
+    # ---- the cross-theory checks
     cross = []
     run = set(theories)
     crossing = [th for th in registry.theories().values()
                 if th.cross_claims and run & ({th.slug} | set(th.cross_with))]
+    t0 = time.time()
     if crossing:
         with tqdm(total=len(crossing), desc="cross-theory", disable=quiet, file=sys.stderr) as bar:
             for other in crossing:
@@ -242,7 +299,9 @@ def _build(work: Path, theories: list[str], quick: bool, quiet: bool, check_gene
                 except Exception as exc:
                     cross.append(_error_row(f"cross-theory checks ({other.slug})", exc))
                 bar.update(1)
-    all_rows = [r for t in report_theories.values() for r in t["rows"]] + cross
+    cross_seconds = timed("cross-theory", t0)
+    _drop_unlinked(figdir, report_theories)
+    all_rows = shared_rows + [r for t in report_theories.values() for r in t["rows"]] + cross
     counts = _counts(all_rows)
     return {
         "generator": GENERATOR,
@@ -254,10 +313,26 @@ def _build(work: Path, theories: list[str], quick: bool, quiet: bool, check_gene
         "generated": {"checked": check_generated, "fresh": check_generated and not stale and stale_error is None,
                       "stale_files": stale, "error": stale_error},
         "pdflatex": engine,
+        "shared": shared,
         "theories": report_theories,
-        "cross_theory": {"title": "Cross-theory checks", "rows": cross, "counts": _counts(cross)},
+        "cross_theory": {"title": "Cross-theory checks", "rows": cross, "counts": _counts(cross),
+                         "seconds": cross_seconds},
+        "timings": timings,
+        # "failed" repeats "fails" for one release (DEPRECATED_KEYS; docs/api-renames.md)
         "summary": {**counts, "failed": counts["fails"], "seconds": round(time.time() - t_start, 1), "quick": quick},
+        "deprecated_keys": DEPRECATED_KEYS,
     }
+
+
+def _drop_unlinked(figdir: Path, report_theories: dict[str, dict[str, Any]]) -> None:
+    """Remove what the figure makers leave in ``figdir`` beyond the figures and data files they return (which the
+    page links): every file of the report is linked from index.html, or not written."""
+    shown = {Path(f["path"]).name for t in report_theories.values() for f in t["figures"] + t["data"]}
+    shown |= {Path(f["path"]).name for t in report_theories.values() if t.get("training")
+              for e in t["training"]["experiments"] for f in e["figures"]}
+    for p in figdir.iterdir():
+        if p.name not in shown:
+            p.unlink()
 
 
 def reproduce(out, theory="all", quick: bool = True, quiet: bool = False, *, check_generated: bool = True,
@@ -308,7 +383,7 @@ def fmt(v) -> str:
     return str(v)
 
 
-_CLASS = {"agrees": "ok", "documented disagreement": "doc", "FAILS": "fail"}
+_CLASS = {"agrees": "ok", "documented disagreement": "doc", FAILS: "fail"}
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5em auto;max-width:1500px;padding:0 1em;
@@ -339,7 +414,8 @@ window.addEventListener('load', function () {
   document.body.setAttribute('data-images-ok', bad.length === 0 ? 'true' : 'false');
   var el = document.getElementById('image-check');
   if (el) {
-    el.textContent = bad.length === 0 ? ('all ' + imgs.length + ' figures loaded')
+    el.textContent = bad.length === 0 ? (imgs.length === 1 ? 'the 1 figure loaded'
+                                                            : 'all ' + imgs.length + ' figures loaded')
                                       : ('figures that failed to load: ' + bad.join(', '));
   }
 });
@@ -359,7 +435,8 @@ def render_html(report: dict) -> str:
 
     env = jinja2.Environment(loader=template_loader(), autoescape=True,
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=False)
-    env.filters.update(fmt=fmt, se=lambda v: format(v, ".2g"), sim_extra=_sim_extra)
+    env.filters.update(fmt=fmt, se=lambda v: format(v, ".2g"), sim_extra=_sim_extra, plural=plural,
+                       count_words=count_words)
     gen = report["generated"]
     fresh = ("not checked" if not gen["checked"] else "fresh" if gen["fresh"] else
              "STALE: " + ", ".join(gen["stale_files"]) + (f" ({gen['error']})" if gen["error"] else ""))
