@@ -45,6 +45,8 @@ def cmd_log_gaussian(args) -> int:
     from resprop.numeric.theories.lognormal import log_gaussian as lg
     lg.check_architecture(args.width, args.depth, args.alpha, args.lam)
     V.integer("hypo_samples", args.hypo_samples, 2)
+    if args.hypo_constant is not None:  # refused when not finite, also where --balanced leaves it unused
+        V.real("hypo_constant", args.hypo_constant)
     sim = None
     hypo = args.hypo_constant
     hypo_source = "given" if hypo is not None else None
