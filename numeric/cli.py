@@ -10,14 +10,7 @@ from typing import Any
 
 from resprop import registry
 from resprop.numeric.cli_support import OptionRefused, checkpoint, interrupted
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # argparse already exits 2; keep its message on one line
-        self.print_usage(sys.stderr)
-        self.exit(2, f"resprop: error: {message}\n")
-
-
+from resprop.numeric.cli_support import Parser as _Parser
 
 
 def cmd_derive(args) -> int:
@@ -144,14 +137,14 @@ def cmd_train(args) -> int:
         raise ParameterError("experiment", f"unknown experiment {args.experiment!r}; allowed: "
                                            f"{', '.join([*table, 'all'])}")
     seeds = None
-    if args.seeds is not None:  # checked before anything is imported or written
+    if args.seed is not None:  # checked before anything is imported or written
         from resprop.numeric.training.experiments import check_seeds
 
         try:
-            seeds = list(check_seeds([int(s) for s in args.seeds.split(",")], "--seeds"))
+            seeds = list(check_seeds([int(s) for s in args.seed.split(",")], "--seed"))
         except ValueError:
-            raise ParameterError("--seeds", f"must be comma-separated distinct integers in [0, 2^63 - 1], got "
-                                            f"{args.seeds!r}") from None
+            raise ParameterError("--seed", f"must be one integer or comma-separated distinct integers in "
+                                           f"[0, 2^63 - 1], got {args.seed!r}") from None
     from resprop.numeric.training import extra_message, set_progress
 
     message = extra_message()
@@ -290,15 +283,15 @@ def cmd_kernel(args) -> int:
         branch = float(branch)
     except ValueError:
         pass  # a SymPy expression in l and L
-    options = {"X": "--inputs", "activation": "--activation", "depth": "--depth", "sigma_w2": "--weight-var",
-               "sigma_b2": "--bias-var", "gamma": "--gamma", "branch_scale": "--branch-scale", "backend": "--backend"}
+    options = {"X": "--inputs", "activation": "--activation", "depth": "--depth", "sigma_w2": "--sigma-w2",
+               "sigma_b2": "--sigma-b2", "gamma": "--gamma", "branch_scale": "--branch-scale", "backend": "--backend"}
     try:
         with pub:
             checkpoint("locked")
             X = read_inputs(args.inputs, ntk=args.ntk, name="--inputs")  # header, size and memory before the data
             checkpoint("computing")
             try:
-                result = kernel(X, args.activation, args.depth, args.weight_var, args.bias_var, gamma=args.gamma,
+                result = kernel(X, args.activation, args.depth, args.sigma_w2, args.sigma_b2, gamma=args.gamma,
                                 branch_scale=branch, ntk=args.ntk, readout=args.readout, progress=not args.quiet,
                                 backend=args.backend)
             except V.ParameterError as exc:
@@ -313,8 +306,8 @@ def cmd_kernel(args) -> int:
     return 0
 
 
-_KERNEL_OPTIONS = {"X": "--inputs", "activation": "--activation", "depth": "--depth", "sigma_w2": "--weight-var",
-                   "sigma_b2": "--bias-var", "gamma": "--gamma", "branch_scale": "--branch-scale", "out": "--out",
+_KERNEL_OPTIONS = {"X": "--inputs", "activation": "--activation", "depth": "--depth", "sigma_w2": "--sigma-w2",
+                   "sigma_b2": "--sigma-b2", "gamma": "--gamma", "branch_scale": "--branch-scale", "out": "--out",
                    "dtype": "--dtype", "tile": "--tile", "workers": "--workers", "scheduler": "--scheduler",
                    "backend": "--backend"}
 
@@ -336,7 +329,7 @@ def _kernel_to_store(args) -> int:
     try:
         X = read_inputs(args.inputs, ntk=args.ntk, name="--inputs", check_memory=False)
         try:
-            out = kernel(X, args.activation, args.depth, args.weight_var, args.bias_var, gamma=args.gamma,
+            out = kernel(X, args.activation, args.depth, args.sigma_w2, args.sigma_b2, gamma=args.gamma,
                          branch_scale=branch, ntk=args.ntk, readout=args.readout, progress=not args.quiet,
                          out=args.out, dtype=args.dtype,
                          tile=kernel_store.TILE if args.tile is None else args.tile, workers=args.workers,
@@ -509,9 +502,15 @@ def cmd_predict(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from resprop import __version__
+    from resprop.generated.parameters import declared
+    from resprop.numeric.cli_support import VOCABULARY, add_deprecated_alias, add_parameter_option
+
     parser = _Parser(prog="resprop", description=__doc__)
     parser.add_argument("--debug", action="store_true",
                         help="print the full traceback of an error (default: one line)")
+    parser.add_argument("--version", action="version", version=f"resprop {__version__}",
+                        help="print resprop's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = sub.add_parser("derive", help="regenerate generated/ from the derivations")
     p.add_argument("--check", action="store_true", help="exit 1 if generated/ is stale (no writes)")
@@ -522,7 +521,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="no progress bar (shown on stderr after a second otherwise, one step per derivation)")
     p.set_defaults(func=cmd_derive)
     p = sub.add_parser("latex", help="export one .tex document per theory (and, with --pdf, compile each)")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="output directory for the .tex documents (written atomically; an existing DIR is replaced "
+                        "only if resprop wrote it)")
     p.add_argument("--pdf", action="store_true", help="compile every .tex with pdflatex; the PDF goes next to it")
     p.add_argument("--quiet", action="store_true",
                    help="no progress bar (shown on stderr after a second otherwise, one step per document)")
@@ -533,7 +534,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                 "finished chunks until the sweep completes")
     p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
                    help="use a running Dask scheduler (default: an in-process LocalCluster)")
-    p.add_argument("--workers", type=int, default=None, help="LocalCluster workers (default: min(2, CPUs))")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="number of LocalCluster worker processes, an integer >= 1; default: min(2, CPUs)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_sweep)
     p = sub.add_parser(
@@ -552,13 +554,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "before the data are read")
     p.add_argument("--activation", required=True, metavar="EXPR",
                    help="erf, relu, tanh, gelu, silu, linear or a SymPy expression in x, e.g. 'sin(x)'")
-    p.add_argument("--depth", required=True, type=int, metavar="L",
-                   help="number of residual blocks after the read-in (>= 0)")
-    p.add_argument("--weight-var", required=True, type=float, metavar="S", help="sigma_w^2 > 0")
-    p.add_argument("--bias-var", required=True, type=float, metavar="B", help="sigma_b^2 >= 0")
-    p.add_argument("--gamma", type=float, default=1.0, metavar="G", help="skip gain gamma (default 1)")
+    add_parameter_option(p, "depth", required=True, metavar="L",
+                         help="0 gives the input kernel K^(0) itself (with --readout: one dense layer on it)")
+    add_parameter_option(p, declared("residual", "sigma_w2"), required=True, metavar="S", deprecated=("--weight-var",))
+    add_parameter_option(p, declared("residual", "sigma_b2"), required=True, metavar="B", deprecated=("--bias-var",))
+    add_parameter_option(p, declared("residual", "gamma"), default=1.0, metavar="G")
     p.add_argument("--branch-scale", default="1", metavar="LAMBDA",
-                   help="branch scale lambda: a number or a SymPy expression in l and L, e.g. '1/sqrt(L)'")
+                   help="branch scale lambda_l of block l: a finite number or a SymPy expression in l (1..L) and L, "
+                        "e.g. '1/sqrt(L)'; default: 1")
     p.add_argument("--ntk", action="store_true", help="also compute the NTK (array 'ntk')")
     p.add_argument("--quiet", action="store_true", help="no progress bar (shown on stderr after a second otherwise)")
     p.add_argument("--readout", action="store_true",
@@ -570,9 +573,11 @@ def build_parser() -> argparse.ArgumentParser:
                         ".K.zarr.partial; rerun the same command to finish it); .npy, the NNGP through a memory map. "
                         "An existing output is replaced only if resprop wrote it")
     p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
-                   help=".zarr/.npy: the stored precision (always computed in float64; default float64)")
+                   help=".zarr/.npy: the stored precision, float64 or float32 (always computed in float64); "
+                        "default: float64")
     p.add_argument("--tile", type=int, default=None, metavar="N",
-                   help=".zarr/.npy: side of the square tiles and Zarr chunks, >= 1 (default 2048: 32 MiB a tile)")
+                   help=".zarr/.npy: side of the square tiles and Zarr chunks, an integer >= 1; default: 2048 "
+                        "(32 MiB a tile)")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help=".zarr/.npy: compute the tiles on a local Dask cluster of N worker processes (>= 1)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
@@ -589,17 +594,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kernel", required=True, metavar="K.npz",
                    help="output of resprop kernel (array nngp; ntk with --ntk) for the training inputs followed by "
                         "the test inputs")
-    p.add_argument("--train", required=True, type=int, metavar="N", help="the first N rows are the training inputs")
+    p.add_argument("--train", required=True, type=int, metavar="N",
+                   help="number of training rows: the first N rows of the kernel are the training inputs, the others "
+                        "the test inputs (1 <= N < P)")
     p.add_argument("--targets", required=True, metavar="Y.npy",
                    help="targets, (N,) or (N, C); with P rows the test rows are used to report the test error")
     p.add_argument("--ntk", action="store_true", help="NTK gradient flow (Lee et al. 2019) instead of the GP posterior")
-    p.add_argument("--time", type=float, default=float("inf"), metavar="T", help="training time t (--ntk; default inf)")
-    p.add_argument("--learning-rate", type=float, default=1.0, metavar="ETA", help="eta of the gradient flow (--ntk)")
+    p.add_argument("--time", type=float, default=float("inf"), metavar="T",
+                   help="training time t of the NTK gradient flow (--ntk), in [0, inf] (inf: trained to convergence); "
+                        "default: inf")
+    p.add_argument("--learning-rate", type=float, default=1.0, metavar="ETA",
+                   help="learning rate eta of the NTK gradient flow (--ntk), in (0, inf); default: 1")
     p.add_argument("--regulariser", type=float, default=None, metavar="S2",
-                   help="ridge / noise variance s^2 >= 0 (default: chosen on a validation split)")
+                   help="ridge / noise variance s^2, in [0, inf); default: chosen on a validation split")
     p.add_argument("--validation-fraction", type=float, default=0.2, metavar="F",
-                   help="share of training rows held out to choose the regulariser (default 0.2)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the validation split")
+                   help="share of the training rows held out to choose the regulariser, in (0, 1); default: 0.2")
+    add_parameter_option(p, "seed", default=0, metavar="S", help="here those of the validation split")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--out", required=True, metavar="P.npz", help="output .npz with arrays mean, variance, regulariser")
     p.set_defaults(func=cmd_predict)
@@ -607,11 +617,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_theories)
     p = sub.add_parser("figures", help="PNG figures of every theory (or --only SLUG,...)")
-    p.add_argument("--out", required=True)
-    p.add_argument("--only", default=None, help="comma-separated theory slugs: "
-                   + ", ".join(th.slug for th in registry.theories().values() if th.figures))
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="output directory for the PNG files (written atomically; an existing DIR is replaced only if "
+                        "resprop wrote it)")
+    p.add_argument("--only", default=None, metavar="SLUG,...",
+                   help="comma-separated theory slugs among "
+                   + ", ".join(th.slug for th in registry.theories().values() if th.figures) + "; default: all")
     p.add_argument("--quick", action="store_true", help="fewer depths/widths and samples (seconds)")
-    p.add_argument("--seed", type=int, default=0)
+    add_parameter_option(p, "seed", default=0, metavar="S", help="here those of the Monte Carlo panels")
     p.add_argument("--quiet", action="store_true",
                    help="no progress bars (shown on stderr otherwise: one step per theory, after a second)")
     p.set_defaults(func=cmd_figures)
@@ -623,9 +636,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, metavar="DIR",
                    help="output directory: NAME.json (per-seed metrics, claim rows) and NAME_*.png per experiment")
     p.add_argument("--quick", action="store_true", help="reduced sizes (about a minute per experiment on 2 cores)")
-    p.add_argument("--seeds", default=None, metavar="S,S,...",
-                   help="distinct integer seeds in [0, 2^63 - 1] (default: each experiment's own, >= 3); the JAX key "
-                        "uses all 64 bits, so seeds that differ by 2^32 give different runs")
+    seed = p.add_argument("--seed", default=None, metavar="S[,S,...]",
+                          help=f"{VOCABULARY['seed'].meaning}, one training run per seed: one integer or distinct "
+                               "integers separated by commas, each in [0, 2^63 - 1] (the JAX key uses all 64 bits, so "
+                               "seeds that differ by 2^32 give different runs); default: each experiment's own (at "
+                               "least 3)")
+    add_deprecated_alias(p, "--seeds", seed)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--dataset", default="digits", metavar="NAME",
                    help="images of the experiments that split them with resprop.numeric.training.data (fischer-fig7, "
@@ -634,8 +650,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("reproduce", help="the main job: theory, Monte Carlo checks, figures and LaTeX/PDF, "
                                          "written to DIR/report.json and DIR/index.html")
-    p.add_argument("theory", nargs="?", default="all",
-                   choices=[*registry.slugs(), "all"])
+    p.add_argument("theory", nargs="?", default="all", choices=[*registry.slugs(), "all"],
+                   help="the theory whose section to reproduce, one of " + ", ".join([*registry.slugs(), "all"])
+                        + "; default: all")
     p.add_argument("--out", required=True, metavar="DIR", help="report directory (replaced atomically at the end)")
     p.add_argument("--quick", action="store_true", help="smaller Monte Carlo samples and quick figures")
     p.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -110,13 +110,13 @@ CLI_NUMERIC = {
                      {"--width": "10", "--depth": "5", "--alpha": "0.7", "--lam": "0.7"}),
     "nu": (["nu", "--json"], {"--gamma": "unit_open", "--n-out": ("int", 1)},
            {"--gamma": "0.5", "--activation": "relu"}),
-    "residual-mlp": (["residual-mlp", "--json"], {"--gamma2": "unit_open", "--depth": ("int", 0), "--width": ("int", 1)},
-                     {"--activation": "relu", "--gamma2": "0.5", "--depth": "2"}),
+    "residual-mlp": (["residual-mlp", "--json"], {"--gamma": "unit_open", "--depth": ("int", 0), "--width": ("int", 1)},
+                     {"--activation": "relu", "--gamma": "0.5", "--depth": "2"}),
     "stable-kernel": (["stable-kernel", "--json"],
                       {"--depth": ("int", 1), "--angle": "angle", "--sigma-w2": "pos", "--sigma-b2": "nonneg",
                        "--d-in": ("int", 1)},
                       {"--depth": "10"}),
-    "abcd": (["abcd", "--json"], {"--depth": ("int", 0), "--gamma0": "pos"}, {"--widths": "10"}),
+    "abcd": (["abcd", "--json"], {"--depth": ("int", 0), "--gamma0": "pos"}, {"--width": "10"}),
 }
 
 #: options that accept real numbers but where 'huge' cannot be answered (documented upper limits)
@@ -138,9 +138,9 @@ def _write_inputs(tmp: Path) -> str:
 
 def kernel_cli_cases() -> list[Case]:
     """resprop kernel: every numeric option (NaN, negative, one ulp out, non-numeric), the expressions and paths."""
-    base = {"--inputs": "{tmp}/X.npy", "--activation": "erf", "--depth": "3", "--weight-var": "1.5",
-            "--bias-var": "0.1", "--out": "{tmp}/K.npz"}
-    bad = {"--weight-var": ("nan", "-1", "0", ULP_BELOW_ZERO, "abc"), "--bias-var": ("nan", "-1", ULP_BELOW_ZERO),
+    base = {"--inputs": "{tmp}/X.npy", "--activation": "erf", "--depth": "3", "--sigma-w2": "1.5",
+            "--sigma-b2": "0.1", "--out": "{tmp}/K.npz"}
+    bad = {"--sigma-w2": ("nan", "-1", "0", ULP_BELOW_ZERO, "abc"), "--sigma-b2": ("nan", "-1", ULP_BELOW_ZERO),
            "--depth": ("-1", "1.5", "abc"), "--gamma": ("nan", "inf"), "--branch-scale": ("nan", "l**", "1/(l-1)"),
            "--activation": ("nosuch(x", "exp(x**2)*y", "__import__('os')"),
            "--inputs": ("{tmp}/missing.npy",), "--out": ("{tmp}/K.txt", "{tmp}"), "--backend": ("fast", "")}
@@ -152,6 +152,13 @@ def kernel_cli_cases() -> list[Case]:
                               setup=_write_inputs, timeout=60.0))
     cases.append(Case("cli:kernel:ok", "ok", (), argv=_argv(["kernel", "--ntk"], base), setup=_write_inputs,
                       check=lambda out: "wrote" in out and "nngp, ntk" in out))
+    # the spellings before issue 28 (--weight-var, --bias-var), accepted for one release with a deprecation line
+    old = {("--weight-var" if k == "--sigma-w2" else "--bias-var" if k == "--sigma-b2" else k): v for k, v in base.items()}
+    cases.append(Case("cli:kernel:deprecated-spellings:ok", "ok", (), argv=_argv(["kernel"], old), setup=_write_inputs,
+                      check=lambda out: "wrote" in out))
+    for opt, text in (("--weight-var", "nan"), ("--weight-var", "0"), ("--bias-var", "-1")):
+        cases.append(Case(f"cli:kernel:deprecated:{opt.lstrip('-')}={text}", "error", (opt.lstrip("-"),),
+                          argv=_argv(["kernel"], old | {opt: text}), setup=_write_inputs, timeout=60.0))
     cases.append(Case("cli:kernel:backend=compiled,sin", "error", ("backend",),
                       argv=_argv(["kernel"], base | {"--activation": "sin(x)", "--backend": "compiled"}),
                       setup=_write_inputs, timeout=60.0))
@@ -214,8 +221,8 @@ def _npy_cases() -> dict[str, tuple[Callable[[Path], Any], str]]:
 def kernel_file_cases() -> list[Case]:
     """Issue 23 items 4-5: resprop kernel's --out through output.py (foreign files, links, siblings, its own
     previous output) and its --inputs read header-first (bad .npy files, the memory of the P x P results)."""
-    base = {"--inputs": "{tmp}/X.npy", "--activation": "erf", "--depth": "3", "--weight-var": "1.5",
-            "--bias-var": "0.1", "--out": "{tmp}/K.npz"}
+    base = {"--inputs": "{tmp}/X.npy", "--activation": "erf", "--depth": "3", "--sigma-w2": "1.5",
+            "--sigma-b2": "0.1", "--out": "{tmp}/K.npz"}
     cases = []
     for label, make in _npy_cases().items():
         def setup(tmp, make=make):
@@ -371,10 +378,13 @@ def kernel_file_cases() -> list[Case]:
 
 def train_seed_cases() -> list[Case]:
     """Issue 23 item 7: seeds are integers in [0, 2^63 - 1], refused up front (nothing is trained or written)."""
-    cases = [Case(f"cli:train:seeds={text}", "error", ("seeds",),
-                  argv=("train", "fischer-fig7", "--quick", f"--seeds={text}", "--out", "{tmp}/train"),
+    cases = [Case(f"cli:train:seed={text}", "error", ("seed",),
+                  argv=("train", "fischer-fig7", "--quick", f"--seed={text}", "--out", "{tmp}/train"),
                   after=lambda tmp: not (tmp / "train").exists())
              for text in ("1.5", "True", str(2**63), "1,1", "", "1e3")]
+    cases.append(Case("cli:train:deprecated-seeds=1,1", "error", ("seed",),
+                      argv=("train", "fischer-fig7", "--quick", "--seeds=1,1", "--out", "{tmp}/train"),
+                      after=lambda tmp: not (tmp / "train").exists()))
     cases += [Case(f"py:train:check_seeds={seeds!r}", "error", ("seeds",),
                    call=_api("resprop.numeric.training.experiments.check_seeds", seeds))
               for seeds in ([2**63], [-1], [True], [0.5], [], [3, 3])]
@@ -392,7 +402,7 @@ def _seed_key(seed):
 
 def activation_cases() -> list[Case]:
     """Issue 23 item 5: activations as a user writes them, through resprop kernel (CLI) and resprop.kernel."""
-    base = {"--inputs": "{tmp}/X.npy", "--depth": "2", "--weight-var": "1.5", "--bias-var": "0.1",
+    base = {"--inputs": "{tmp}/X.npy", "--depth": "2", "--sigma-w2": "1.5", "--sigma-b2": "0.1",
             "--out": "{tmp}/K.npz"}
     refused = ("I*x", "x + I", "zoo*x", "sqrt(x)", "Integral(f(x), x)", "1e200*x", "exp(x**2)", "DiracDelta(x)",
                "floor(x**2)")
@@ -459,10 +469,18 @@ def cli_numeric_cases() -> list[Case]:
         Case("cli:nu:activation=leaky-nan", "error", ("activation", "slope"),
              argv=("nu", "--gamma", "0.5", "--activation", "leaky_relu:nan", "--json")),
         Case("cli:residual-mlp:activation=unknown", "error", ("activation",),
-             argv=("residual-mlp", "--activation", "softmax", "--gamma2", "0.5", "--depth", "2", "--json")),
+             argv=("residual-mlp", "--activation", "softmax", "--gamma", "0.5", "--depth", "2", "--json")),
         Case("cli:residual-mlp:relu-d1", "ok", (),
-             argv=("residual-mlp", "--activation", "relu", "--gamma2", "0.5", "--depth", "1", "--json"),
+             argv=("residual-mlp", "--activation", "relu", "--gamma", repr(math.sqrt(0.5)), "--depth", "1", "--json"),
              check=lambda out: abs(out["corrected"] - 4.25) < 1e-12 and abs(out["b26"] - 4.25) < 1e-12),
+        # --gamma2 (gamma^2, deprecated since issue 28) keeps its meaning: gamma^2 = 0.5 is --gamma sqrt(0.5)
+        Case("cli:residual-mlp:deprecated-gamma2:relu-d1", "ok", (),
+             argv=("residual-mlp", "--activation", "relu", "--gamma2", "0.5", "--depth", "1", "--json"),
+             check=lambda out: out["gamma2"] == 0.5 and abs(out["corrected"] - 4.25) < 1e-12
+             and abs(out["b26"] - 4.25) < 1e-12),
+        *[Case(f"cli:residual-mlp:deprecated-gamma2={text}", "error", ("gamma2",),
+               argv=("residual-mlp", "--activation", "relu", f"--gamma2={text}", "--depth", "1", "--json"))
+          for text in ("nan", "-1", "1", "abc")],
         Case("cli:stable-kernel:scaling=unknown", "error", ("scaling",),
              argv=("stable-kernel", "--depth", "10", "--scaling", "nosuch(", "--json")),
         Case("cli:stable-kernel:scaling=1/sqrt(l)", "either", ("scaling",),
@@ -480,8 +498,9 @@ def cli_numeric_cases() -> list[Case]:
         Case("cli:j2bar:digits=101", "error", ("digits",), argv=("j2bar", "0.3", "--digits", "101")),
         Case("cli:j2bar:theta=0", "ok", (), argv=("j2bar", "0", "--digits", "10", "--json"),
              check=lambda out: out["closed_form"] == out["quadrature"]),
-        Case("cli:abcd:widths=0", "error", ("widths",), argv=("abcd", "--widths", "0", "--json")),
-        Case("cli:abcd:widths=nan", "error", ("widths",), argv=("abcd", "--widths", "nan", "--json")),
+        Case("cli:abcd:width=0", "error", ("width",), argv=("abcd", "--width", "0", "--json")),
+        Case("cli:abcd:width=nan", "error", ("width",), argv=("abcd", "--width", "nan", "--json")),
+        Case("cli:abcd:deprecated-widths=0", "error", ("widths",), argv=("abcd", "--widths", "0", "--json")),
         Case("cli:abcd:check=garbage", "error", ("check",), argv=("abcd", "--check", "a1", "--json")),
         Case("cli:abcd:check=unknown-key", "error", ("check", "zz"), argv=("abcd", "--check", "zz=1", "--json")),
         Case("cli:figures:only=unknown", "error", ("only",),
@@ -489,10 +508,10 @@ def cli_numeric_cases() -> list[Case]:
         Case("cli:train:experiment=unknown", "error", ("experiment",),
              argv=("train", "nosuch", "--quick", "--out", "{tmp}/train")),
         Case("cli:train:out=missing", "error", ("out",), argv=("train", "fischer-fig7", "--quick")),
-        Case("cli:train:seeds=abc", "error", ("seeds",),
-             argv=("train", "fischer-fig7", "--quick", "--seeds", "a,b", "--out", "{tmp}/train")),
-        Case("cli:train:seeds=-1", "error", ("seeds",),
-             argv=("train", "fischer-fig7", "--quick", "--seeds=-1", "--out", "{tmp}/train")),
+        Case("cli:train:seed=abc", "error", ("seed",),
+             argv=("train", "fischer-fig7", "--quick", "--seed", "a,b", "--out", "{tmp}/train")),
+        Case("cli:train:seed=-1", "error", ("seed",),
+             argv=("train", "fischer-fig7", "--quick", "--seed=-1", "--out", "{tmp}/train")),
         Case("cli:log-gaussian:samples=1", "error", ("samples",),
              argv=("log-gaussian", "--width", "10", "--depth", "5", "--alpha", "0.7", "--lam", "0.7", "--simulate",
                    "--samples", "1", "--json")),

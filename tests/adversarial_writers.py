@@ -47,12 +47,12 @@ def _inputs(tmp: Path) -> str:
 WRITERS: dict[str, tuple[str, Callable[[Path, Path], list[str]], bool]] = {
     "latex": ("tex", lambda tmp, out: ["latex", "--out", str(out)], False),
     "kernel": ("K.npz", lambda tmp, out: ["kernel", "--inputs", _inputs(tmp), "--activation", "tanh", "--depth", "60",
-                                          "--weight-var", "1", "--bias-var", "0.05", "--branch-scale", "0.3", "--ntk",
+                                          "--sigma-w2", "1", "--sigma-b2", "0.05", "--branch-scale", "0.3", "--ntk",
                                           "--out", str(out)], False),
     "sweep": ("s.nc", lambda tmp, out: ["sweep", _spec(tmp), "--out", str(out), "--workers", "1", "--quiet"], False),
     "figures": ("figs", lambda tmp, out: ["figures", "--out", str(out), "--only", "pdlt", "--quick", "--quiet"], True),
     "reproduce": ("report", lambda tmp, out: ["reproduce", "abcd", "--out", str(out), "--quick", "--quiet"], True),
-    "train": ("train", lambda tmp, out: ["train", "abcd-pc-bp", "--quick", "--out", str(out), "--seeds", "1"], True),
+    "train": ("train", lambda tmp, out: ["train", "abcd-pc-bp", "--quick", "--out", str(out), "--seed", "1"], True),
 }
 
 

@@ -113,16 +113,16 @@ def test_b26_ratio_is_the_vertex_trajectory_at_the_same_depth(activation, depth)
 def test_cli_residual_mlp_equals_the_python_functions(activation, depth, capsys):
     """``resprop residual-mlp --depth d`` is corrected_ratio / b26_ratio / output_kernel at depth d, the B.26 value
     is vertex_trajectory's last layer at depth d, and K_d is resprop.kernel's depth-d kernel."""
-    assert main(["residual-mlp", "--activation", activation, "--gamma2", "0.5", "--depth", str(depth),
+    assert main(["residual-mlp", "--activation", activation, "--gamma", "0.5", "--depth", str(depth),
                  "--width", "100", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["depth"] == depth
-    assert out["corrected"] == C.corrected_ratio(activation, 0.5, depth)
-    assert out["b26"] == C.b26_ratio(activation, 0.5, depth)
-    tr = R.vertex_trajectory(activation, gamma=math.sqrt(0.5), depth=depth)
+    assert out["depth"] == depth and out["gamma"] == 0.5 and out["gamma2"] == 0.25
+    assert out["corrected"] == C.corrected_ratio(activation, 0.25, depth)  # the corrected theory takes gamma^2
+    assert out["b26"] == C.b26_ratio(activation, 0.25, depth)
+    tr = R.vertex_trajectory(activation, gamma=0.5, depth=depth)
     assert out["b26"] == pytest.approx(2 + tr.V_over_K2[-1], rel=1e-14)
     assert out["K_d"] == pytest.approx(tr.K[-1], rel=1e-9)
-    K_engine = float(_engine(np.array([[1.0 / math.sqrt(out["C_W"])]]), activation, depth, math.sqrt(0.5),
+    K_engine = float(_engine(np.array([[1.0 / math.sqrt(out["C_W"])]]), activation, depth, 0.5,
                              out["C_W"], 0.0)[0, 0])
     assert out["K_d"] == pytest.approx(K_engine, rel=1e-8)
 
@@ -226,15 +226,15 @@ def test_abcd_rates_refuse_negative_depth_and_cli_is_the_function(capsys):
     with pytest.raises(ParameterError) as exc:
         AB.rates([10.0], depth=-1)
     assert exc.value.parameter == "depth"
-    assert main(["abcd", "--widths", "10", "100", "--depth", "0", "--json"]) == 0
+    assert main(["abcd", "--width", "10", "100", "--depth", "0", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["depth"] == 0 and out["L"] == 2
     r, _, term = _paper_pc_rates(np.array([10.0, 100.0]), 2.0, 1.0)
     np.testing.assert_allclose(out["r"], r, rtol=1e-13)
     np.testing.assert_allclose(out["depth_term_alpha_half"], term, rtol=1e-13)
-    assert main(["abcd", "--widths", "10", "--json"]) == 0  # default depth 1 (L = 3)
+    assert main(["abcd", "--width", "10", "--json"]) == 0  # default depth 1 (L = 3)
     assert json.loads(capsys.readouterr().out)["L"] == 3
-    assert main(["abcd", "--widths", "10", "--depth", "-1", "--json"]) == 2
+    assert main(["abcd", "--width", "10", "--depth=-1", "--json"]) == 2
     assert "depth" in capsys.readouterr().err
 
 

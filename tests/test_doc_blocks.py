@@ -67,7 +67,7 @@ SKIPPED = {
     ("docs/adding-a-theory.md", "$ resprop theories                 # lists linear with its title, citation and subcommands"),
     ("docs/index.md", "resprop derive                # regenerate generated/ and docs/reference/"),
     ("docs/kernel.md", "from neural_tangents import stax"),
-    ("docs/scaling.md", "resprop kernel --inputs X.npy --activation erf --depth 10 --weight-var 1 --bias-var 0.05 --ntk \\"),
+    ("docs/scaling.md", "resprop kernel --inputs X.npy --activation erf --depth 10 --sigma-w2 1 --sigma-b2 0.05 --ntk \\"),
     ("docs/scaling.md", "from dask_jobqueue import SLURMCluster"),
     ("docs/sweeps.md", "resprop sweep examples/sweeps/rho_star.toml --out rho_star.nc --scheduler tcp://127.0.0.1:8786"),
     ("docs/training.md", "resprop train all --out DIR                   # full size (tens of minutes; `pytest -m slow` runs these)"),

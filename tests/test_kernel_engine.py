@@ -155,17 +155,17 @@ def test_cli_round_trip(tmp_path, capsys):
     X = _inputs(P=7)
     np.save(tmp_path / "X.npy", X)
     out = tmp_path / "K.npz"
-    argv = ["kernel", "--inputs", str(tmp_path / "X.npy"), "--activation", "relu", "--depth", "5", "--weight-var",
-            "2", "--bias-var", "0.1", "--gamma", "0.9", "--branch-scale", "1/sqrt(L)", "--ntk", "--out", str(out)]
+    argv = ["kernel", "--inputs", str(tmp_path / "X.npy"), "--activation", "relu", "--depth", "5", "--sigma-w2",
+            "2", "--sigma-b2", "0.1", "--gamma", "0.9", "--branch-scale", "1/sqrt(L)", "--ntk", "--out", str(out)]
     assert main(argv) == 0
     data = np.load(out)
     K, T = resprop.kernel(X, "relu", 5, 2.0, 0.1, gamma=0.9, branch_scale="1/sqrt(L)", ntk=True)
     np.testing.assert_array_equal(data["nngp"], K)
     np.testing.assert_array_equal(data["ntk"], T)
     bad = argv.copy()
-    bad[bad.index("--weight-var") + 1] = "-2"
+    bad[bad.index("--sigma-w2") + 1] = "-2"
     assert main(bad) == 2
-    assert "--weight-var" in capsys.readouterr().err
+    assert "sigma_w2: must lie in (0, inf)" in capsys.readouterr().err
     assert main(argv[:-1] + [str(tmp_path / "K.txt")]) == 2
 
 

@@ -25,7 +25,7 @@ from resprop.numeric.engine import inputs as I
 from resprop.numeric.engine.output import check_replaceable, lock_path, manifest_path
 from resprop.numeric.engine.validation import ParameterError
 
-BASE = ["--activation", "erf", "--depth", "3", "--weight-var", "1.5"]
+BASE = ["--activation", "erf", "--depth", "3", "--sigma-w2", "1.5"]
 
 
 def _x(tmp: Path, P: int = 5, d: int = 3, name: str = "X.npy") -> Path:
@@ -41,7 +41,7 @@ def _run(capsys, *argv) -> tuple[int, str, list[str]]:
 
 
 def _kernel_argv(X, out, bias="0.1", *extra):
-    return ["kernel", "--inputs", X, *BASE, "--bias-var", bias, "--out", out, *extra]
+    return ["kernel", "--inputs", X, *BASE, "--sigma-b2", bias, "--out", out, *extra]
 
 
 def _strays(tmp: Path, name: str = "K.npz") -> list[str]:
@@ -154,11 +154,11 @@ def test_out_is_checked_before_inputs_and_work(tmp_path, capsys):
     out.write_bytes(b"user")
     t0 = time.monotonic()
     code, _, err = _run(capsys, "kernel", "--inputs", tmp_path / "missing.npy", "--activation", "erf",
-                        "--depth", "1000000", "--weight-var", "1.5", "--bias-var", "0.1", "--out", out)
+                        "--depth", "1000000", "--sigma-w2", "1.5", "--sigma-b2", "0.1", "--out", out)
     assert code == 2 and len(err) == 1 and "out:" in err[0] and "missing.npy" not in err[0]
     big = _x(tmp_path, P=3000, d=2, name="big.npy")
     code, _, err = _run(capsys, "kernel", "--inputs", big, "--activation", "tanh", "--depth", "1000000",
-                        "--weight-var", "1.5", "--bias-var", "0.1", "--ntk", "--out", out)
+                        "--sigma-w2", "1.5", "--sigma-b2", "0.1", "--ntk", "--out", out)
     assert code == 2 and "out:" in err[0] and time.monotonic() - t0 < 10
     assert out.read_bytes() == b"user"
 
@@ -187,8 +187,8 @@ def test_signal_mid_run_keeps_previous_output(sig, tmp_path, capsys):
         assert lock.read_text().strip().isdigit()
 
     # the run pauses with its inputs read, just before the kernel is computed, and the signal lands there
-    args = ["kernel", "--inputs", str(X), "--activation", "erf", "--depth", "1000", "--weight-var", "1.5",
-            "--bias-var", "0.2", "--out", str(out)]
+    args = ["kernel", "--inputs", str(X), "--activation", "erf", "--depth", "1000", "--sigma-w2", "1.5",
+            "--sigma-b2", "0.2", "--out", str(out)]
     done = interrupt_at(args, "computing", sig=sig, what="resprop kernel", while_paused=locked)
     assert done.returncode == 128 + sig, done.stderr[-2000:]
     assert "interrupted" in done.stderr and "Traceback" not in done.stderr and done.stdout == ""
@@ -200,14 +200,14 @@ def test_signal_mid_run_keeps_previous_output(sig, tmp_path, capsys):
 
 @pytest.mark.timeout(600)
 def test_four_concurrent_runs_into_one_out(tmp_path):
-    """Four `resprop kernel` processes with different --bias-var into one --out: each exits 0 (it published) or 2
+    """Four `resprop kernel` processes with different --sigma-b2 into one --out: each exits 0 (it published) or 2
     (another run held the lock, or the path changed under it), never anything else; at least one publishes; the
     file at the end is a complete, manifest-checked output equal to the recomputed kernel of one run that exited
     0 (the only one when just one did); nothing is left behind."""
     X, out = _x(tmp_path, P=150, d=4), tmp_path / "K.npz"
     depth, biases = 8000, ["0.1", "0.2", "0.3", "0.4"]
     procs = [subprocess.Popen([sys.executable, "-m", "resprop.numeric.cli", "kernel", "--inputs", str(X),
-                               "--activation", "erf", "--depth", str(depth), "--weight-var", "1.5", "--bias-var", b,
+                               "--activation", "erf", "--depth", str(depth), "--sigma-w2", "1.5", "--sigma-b2", b,
                                "--quiet", "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for b in biases]
     try:

@@ -83,8 +83,8 @@ def test_cli_readout_flag(tmp_path):
     X = np.random.default_rng(6).standard_normal((5, 3))
     np.save(tmp_path / "X.npy", X)
     out = tmp_path / "K.npz"
-    code = main(["kernel", "--inputs", str(tmp_path / "X.npy"), "--activation", "erf", "--depth", "2", "--weight-var",
-                 "1.25", "--bias-var", "0.05", "--branch-scale", "0.5", "--ntk", "--readout", "--out", str(out)])
+    code = main(["kernel", "--inputs", str(tmp_path / "X.npy"), "--activation", "erf", "--depth", "2", "--sigma-w2",
+                 "1.25", "--sigma-b2", "0.05", "--branch-scale", "0.5", "--ntk", "--readout", "--out", str(out)])
     assert code == 0
     with np.load(out) as f:
         Kr, Tr = _reference(X, 2, 1.25, 0.05, 1.0, 0.5, readout=True)

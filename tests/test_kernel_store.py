@@ -215,7 +215,7 @@ def test_cli_writes_a_zarr_store(tmp_path):
     np.save(tmp_path / "X.npy", X)
     out = tmp_path / "K.zarr"
     run = subprocess.run([sys.executable, "-m", "resprop.numeric.cli", "kernel", "--inputs", str(tmp_path / "X.npy"),
-                          "--activation", "erf", "--depth", "3", "--weight-var", "1", "--bias-var", "0.05", "--ntk",
+                          "--activation", "erf", "--depth", "3", "--sigma-w2", "1", "--sigma-b2", "0.05", "--ntk",
                           "--out", str(out), "--tile", "32", "--dtype", "float32", "--quiet"],
                          capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     assert run.returncode == 0, run.stderr
@@ -224,8 +224,8 @@ def test_cli_writes_a_zarr_store(tmp_path):
         assert a.dtype == np.float32
         np.testing.assert_allclose(a, r, rtol=1e-6, atol=0)
     bad = subprocess.run([sys.executable, "-m", "resprop.numeric.cli", "kernel", "--inputs",
-                          str(tmp_path / "X.npy"), "--activation", "erf", "--depth", "3", "--weight-var", "1",
-                          "--bias-var", "0.05", "--out", str(tmp_path / "B.zarr"), "--tile", "0"],
+                          str(tmp_path / "X.npy"), "--activation", "erf", "--depth", "3", "--sigma-w2", "1",
+                          "--sigma-b2", "0.05", "--out", str(tmp_path / "B.zarr"), "--tile", "0"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "--tile" in bad.stderr and "Traceback" not in bad.stderr
 

@@ -45,10 +45,19 @@ def test_run_experiment_refuses_before_running(tmp_path):
 
 @pytest.mark.parametrize("text", ["-1", "1.5", "True", str(2**63), "1,1", "", "0x10", "1e3", "2,nan"])
 def test_cli_seeds_refused_before_work(text, tmp_path, capsys):
-    code = main(["train", "fischer-fig7", "--quick", f"--seeds={text}", "--out", str(tmp_path / "t")])
+    code = main(["train", "fischer-fig7", "--quick", f"--seed={text}", "--out", str(tmp_path / "t")])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and err[0].startswith("resprop: error: --seeds:"), err
+    assert code == 2 and len(err) == 1 and err[0].startswith("resprop: error: --seed:"), err
     assert not (tmp_path / "t").exists() and list(tmp_path.iterdir()) == []
+
+
+def test_cli_deprecated_seeds_is_seed(tmp_path, capsys):
+    """--seeds (the spelling before issue 28) still works for one release: a deprecation line, then --seed."""
+    code = main(["train", "fischer-fig7", "--quick", "--seeds=1,1", "--out", str(tmp_path / "t")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[0] == "resprop: --seeds is deprecated; use --seed", err
+    assert len(err) == 2 and err[1].startswith("resprop: error: --seed:"), err
+    assert not (tmp_path / "t").exists()
 
 
 def test_seed_key_uses_all_64_bits():

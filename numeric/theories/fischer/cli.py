@@ -49,27 +49,35 @@ def cmd_response(args) -> int:
     emit(out, args.json)
     return 0
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input-kernel", type=float, required=True, help="input kernel K^(0) (diagonal element)")
-    p.add_argument("--input-kernel-offdiag", type=float, default=None, help="off-diagonal input kernel element")
-    add_parameter_option(p, declared("fischer", "sigma_w2"), required=True)
-    add_parameter_option(p, declared("fischer", "sigma_b2"), required=True)
-    add_parameter_option(p, declared("fischer", "sigma_w2_out"), default=None, help="default: sigma_w2")
-    p.add_argument("--activation", default="erf", help="erf, tanh, relu, gelu, linear or a SymPy expression in x")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_parameter_option(p, declared("fischer", "K0"), flag="--input-kernel", required=True, metavar="K0",
+                         help="its diagonal element (every input has this variance)")
+    p.add_argument("--input-kernel-offdiag", type=float, default=None, metavar="K0_AB",
+                   help="off-diagonal input kernel element K^(0)_ab of a pair of inputs, in [-K0, K0] (K0 = "
+                        "--input-kernel); default: none (the diagonal only)")
+    add_parameter_option(p, declared("fischer", "sigma_w2"), required=True, metavar="S")
+    add_parameter_option(p, declared("fischer", "sigma_b2"), required=True, metavar="B")
+    add_parameter_option(p, declared("fischer", "sigma_w2_out"), default=None, metavar="S_OUT",
+                         default_text="--sigma-w2")
+    p.add_argument("--activation", default="erf", metavar="EXPR",
+                   help="activation phi: erf, tanh, relu, gelu, linear or a SymPy expression in x; default: erf")
+    p.add_argument("--json", action="store_true", help="print the result as JSON (default: one line per quantity)")
 
 
 def add_subcommands(sub) -> None:
     """Add this theory's subcommands to the ``resprop`` parser's sub-parsers."""
     p = sub.add_parser("rho-star", help="rho* = argmax chi_out for a batch of depths (Fischer et al. Fig. 4)")
-    p.add_argument("--depth", type=int, nargs="+", required=True)
+    add_parameter_option(p, "depth", domain="[1, inf)", nargs="+", required=True, metavar="L",
+                         help="one or more (rho* for each)")
     _common(p)
-    p.add_argument("--rho-min", type=float, default=1e-3, help="lower edge of the searched rho range (> 0)")
-    p.add_argument("--rho-max", type=float, default=3.0, help="upper edge of the searched rho range")
+    p.add_argument("--rho-min", type=float, default=1e-3, metavar="RHO",
+                   help="lower edge of the searched rho range, in (0, inf); default: 0.001")
+    p.add_argument("--rho-max", type=float, default=3.0, metavar="RHO",
+                   help="upper edge of the searched rho range, in (rho-min, inf); default: 3")
     p.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
     p.set_defaults(func=cmd_rho_star)
     p = sub.add_parser("response", help="eta^(l), chi^(l), chi_out (Fischer et al. 45-48)")
-    add_parameter_option(p, declared("fischer", "rho"), required=True)
-    p.add_argument("--depth", type=int, required=True)
+    add_parameter_option(p, declared("fischer", "rho"), required=True, metavar="RHO")
+    add_parameter_option(p, "depth", domain="[1, inf)", required=True, metavar="L")
     _common(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
     p.set_defaults(func=cmd_response)

@@ -93,22 +93,26 @@ def cmd_log_gaussian(args) -> int:
 def add_subcommands(sub) -> None:
     """Add this theory's subcommands to the ``resprop`` parser's sub-parsers."""
     p = sub.add_parser("j2bar", help="Li-Nica-Roy J2-bar(theta): closed form vs 2-D mpmath quadrature")
-    p.add_argument("theta", nargs="+", help="angles in [0, pi]")
-    p.add_argument("--digits", type=int, default=30)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("theta", nargs="+", help="angles theta between the two arguments (radians), each in [0, pi]")
+    p.add_argument("--digits", type=int, default=30, metavar="N",
+                   help="significant digits of the two evaluations, an integer in [1, 100]; default: 30")
+    p.add_argument("--json", action="store_true", help="print the result as JSON (default: one line per angle)")
     p.set_defaults(func=cmd_j2bar)
     p = sub.add_parser("log-gaussian", help="Li-Nica-Roy E[G], Var[G]: theory and Monte Carlo")
-    p.add_argument("--width", type=int, required=True, help="hidden width n (>= 2)")
-    p.add_argument("--depth", type=int, required=True, help="number of residual layers d (>= 1)")
-    add_parameter_option(p, declared("lognormal", "alpha"), required=True)
-    add_parameter_option(p, declared("lognormal", "lam"), required=True)
+    add_parameter_option(p, "width", domain="[2, inf)", required=True, metavar="N")
+    add_parameter_option(p, "depth", domain="[1, inf)", required=True, metavar="D")
+    add_parameter_option(p, declared("lognormal", "alpha"), required=True, metavar="ALPHA")
+    add_parameter_option(p, declared("lognormal", "lam"), required=True, metavar="LAMBDA")
     p.add_argument("--balanced", action="store_true", help="balanced ResNet (random activation signs, Thm 4)")
     p.add_argument("--simulate", action="store_true", help="add a Monte Carlo estimate with standard errors")
-    p.add_argument("--samples", type=int, default=5000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--hypo-constant", type=float, default=None,
-                   help="C_{alpha,lambda} of Prop. 2 (default: estimated by Monte Carlo)")
-    p.add_argument("--hypo-samples", type=int, default=2000,
-                   help="samples for estimating C_{alpha,lambda} when neither --hypo-constant nor --simulate")
-    p.add_argument("--json", action="store_true")
+    add_parameter_option(p, "samples", domain="[2, inf)", default=5000, metavar="S", help="with --simulate")
+    add_parameter_option(p, "seed", default=0, metavar="SEED",
+                         help="here those of --simulate and of the estimate of C_{alpha,lambda}")
+    p.add_argument("--hypo-constant", type=float, default=None, metavar="C",
+                   help="hypoactivation constant C_{alpha,lambda} of Prop. 2, any finite real number; default: "
+                        "estimated by Monte Carlo")
+    p.add_argument("--hypo-samples", type=int, default=2000, metavar="S",
+                   help="samples for estimating C_{alpha,lambda} when neither --hypo-constant nor --simulate is "
+                        "given, an integer >= 2; default: 2000")
+    p.add_argument("--json", action="store_true", help="print the result as JSON (default: one line per part)")
     p.set_defaults(func=cmd_log_gaussian)

@@ -18,14 +18,17 @@ def cmd_stable_kernel(args) -> int:
 def add_subcommands(sub) -> None:
     """Add this theory's subcommands to the ``resprop`` parser's sub-parsers."""
     p = sub.add_parser("stable-kernel", help="Hayou et al. Stable ResNet NNGP/NTK (log diagonal, correlation)")
-    p.add_argument("--depth", type=int, nargs="+", required=True)
-    p.add_argument("--scaling", default="uniform",
-                   help="unscaled, uniform (1/sqrt(L)), decreasing (1/(sqrt(l) log(l+1))) "
-                        "or a SymPy expression in l, L")
-    p.add_argument("--angle", type=float, default=1.0, help="angle between the two unit inputs, in [0, pi]")
-    add_parameter_option(p, declared("stable", "sigma_w2"), default=2.0)
-    add_parameter_option(p, declared("stable", "sigma_b2"), default=0.0)
-    p.add_argument("--d-in", type=int, default=2, help="input dimension d in Q_0 = sigma_b^2 + sigma_w^2 x.x'/d")
-    p.add_argument("--json", action="store_true")
+    add_parameter_option(p, "depth", domain="[1, inf)", nargs="+", required=True, metavar="L",
+                         help="one or more")
+    p.add_argument("--scaling", default="uniform", metavar="NAME|EXPR",
+                   help="branch scales lambda_(l,L): unscaled, uniform (1/sqrt(L)), decreasing (1/(sqrt(l) log(l+1))) "
+                        "or a SymPy expression in l, L; default: uniform")
+    p.add_argument("--angle", type=float, default=1.0, metavar="THETA",
+                   help="angle between the two unit inputs (radians), in [0, pi]; default: 1")
+    add_parameter_option(p, declared("stable", "sigma_w2"), default=2.0, metavar="S")
+    add_parameter_option(p, declared("stable", "sigma_b2"), default=0.0, metavar="B")
+    p.add_argument("--d-in", type=int, default=2, metavar="D",
+                   help="input dimension d in Q_0 = sigma_b^2 + sigma_w^2 x.x'/d, an integer >= 1; default: 2")
+    p.add_argument("--json", action="store_true", help="print the result as JSON (default: one line per quantity)")
     p.add_argument("--quiet", action="store_true", help="no progress bar (stderr)")
     p.set_defaults(func=cmd_stable_kernel)
