@@ -84,9 +84,9 @@ def test_stale_files_and_write_generated_pass_progress_on(tmp_path, monkeypatch)
 def test_derive_shows_a_bar_unless_quiet(tmp_path, monkeypatch, capsys, instant_bars, check):
     step = _steps(3)
     if check:
-        monkeypatch.setattr(codegen, "stale_files", lambda slugs=None, progress=None: step({}, progress))
+        monkeypatch.setattr(codegen, "stale_files", lambda slugs=None, progress=None, **kw: step({}, progress))
     else:
-        monkeypatch.setattr(codegen, "write_generated", lambda slugs=None, progress=None: step([], progress))
+        monkeypatch.setattr(codegen, "write_generated", lambda slugs=None, progress=None, **kw: step([], progress))
     argv = ["derive", "--check"] if check else ["derive"]
     desc = "derive --check" if check else "derive"
     assert main(argv) == 0

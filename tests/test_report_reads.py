@@ -26,7 +26,7 @@ THEORIES = ("fischer", "stable")
 def report_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("reads") / "report"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(codegen, "stale_files", lambda target=None, slugs=None, progress=None: {})
+        mp.setattr(codegen, "stale_files", lambda target=None, slugs=None, progress=None, **kw: {})
         reproduce(out, list(THEORIES), quick=True, quiet=True)
     return out
 
