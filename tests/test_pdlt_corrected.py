@@ -308,8 +308,8 @@ def test_bad_input_names_the_parameter(args, name):
 
 
 def test_cli_json(capsys):
-    assert main(["residual-mlp", "--activation", "relu", "--gamma2", "0.5", "--depth", "2", "--width", "1024",
-                 "--json"]) == 0
+    assert main(["residual-mlp", "--activation", "relu", "--gamma", repr(math.sqrt(0.5)), "--depth", "2", "--width",
+                 "1024", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["b26"] == pytest.approx(6.5, rel=1e-12)
     assert out["corrected"] == pytest.approx(C.corrected_ratio("relu", 0.5, 2), rel=1e-14)
@@ -320,21 +320,21 @@ def test_cli_json(capsys):
 def test_cli_simulates_at_the_given_width(capsys):
     """--samples: the measured R_n at n = 256 (ReLU, gamma^2 = 1/2, d = 2) lies within 4 SE plus the next-order
     allowance (d/n) R of the corrected R(d), and more than 4 SE above B.26."""
-    assert main(["residual-mlp", "--activation", "relu", "--gamma2", "0.5", "--depth", "2", "--width", "256",
-                 "--samples", "20000", "--seed", "5", "--json"]) == 0
+    assert main(["residual-mlp", "--activation", "relu", "--gamma", repr(math.sqrt(0.5)), "--depth", "2", "--width",
+                 "256", "--samples", "20000", "--seed", "5", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert abs(out["simulated"] - out["corrected"]) <= 4 * out["simulated_se"] + 2 / 256 * out["corrected"]
     assert out["simulated"] - out["b26"] > 4 * out["simulated_se"] + 2 / 256 * out["b26"]
 
 
-@pytest.mark.parametrize("argv,name", [(["--activation", "relu", "--gamma2", "1.5", "--depth", "2"], "gamma2"),
-                                       (["--activation", "nope", "--gamma2", "0.5", "--depth", "2"], "activation"),
-                                       (["--activation", "relu", "--gamma2", "0.5", "--depth", "-1"], "depth"),
-                                       (["--activation", "relu", "--gamma2", "0.5", "--depth", "2", "--width", "0"],
+@pytest.mark.parametrize("argv,name", [(["--activation", "relu", "--gamma", "1.5", "--depth", "2"], "gamma"),
+                                       (["--activation", "nope", "--gamma", "0.5", "--depth", "2"], "activation"),
+                                       (["--activation", "relu", "--gamma", "0.5", "--depth", "-1"], "depth"),
+                                       (["--activation", "relu", "--gamma", "0.5", "--depth", "2", "--width", "0"],
                                         "width"),
-                                       (["--activation", "relu", "--gamma2", "0.5", "--depth", "2", "--samples", "9"],
+                                       (["--activation", "relu", "--gamma", "0.5", "--depth", "2", "--samples", "9"],
                                         "samples"),
-                                       (["--activation", "relu", "--gamma2", "0.5", "--depth", "2", "--width", "8",
+                                       (["--activation", "relu", "--gamma", "0.5", "--depth", "2", "--width", "8",
                                          "--samples", "1"], "samples")])
 def test_cli_bad_input_exits_2_naming_the_parameter(argv, name, capsys):
     assert main(["residual-mlp", *argv]) == 2

@@ -187,8 +187,8 @@ def test_cli_predict_end_to_end(tmp_path, capsys):
     X, Y, n = _digits(150, 50, seed=2)
     np.save(tmp_path / "X.npy", X)
     np.save(tmp_path / "Y.npy", Y)
-    assert main(["kernel", "--inputs", str(tmp_path / "X.npy"), "--activation", "relu", "--depth", "3", "--weight-var",
-                 "2", "--bias-var", "0.01", "--ntk", "--out", str(tmp_path / "K.npz")]) == 0
+    assert main(["kernel", "--inputs", str(tmp_path / "X.npy"), "--activation", "relu", "--depth", "3", "--sigma-w2",
+                 "2", "--sigma-b2", "0.01", "--ntk", "--out", str(tmp_path / "K.npz")]) == 0
     capsys.readouterr()
     assert main(["predict", "--kernel", str(tmp_path / "K.npz"), "--train", str(n), "--targets",
                  str(tmp_path / "Y.npy"), "--json", "--out", str(tmp_path / "P.npz")]) == 0

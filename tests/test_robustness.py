@@ -251,7 +251,7 @@ def assignments(draw) -> list[str]:
     assignments().map(lambda items: ["abcd", "--check", *items, "--json"]),
     st.tuples(st.lists(st.one_of(*number(1.0, 1e6)), min_size=1, max_size=3), st.one_of(*integer(2, 10**6)),
               st.one_of(*number(0.1, 10.0))).map(
-        lambda t: ["abcd", "--widths", *t[0], "--depth", t[1], "--gamma0", t[2], "--json"]),
+        lambda t: ["abcd", "--width", *t[0], "--depth", t[1], "--gamma0", t[2], "--json"]),
     st.sampled_from([["abcd", "--json"], ["abcd", "--reading", "sideways"], ["abcd", "--check"]])))
 def test_cli_abcd_fuzz(argv):
     run_cli(argv)
@@ -259,7 +259,7 @@ def test_cli_abcd_fuzz(argv):
 
 def test_cli_missing_and_unknown():
     for argv in (["rho-star"], ["response", "--rho"], ["nu"], ["nosuchcommand"], ["stable-kernel", "--depth"],
-                 ["log-gaussian", "--width", "10"], ["j2bar"], ["abcd", "--widths"], []):
+                 ["log-gaussian", "--width", "10"], ["j2bar"], ["abcd", "--width"], []):
         code, _ = run_cli(argv)
         assert code == 2, argv
 

@@ -192,8 +192,8 @@ def test_cli_list_unknown_and_missing_extra(capsys, tmp_path, monkeypatch):
     err = capsys.readouterr().err
     assert "experiment" in err and "fischer-fig7" in err and "all" in err
     assert main(["train", "fischer-fig7"]) == 2          # no --out
-    assert main(["train", "fischer-fig7", "--out", str(tmp_path / "o"), "--seeds", "a,b"]) == 2
-    assert main(["train", "fischer-fig7", "--out", str(tmp_path / "o"), "--seeds", "1,1"]) == 2
+    assert main(["train", "fischer-fig7", "--out", str(tmp_path / "o"), "--seed", "a,b"]) == 2
+    assert main(["train", "fischer-fig7", "--out", str(tmp_path / "o"), "--seed", "1,1"]) == 2
     assert not (tmp_path / "o").exists()
     import resprop.numeric.training as T
 
@@ -223,7 +223,7 @@ def test_cli_runs_a_registered_experiment(tmp_path, capsys, monkeypatch):
                          derivations={"faketrain_d": "x:y"}, experiments="fake_training_mod:EXPERIMENTS")
     registry.register(th)
     try:
-        assert main(["train", "fake-x", "--quick", "--out", str(tmp_path / "o"), "--seeds", "3,4,5"]) == 0
+        assert main(["train", "fake-x", "--quick", "--out", str(tmp_path / "o"), "--seed", "3,4,5"]) == 0
         saved = json.loads((tmp_path / "o" / "fake-x.json").read_text())
         assert saved["seeds"] == [3, 4, 5] and saved["quick"] is True and saved["claims"][0]["verdict"] == "agrees"
         assert saved["per_seed"]["4"] == {"v": 4.0} and saved["figures"] == ["fake-x.png"]

@@ -224,7 +224,7 @@ def test_theory_drivers_recognise_relu():
 def _cli(tmp_path, capsys, activation, *extra):
     np.save(tmp_path / "X.npy", X)
     code = main(["kernel", "--inputs", str(tmp_path / "X.npy"), "--activation", activation, "--depth", "3",
-                 "--weight-var", str(SW), "--bias-var", str(SB), "--out", str(tmp_path / "K.npz"), *extra])
+                 "--sigma-w2", str(SW), "--sigma-b2", str(SB), "--out", str(tmp_path / "K.npz"), *extra])
     return code, capsys.readouterr()
 
 

@@ -420,7 +420,7 @@ def mlp_pc_terms(widths: Sequence[int], params: dict | None = None, seeds: int =
 # --------------------------------------------------------------------------- CLI helper
 def cli_abcd(check_args: list[str] | None = None, as_json: bool = False, reading: str = "paper",
              widths: Sequence[float] | None = None, depth: int = 1, gamma0: float = 1.0) -> int:
-    """`resprop abcd`: the family and Table 2, or --check KEY=VALUE ..., or --widths N ... (PC rates at ``depth``
+    """`resprop abcd`: the family and Table 2, or --check KEY=VALUE ..., or --width N ... (PC rates at ``depth``
     residual layers, L = depth + 2 weight matrices)."""
     import json
 
