@@ -14,6 +14,7 @@ def generated():
 def mean_kernel(input_kernel, depth, rho, sigma_w2, sigma_b2=0.0) -> float:
     """E[K^(depth)] from the closed form (eq. 2 of the example)."""
     depth = V.integer("depth", depth, 0)
+    input_kernel = V.nonnegative("input_kernel", input_kernel)  # the kernel calls it K_0: name it as the caller does
     return float(generated().kernel_at_depth(input_kernel, rho, sigma_w2, sigma_b2, depth))
 
 
