@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from resprop import registry
 from resprop.derive.codegen import KERNEL_REFERENCE, file_path, generated_files, stale_files, write_generated
 from resprop.registry import derivations, generated_module
 
@@ -34,7 +35,11 @@ def cli_lines(path: Path) -> list[str]:
 
 
 def test_every_theory_has_a_quickstart():
-    assert {p.stem for p in QUICKSTARTS} == {"fischer", "lognormal", "pdlt", "stable", "abcd"}
+    """One page per theory shipped with resprop (registry.BUILTIN; a plugin documents itself), the one its entry
+    declares."""
+    builtin = [importlib.import_module(package).THEORY for package in registry.BUILTIN]
+    assert {p.stem for p in QUICKSTARTS} == {th.slug for th in builtin}
+    assert all(th.docs == f"docs/quickstart/{th.slug}.md" for th in builtin)
     for p in QUICKSTARTS:
         assert blocks(p, "python"), p.name
         assert cli_lines(p), p.name
