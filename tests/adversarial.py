@@ -362,18 +362,55 @@ def kernel_file_cases() -> list[Case]:
 
     cases += [
         Case("py:register:theory=dict", "error", ("theory",), call=_register(lambda: {"slug": "advtheory"})),
-        Case("py:register:slug=fischer", "error", ("slug",), call=_register(lambda: _theory(slug="fischer"))),
-        Case("py:register:derivation=fischer", "error", ("derivations",),
-             call=_register(lambda: _theory(derivations={"fischer": "m:f"}))),
+        Case("py:register:slug=taken", "error", ("slug",), call=_register(lambda: _theory(slug=_taken()[0]))),
+        Case("py:register:derivation=taken", "error", ("derivations",),
+             call=_register(lambda: _theory(derivations={_taken()[1]: "m:f"}))),
         Case("py:register:subcommand=kernel", "error", ("subcommands",),
              call=_register(lambda: _theory(cli="m:f", subcommands=("kernel",)))),
         Case("py:register:cli=no-colon", "error", ("cli",), call=_register(lambda: _theory(cli="module.function"))),
     ]
     cases.append(Case("cli:derive:slug=nope", "error", ("slug",), argv=("derive", "--check", "nope")))
+    # the conformance suite (resprop.testing, issue 26 item 4): what it is asked to check names the parameter
+    cases += [Case(f"py:{function}:theory={label}", "error", ("theory",), call=_conformance(function, value))
+              for function in ("check_theory", "check_derivation", "check_latex_roundtrip", "check_kernel_domains",
+                               "check_claims", "check_figures", "check_cli")
+              for label, value in (("dict", {"slug": "x"}), ("None", None), ("unknown", "nosuch"))]
+    cases += [Case(f"py:check_theory:{name}={label}", "error", (name,), call=_conformance("check_theory", **{name: v}))
+              for name, label, v in (("checks", "unknown", ["nosuch"]), ("checks", "string", "cli"),
+                                     ("checks", "empty", []), ("checks", "int", 3), ("quick", "1", 1),
+                                     ("quick", "None", None), ("target", "missing", "/nonexistent/resprop-target"),
+                                     ("target", "int", 3))]
+    cases += [Case("py:check_cli:examples=unknown-subcommand", "error", ("examples",),
+                   call=_conformance("check_cli", examples={"no-such-subcommand": []})),
+              Case("py:check_cli:examples=not-strings", "error", ("examples",),
+                   call=_conformance("check_cli", examples={"x": [1, 2]})),
+              Case("py:check_theory:checks=['cli']", "ok", (), call=_conformance("check_theory", checks=["cli"]),
+                   check=lambda out: list(out) == ["cli"] and out["cli"]["refused"] >= 0)]
     cases.append(Case("py:vertex_trajectory:backend='numpy'", "ok", (),
                       call=_api("resprop.numeric.theories.pdlt.residual_mlp.vertex_trajectory", "relu", gamma=0.5,
                                 depth=3, backend="numpy")))
     return cases
+
+
+def _taken() -> tuple[str, str]:
+    """A registered theory's slug and one of its derivation names (taken, so registering them again is refused)."""
+    from resprop import registry
+
+    th = next(iter(registry.theories().values()))
+    return th.slug, next(iter(th.derivations))
+
+
+_FIRST = object()  # stands for the first registered theory
+
+
+def _conformance(function: str, theory: Any = _FIRST, **kwargs) -> Callable[[], Any]:
+    """``resprop.testing.<function>(theory, **kwargs)``, the theory the first registered one unless given."""
+    def call():
+        from resprop import registry, testing
+
+        return getattr(testing, function)(registry.slugs()[0] if theory is _FIRST else theory, **kwargs)
+    call.__qualname__ = f"resprop.testing.{function}"
+    return call
 
 
 def train_seed_cases() -> list[Case]:
