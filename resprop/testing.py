@@ -24,8 +24,8 @@ summary of what it verified (counts), and writes only into temporary directories
 installed wheel as from a checkout, and never writes into an installed package.
 
 Optional dependencies: the ``kernels`` check needs ``hypothesis`` and the ``latex`` check SymPy's LaTeX parser
-(``antlr4-python3-runtime`` 4.11); both are in resprop's ``dev`` extra, and a missing one is an ``ImportError``
-saying what to install.  pytest is not needed.
+(``antlr4-python3-runtime`` 4.11); ``pip install 'resprop[testing]'`` installs both, and a missing one is an
+``ImportError`` saying so.  pytest is not needed.
 """
 from __future__ import annotations
 
@@ -211,8 +211,7 @@ def _latex_parser() -> Callable[[str], Any]:
         parse_latex("x")
     except ImportError as exc:
         raise ImportError("resprop.testing.check_latex_roundtrip needs SymPy's LaTeX parser, which needs "
-                          "antlr4-python3-runtime 4.11 (pip install 'antlr4-python3-runtime==4.11.*', or "
-                          "resprop's dev extra)") from exc
+                          "antlr4-python3-runtime 4.11 (pip install 'resprop[testing]')") from exc
     return parse_latex
 
 
@@ -583,8 +582,8 @@ def check_kernel_domains(theory: Any, *, quick: bool = True, target: Any = None)
         from hypothesis import HealthCheck, settings
         from hypothesis import strategies as st
     except ImportError as exc:
-        raise ImportError("resprop.testing.check_kernel_domains needs hypothesis (pip install 'hypothesis>=6', "
-                          "or resprop's dev extra)") from exc
+        raise ImportError("resprop.testing.check_kernel_domains needs hypothesis "
+                          "(pip install 'resprop[testing]')") from exc
     examples = 10 if quick else 100
     settings_ = settings(derandomize=True, max_examples=examples, deadline=None, database=None,
                          suppress_health_check=list(HealthCheck), print_blob=False)
