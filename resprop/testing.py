@@ -239,7 +239,8 @@ def _placeholders(rhs: str, names: Mapping[Any, str]) -> tuple[str, dict[Any, An
         ph = sp.Symbol(f"Z_{{{k}}}")
         pattern = (r"(?<![\\A-Za-z])" if tex[0].isalpha() else "") + re.escape(tex) + \
                   (r"(?![A-Za-z_'])" if tex[-1].isalnum() or tex[-1] == "}" else "")
-        rhs = re.sub(pattern, lambda _, k=k: rf"\left(Z_{{{k}}}\right)", rhs)
+        replacement = rf"\left(Z_{{{k}}}\right)"
+        rhs = re.sub(pattern, replacement.replace("\\", "\\\\"), rhs)  # the template's backslashes literal
         back[ph] = sym
     return rhs, back
 
@@ -531,7 +532,7 @@ def _kernel_problems(res, fn, st, settings_, examples: int) -> tuple[list[str], 
         bad_values = _outside_values(inp, base, argnames) + [math.nan, math.inf, -math.inf, "abc", None,
                                                              np.array([1.0, math.nan]), 1j]
         for bad in bad_values:
-            args = list(base)
+            args: list[Any] = list(base)
             args[k] = bad
             got, err = call(args)
             msg = "" if err is None else str(err)
@@ -549,10 +550,10 @@ def _kernel_problems(res, fn, st, settings_, examples: int) -> tuple[list[str], 
         problems.append(f"{where}: float32 input does not give the float64 result ({got32!r} vs {want32!r})")
     for k, inp in enumerate(res.inputs):
         if _integer_like(inp):
-            args = list(base)
-            args[k] = np.array([int(base[k])], dtype=np.int64)
-            got, err = call(args)
-            want, _ = call([np.asarray(a, dtype=float) for a in args])
+            int_args: list[Any] = list(base)
+            int_args[k] = np.array([int(base[k])], dtype=np.int64)
+            got, err = call(int_args)
+            want, _ = call([np.asarray(a, dtype=float) for a in int_args])
             if err is not None or np.asarray(got).dtype != np.float64 or not np.array_equal(got, want):
                 problems.append(f"{where}: an int64 {inp.name} does not give the float64 result")
     # the value at the interior point against the SymPy result in mpmath (no NumPy, no float64 round-off)
@@ -637,7 +638,7 @@ def _evidence_problem(simulation: Any) -> str | None:
     if "mean" in simulation or "se" in simulation:
         mean, se = simulation.get("mean"), simulation.get("se")
         ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (mean, se))
-        if not ok or se < 0:
+        if not ok or se is None or se < 0:
             return f"a Monte Carlo estimate needs a finite mean and a finite se >= 0, got mean={mean!r}, se={se!r}"
         return None
     if "value" not in simulation or simulation["value"] is None or simulation["value"] == "":
@@ -756,7 +757,7 @@ def check_claims(theory: Any, *, quick: bool = True) -> dict[str, int]:
         if c.theory != theory.slug:
             problems.append(f"{c.key}: declared for the theory {c.theory!r}, not {theory.slug!r}")
     for r in rows + cross:
-        problems += _row_problems(r, declared.get(r.get("claim")) if isinstance(r, dict) else None, fields)
+        problems += _row_problems(r, declared.get(str(r.get("claim"))) if isinstance(r, dict) else None, fields)
     _fail(theory, "claims", problems, limit=20)
     return {"rows": len(rows), "cross_rows": len(cross),
             "with_monte_carlo": sum(isinstance(r.get("simulation"), dict) and "se" in r["simulation"]
@@ -796,7 +797,7 @@ def check_figures(theory: Any, *, quick: bool = True) -> dict[str, int]:
         pngs = [p for p in paths if p.suffix == ".png"]
         if not pngs:
             problems.append("no PNG drawn")
-        digests = {}
+        digests: dict[str, str] = {}
         for p in paths:
             if not p.is_file() or p.resolve().parent != out.resolve():
                 problems.append(f"{p}: not a file in the output directory {out}")
