@@ -308,8 +308,14 @@ def function_spec(result: Result) -> dict:
     subexpression (``sympy.cse``, so a repeated subexpression is computed once) and the ``return`` line;
     ``code`` is that body as one string.  Correlation-type inputs stay clipped through the temporaries: a
     temporary defined from one counts as one for the printer."""
+    from resprop.derive.expectation import TabulatedMean, TabulatedMean2
+
     correlation = {i.symbol for i in result.inputs if i.parsed.correlation_type}
-    expr = KernelPrinter.explicit_forms(result.expr)
+    # an expectation left to the engine's quadrature is a call with a lambda: computed first, kept whole (common
+    # subexpression elimination must not pull its integration variable out of the lambda)
+    tabulated = sorted(result.expr.atoms(TabulatedMean, TabulatedMean2), key=sp.default_sort_key)
+    holders = {node: sp.Symbol(f"_mean{i}", real=True) for i, node in enumerate(tabulated)}
+    expr = KernelPrinter.explicit_forms(result.expr.xreplace(holders))
     replacements, (reduced,) = sp.cse(expr, symbols=sp.numbered_symbols("_x", real=True))
 
     def trivial(sub):  # constants, -x, 2*x, x/2, 1/x: cheaper (and clearer) inline than as a temporary
@@ -327,7 +333,7 @@ def function_spec(result: Result) -> dict:
     rename = dict(zip((sym for sym, _ in kept), sp.numbered_symbols("_x", real=True)))  # _x0, _x1, ... again
     replacements = [(rename[sym], sub.xreplace(rename)) for sym, sub in kept]
     reduced = reduced.xreplace(inline).xreplace(rename)
-    lines = []
+    lines = [f"{h.name} = {print_numpy(node, correlation)}" for node, h in holders.items()]
     for sym, sub in replacements:
         if sub.free_symbols & correlation:
             correlation.add(sym)
@@ -361,7 +367,8 @@ def function_spec(result: Result) -> dict:
 def scipy_imports(*codes: str) -> list[str]:
     """The SciPy submodules (``scipy.special``, ``scipy.constants``) that printed code uses, sorted: a generated
     module imports exactly these (no unused import, none missing)."""
-    return sorted({m.group(1) for code in codes for m in re.finditer(r"\b(scipy\.[a-z_]+)\.", code)})
+    return sorted({m.group(1) for code in codes
+                   for m in re.finditer(r"\b(scipy\.[a-z_]+|resprop\.generated\.gauss_hermite)\.", code)})
 
 
 def render_theory_module(d: Derivation, derivation_path: str) -> str:
@@ -686,7 +693,7 @@ def _package_sources(package: str, skip_generated: bool = False) -> list[tuple[s
     spec = importlib.util.find_spec(package)
     if spec is None:
         return []
-    roots = list(spec.submodule_search_locations or []) or [str(Path(spec.origin).parent)]
+    roots = list(spec.submodule_search_locations or []) or ([str(Path(spec.origin).parent)] if spec.origin else [])
     out = []
     for root in map(Path, roots):
         for path in sorted(p for ext in ("*.py", "*.j2") for p in root.rglob(ext)):
@@ -711,7 +718,7 @@ def input_fingerprint(owner: str) -> str:
     for module in ("resprop.registry", "resprop.domains", "resprop.numeric.engine.validation"):
         import importlib
 
-        sources.append((module, Path(importlib.import_module(module).__file__)))
+        sources.append((module, Path(str(importlib.import_module(module).__file__))))
     if owner != "foundation":
         th = registry.theory(owner)
         h.update(repr((th.slug, th.title, th.paper, th.citation_tex, sorted(th.derivations.items()),

@@ -20,7 +20,7 @@ def cmd_derive(args) -> int:
     slugs = args.slugs or None
     if args.check:
         with progress_bar("derive --check", quiet=args.quiet, unit="derivation") as bar:
-            stale = stale_files(slugs=slugs, progress=bar)
+            stale = stale_files(slugs=slugs, progress=bar, fast=not args.full)
         if stale:
             for rel, diff in stale.items():
                 print(f"stale: {display_path(rel)}", file=sys.stderr)
@@ -33,6 +33,8 @@ def cmd_derive(args) -> int:
         written = write_generated(slugs=slugs, progress=bar)
     for path in written:
         print(f"wrote {path}")
+    if not written:
+        print("generated code is up to date: nothing written" + (f" for {', '.join(slugs)}" if slugs else ""))
     return 0
 
 
@@ -512,11 +514,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"resprop {__version__}",
                         help="print resprop's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    p = sub.add_parser("derive", help="regenerate generated/ from the derivations")
-    p.add_argument("--check", action="store_true", help="exit 1 if generated/ is stale (no writes)")
+    p = sub.add_parser("derive", help="regenerate the generated code (resprop's generated/ and each theory's own "
+                                      "generated package) from the derivations")
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 if any generated file is stale (no writes); a generated directory whose recorded "
+                        "input fingerprint and file hashes still hold is not re-derived (see --full)")
+    p.add_argument("--full", action="store_true",
+                   help="with --check: re-derive and compare every file even where the fingerprints hold")
     p.add_argument("slugs", nargs="*", metavar="SLUG",
-                   help="only these theories' own files (kernels, recursions, LaTeX; 'foundation' for the shared "
-                        "derivations); default: everything, the shared references included")
+                   help="only these theories' own generated packages ('foundation' for resprop's shared "
+                        "generated/ and docs/reference/); default: the foundation and every registered theory")
     p.add_argument("--quiet", action="store_true",
                    help="no progress bar (shown on stderr after a second otherwise, one step per derivation)")
     p.set_defaults(func=cmd_derive)

@@ -155,8 +155,8 @@ def test_generated_functions_match_sympy(theory):
 
 
 def test_generated_functions_broadcast():
-    import resprop.numeric.theories.fischer.generated.fischer as gen
     import resprop.generated.gaussian as g
+    import resprop.numeric.theories.fischer.generated.fischer as gen
 
     K = np.array([[0.3, 0.1, 0.05], [0.1, 0.4, 0.2], [0.05, 0.2, 0.5]])
     d = np.diag(K)

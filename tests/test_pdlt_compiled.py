@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 comp = pytest.importorskip("resprop.numeric.theories.pdlt.generated.pdlt_compiled")
+import resprop.generated.residual_compiled as rcomp  # noqa: E402
+import resprop.generated.residual_recursions as rrec  # noqa: E402
 import resprop.numeric.theories.pdlt.generated.pdlt_corrected_compiled as pcc  # noqa: E402
 import resprop.numeric.theories.pdlt.generated.pdlt_corrected_recursions as pcr  # noqa: E402
 import resprop.numeric.theories.pdlt.generated.pdlt_recursions as prr  # noqa: E402
-import resprop.generated.residual_compiled as rcomp  # noqa: E402
-import resprop.generated.residual_recursions as rrec  # noqa: E402
 from resprop.numeric.theories.pdlt.residual_mlp import vertex_trajectory  # noqa: E402
 
 

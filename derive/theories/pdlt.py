@@ -16,7 +16,7 @@ What is derived here rather than typed in:
 * r*(gamma) (B.36), its inverse gamma*(r) and the large-r asymptotics of footnote 8;
 * the xi recipe (B.45) solved for xi > 0;
 * the kernel and four-point vertex trajectory (B.12 with B.26) as fused depth recursions
-  (``Derivation.recursions``, generated into ``numeric/theories/pdlt/generated/pdlt_recursions.py``): the Gaussian moments of a
+  (``Derivation.recursions``, generated into the theory's ``generated/pdlt_recursions.py``): the Gaussian moments of a
   smooth activation are callbacks, those of the scale-invariant class are the closed forms above, inline.
 """
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Numeric driver of the generated field-theory recursions (Fischer, Dahmen & Helias 2025).
 
-The depth recursions are generated (`resprop.numeric.theories.fischer.generated.fischer_recursions`, from `derive/theories/fischer.py`,
+The depth recursions are generated (this theory's `generated.fischer_recursions`, from `derive/theories/fischer.py`,
 built from the one-step updates read off the action: residual kernel B9, kernel update B10, response 45/C15,
 kernel response 47); this module only prepares their inputs, calls them and reads out (30, 48) with the
-one-step kernels of `resprop.numeric.theories.fischer.generated.fischer`:
+one-step kernels of this theory's `generated.fischer`:
 
 * :func:`nngp` (a (P, P) input kernel) runs the generated residual recursions of
   `resprop.numeric.engine.residual_kernel` in mode "response" (g = 1, w = rho^2 sigma_w^2, s = rho^2 sigma_b^2)

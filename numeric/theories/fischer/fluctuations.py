@@ -17,7 +17,7 @@ fourth cumulants kappa_(a,b),
     R_l = sum_(k<l) u_k kappa_(k-1,l-1),
 
 which is the dense G12 B G12^T of the (L+2) x (L+2) matrices summed in closed form (tests compare the two).
-That recursion over l is generated (``kernel_fluctuations`` of `resprop.numeric.theories.fischer.generated.fischer_recursions`, from
+That recursion over l is generated (``kernel_fluctuations`` of `generated.fischer_recursions` (this theory's), from
 `derive/theories/fischer.py`); this module prepares its inputs (w_l, c_l, the diagonal cumulants
 kappa_(l-1,l-1)) and evaluates R_l, the one term that reaches back over all earlier layers, as its callback:
 row l-1 of the fourth cumulants kappa_(k-1,l-1), k < l, dotted with the weights u_k of the earlier layers.

@@ -212,8 +212,8 @@ def _output_claim(key: str, allowance):
 
 
 def _prop6(ctx) -> Evidence:
-    from resprop.numeric.theories.lognormal.generated import lognormal as glg
     from resprop.numeric.theories.lognormal import log_gaussian as LG
+    from resprop.numeric.theories.lognormal.generated import lognormal as glg
 
     uni = LG.theory(50, 30, A, A, hypo_constant=0.0)
     lay = LG.theory_layerwise(50, [A] * 30, [A] * 30)

@@ -1,6 +1,6 @@
 """Numeric driver for Li, Nica & Roy (2021): theory of G, output moments and the density of ln ||z_out||^2.
 
-Every formula is a generated kernel of `resprop.numeric.theories.lognormal.generated.lognormal` (derived in `derive/theories/lognormal.py`);
+Every formula is a generated kernel of this theory's `generated.lognormal` (derived in `derive/theories/lognormal.py`);
 this module only validates inputs, sums over layer pairs and convolves densities.
 
 G is the paper's §5 variable: ln(||z^d||^2/n) - sum_l ln(alpha_l^2 + lam_l^2) for an input with

@@ -1,7 +1,7 @@
 """PDLT App. B on P inputs: the kernel K_ab (B.11) and four-point vertex V_(ab)(cd) (B.24-B.25) of the residual MLP
 z^(l+1) = b + W sigma(z^(l)) + gamma z^(l), W ~ N(0, C_W/n), b ~ N(0, C_b), and a Monte Carlo of the empirical kernel.
 
-The recursion is the generated ``multi_input_kernel_vertex`` of `resprop.numeric.theories.pdlt.generated.pdlt_vertex_recursions`
+The recursion is the generated ``multi_input_kernel_vertex`` of `generated.pdlt_vertex_recursions` (this theory's)
 (derived in `derive/theories/pdlt_vertex.py` from the forward equation B.3; at P = 1 it is B.26).  This module
 supplies its callbacks: the P-dimensional Gaussian expectations <sigma_a sigma_b>, <sigma_a sigma_b sigma_c sigma_d>,
 <sigma_a sigma_b z_c z_d> under N(0, K^(l)) and the contractions of V with the kernel derivative

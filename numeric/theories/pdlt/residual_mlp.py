@@ -1,7 +1,7 @@
 """Numeric driver for PDLT Appendix B (residual MLPs): criticality, nu(gamma), r*(gamma), gamma*(r), xi(gamma).
 
-Formulas are the generated kernels of `resprop.numeric.theories.pdlt.generated.pdlt` (derived in `derive/theories/pdlt.py`); the
-kernel / four-point vertex trajectory is the generated fused recursion of `resprop.numeric.theories.pdlt.generated.pdlt_recursions`
+Formulas are the generated kernels of `generated.pdlt` (this theory's) (derived in `derive/theories/pdlt.py`); the
+kernel / four-point vertex trajectory is the generated fused recursion of `generated.pdlt_recursions` (this theory's)
 (B.12 with B.26).  Gaussian expectations of a smooth activation come from the generated composite
 Gauss--Legendre rule; those of the scale-invariant class are closed forms inside the generated recursion.
 
@@ -185,7 +185,7 @@ def vertex_trajectory(activation: str, *, gamma: float, depth: int, input_kernel
     depth + 1 and K, V, V_over_K2 and ``layers`` have depth + 1 entries, l = 0..depth; depth = 0 is the input
     alone (K = input_kernel, V = 0).  Returns K^(l), V^(l) and V^(l)/K^(l)^2 (V/(n K^2) = that / n).  C_W
     defaults to the critical C_W(gamma).  ``backend`` (scale-invariant class): "auto" (the fused compiled loop
-    of `resprop.numeric.theories.pdlt.generated.pdlt_compiled` where Numba imports), "compiled" or "numpy" (the generated NumPy
+    of `generated.pdlt_compiled` (this theory's) where Numba imports), "compiled" or "numpy" (the generated NumPy
     kernel); they agree to round-off.  The smooth class calls its Gaussian moments per layer (NumPy).
     """
     ac = activation_class(activation)
@@ -233,7 +233,7 @@ def _compiled():
 def _scale_invariant_trajectory(K: np.ndarray, Vv: np.ndarray, sequences, ac: ActivationClass, keep,
                                 backend: str) -> None:
     """K[1:], Vv[1:] from K[0] by the generated recursion B.12/B.26 of the scale-invariant class: the fused
-    compiled loop (`resprop.numeric.theories.pdlt.generated.pdlt_compiled`, the trajectory written as it goes) or the NumPy kernel
+    compiled loop (`generated.pdlt_compiled` (this theory's), the trajectory written as it goes) or the NumPy kernel
     (`pdlt_recursions`, a callback per layer).  Both are generated from the same derivation and agree to
     round-off (tests/test_pdlt_compiled.py)."""
     n = len(sequences[0])
