@@ -94,6 +94,14 @@ def test_theory_conforms(slug, check, example):
         assert summary["refused"] >= 2 * len(theory.subcommands)  # every subcommand has a numeric option here
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("slug", SLUGS)
+def test_theory_conforms_at_full_size(slug, example):
+    """The kernels with 100 hypothesis examples each, the claims and figures at full size."""
+    summary = check_theory(slug, quick=False, checks=["kernels", "claims", "figures"], target=_target(slug, example))
+    assert summary["kernels"]["examples_per_kernel"] == 100 and summary["kernels"]["kernels"] > 0
+
+
 # --------------------------------------------------------------------------------------------- the checks fail
 def _broken_target(example, tmp_path):
     """A copy of the example's generated files whose kernels no longer check rho (a hand edit)."""
