@@ -91,13 +91,13 @@ def gauss_hermite_correlation(activation: str, sigma_w2: float, sigma_b2: float,
                               nodes: int = 160) -> dict:
     """c* and chi_c from a ``nodes`` x ``nodes`` Gauss--Hermite product rule (numpy.polynomial.hermite_e) for
     <phi(u_a) phi(u_b)> and <phi'(u_a) phi'(u_b)> with u_a = sqrt(q*) z_1, u_b = sqrt(q*) (c z_1 + sqrt(1 - c^2) z_2);
-    c* is the root in [0, 1) of the correlation map minus c, by bisection (60 halvings), or 1 when chi_1 <= 1."""
+    c* is the root in [0, 1 - 1e-6) of the correlation map minus c, by bisection (60 halvings), or 1 when chi_1 <= 1."""
     from resprop.numeric.engine.activation_check import parse
 
     expr = parse(activation)
     (x,) = expr.free_symbols
-    phi = sp.lambdify(x, expr, modules="numpy")
-    dphi = sp.lambdify(x, sp.diff(expr, x), modules="numpy")
+    phi = sp.lambdify(x, expr, modules=["scipy", "numpy"])
+    dphi = sp.lambdify(x, sp.diff(expr, x), modules=["scipy", "numpy"])
     t, w = np.polynomial.hermite_e.hermegauss(nodes)
     w = w / w.sum()
     z1, z2 = np.meshgrid(t, t, indexing="ij")
@@ -115,7 +115,7 @@ def gauss_hermite_correlation(activation: str, sigma_w2: float, sigma_b2: float,
     if chi1 <= 1.0:
         c = 1.0
     else:
-        lo, hi = 0.0, 1.0 - 1e-9
+        lo, hi = 0.0, 1.0 - 1e-6
         if gap(hi) >= 0:
             raise ArithmeticError("the Gauss-Hermite correlation map does not fall below the diagonal near c = 1")
         for _ in range(60):

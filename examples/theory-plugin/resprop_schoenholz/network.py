@@ -32,7 +32,7 @@ def numpy_activation(activation):
 
     expr = parse(activation)
     (x,) = expr.free_symbols
-    return sp.lambdify(x, expr, modules="numpy")
+    return sp.lambdify(x, expr, modules=["scipy", "numpy"])
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,103 @@
+"""The driver against independent routes: closed forms derived by hand for ReLU and linear networks, mpmath
+quadrature at 30 digits (tanh, erf, a user expression), a 2-D Gauss--Hermite product rule, the paper's critical
+point, and the iterated maps; bad input is a ParameterError naming the parameter."""
+import math
+
+import numpy as np
+import pytest
+
+from resprop.numeric.engine.validation import ParameterError
+from resprop_schoenholz import driver as D
+from resprop_schoenholz import mp_checks as M
+
+
+def test_relu_and_linear_against_their_closed_forms():
+    # ReLU: <phi^2>_q = q/2, <phi'^2> = 1/2, so q* = sigma_b^2 / (1 - sigma_w^2/2), chi_1 = chi_q = sigma_w^2/2, c* = 1.
+    # chi_1 comes from the engine's arc-cosine form <phi'(u) phi'(v)> on the diagonal, where arccos(1 - 1 ulp) =
+    # 1.5e-8 costs 2.4e-9 relative: hence rel=1e-8 there
+    for sw, sb in ((1.0, 0.1), (1.5, 0.3), (1.9, 0.01)):
+        r = D.depth_scales("relu", sw, sb)
+        assert r.q_star == pytest.approx(sb / (1 - sw / 2), rel=1e-13)
+        assert r.chi_q == pytest.approx(sw / 2, rel=1e-14) and r.chi_1 == pytest.approx(sw / 2, rel=1e-8)
+        assert r.c_star == 1.0 and r.phase == "ordered" and r.closed_form
+        assert r.xi_c == pytest.approx(-1 / math.log(sw / 2), rel=1e-7)
+    # linear: q* = sigma_b^2 / (1 - sigma_w^2), every slope sigma_w^2
+    r = D.depth_scales("linear", 0.5, 0.2)
+    assert r.q_star == pytest.approx(0.4, rel=1e-13) and r.chi_q == pytest.approx(0.5, rel=1e-14)
+
+
+@pytest.mark.parametrize("activation, sw, sb", [("tanh", 1.5, 0.05), ("tanh", 2.5, 0.05), ("erf", 2.0, 0.1),
+                                                ("x*exp(-x**2/2)", 3.0, 0.1), ("sin(x) + x/2", 1.2, 0.2)])
+def test_fixed_point_and_slopes_against_mpmath(activation, sw, sb):
+    r = D.depth_scales(activation, sw, sb)
+    q = M.length_fixed_point(activation, sw, sb)
+    assert r.q_star == pytest.approx(float(q), rel=1e-10)
+    assert r.chi_1 == pytest.approx(float(M.chi_1(activation, sw, q)), rel=1e-10)
+    assert r.chi_q == pytest.approx(float(M.chi_q(activation, sw, q)), rel=1e-10)
+    assert r.xi_q == pytest.approx(-1 / math.log(abs(float(M.chi_q(activation, sw, q)))), rel=1e-9)
+
+
+# tanh at q* = 2.5 has poles of tanh(sqrt(q*) z) at |Im z| = 0.98: the product rule needs 300 nodes there for 1e-10
+@pytest.mark.parametrize("activation, sw, sb, nodes", [("tanh", 2.5, 0.05, 160), ("tanh", 4.0, 0.3, 300),
+                                                       ("erf", 2.0, 0.1, 160)])
+def test_correlation_fixed_point_against_a_product_rule(activation, sw, sb, nodes):
+    r = D.depth_scales(activation, sw, sb)
+    gh = M.gauss_hermite_correlation(activation, sw, sb, r.q_star, nodes=nodes)
+    assert r.phase == "chaotic" and 0 <= r.c_star < 1
+    assert r.c_star == pytest.approx(gh["c_star"], rel=1e-9)
+    assert r.chi_c == pytest.approx(gh["chi_c"], rel=1e-9) and 0 < r.chi_c < 1
+
+
+def test_iterated_maps_converge_to_the_fixed_points_at_the_rate_of_the_depth_scales():
+    sw, sb = 2.5, 0.05
+    r = D.depth_scales("tanh", sw, sb)
+    tr = D.trajectory("tanh", sw, sb, input_kernel=1.0, input_correlation=0.9, depth=120)
+    assert tr.q_aa[-1] == pytest.approx(r.q_star, rel=1e-12)
+    assert tr.c[-1] == pytest.approx(r.c_star, abs=1e-4)
+    # |c^(l) - c*| ~ exp(-l / xi_c): the ratio of successive deviations is chi_c deep in the network
+    dev = np.abs(tr.c - r.c_star)
+    assert dev[60] / dev[59] == pytest.approx(r.chi_c, rel=1e-3)
+    devq = np.abs(tr.q_aa - r.q_star)
+    assert devq[8] / devq[7] == pytest.approx(r.chi_q, rel=1e-2)
+
+
+def test_critical_point_against_mpmath_and_the_paper():
+    crit = D.critical_point("tanh", 0.05)
+    sw_mp, q_mp = M.critical_point("tanh", 0.05)
+    assert crit.sigma_w2 == pytest.approx(float(sw_mp), rel=1e-10)
+    assert crit.q_star == pytest.approx(float(q_mp), rel=1e-9)
+    assert abs(crit.sigma_w2 - 1.761) <= 5e-4  # Schoenholz et al.: sigma_b^2 = 0.05 -> sigma_w^2 = 1.761
+    at = D.depth_scales("tanh", crit.sigma_w2, 0.05)
+    assert at.phase == "critical" and at.xi_c is None
+    below, above = D.depth_scales("tanh", 0.99 * crit.sigma_w2, 0.05), D.depth_scales("tanh", 1.01 * crit.sigma_w2, 0.05)
+    assert below.phase == "ordered" and below.c_star == 1.0 and above.phase == "chaotic" and above.c_star < 1.0
+
+
+def test_xi_c_diverges_with_exponent_minus_one():
+    fit = D.divergence_fit("tanh", 0.05)
+    for side in ("ordered", "chaotic"):
+        assert abs(fit[side]["slope"] + 1) <= 0.01, fit[side]
+    # against the derivation's near-critical form 1/(1 - chi_c) - 1/2 at the closest point
+    gen = D.generated()
+    r = D.depth_scales("tanh", fit["ordered"]["sigma_w2"][0], 0.05)
+    assert r.xi_c == pytest.approx(float(gen.xi_c_near_critical(r.chi_c)), rel=1e-6)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: D.depth_scales("tanh", -1.0, 0.05), "sigma_w2"),
+    (lambda: D.depth_scales("tanh", float("nan"), 0.05), "sigma_w2"),
+    (lambda: D.depth_scales("tanh", 1.0, -0.1), "sigma_b2"),
+    (lambda: D.depth_scales("tanh", 0.5, 0.0), "sigma_b2"),        # the lengths collapse to q* = 0
+    (lambda: D.depth_scales("relu", 2.5, 0.1), "sigma_w2"),        # no finite fixed point
+    (lambda: D.depth_scales("sign(x)", 1.0, 0.1), "activation"),   # a jump: phi' has a Dirac delta
+    (lambda: D.depth_scales("exp(x**2)", 1.0, 0.1), "activation"),
+    (lambda: D.depth_scales("x + y", 1.0, 0.1), "activation"),
+    (lambda: D.depth_scales("__import__('os')", 1.0, 0.1), "activation"),
+    (lambda: D.critical_point("tanh", float("inf")), "sigma_b2"),
+    (lambda: D.trajectory("tanh", 1.0, 0.1, 1.0, 1.5, 3), "input_correlation"),
+    (lambda: D.trajectory("tanh", 1.0, 0.1, 1.0, 0.5, 0), "depth"),
+])
+def test_bad_input_is_a_parameter_error_naming_the_parameter(call, name):
+    with pytest.raises(ParameterError) as err:
+        call()
+    assert str(err.value).startswith(f"{name}:"), err.value
