@@ -38,7 +38,7 @@ z, u, v = sp.symbols("z u v", real=True)
 _x = activations.x
 
 #: functions SymPy integrates against a Gaussian exactly and quickly (anything else goes to the quadrature)
-_INTEGRABLE = (sp.exp, sp.sin, sp.cos, sp.sinh, sp.cosh, sp.Max, sp.Heaviside, sp.DiracDelta, sp.Piecewise, sp.Abs,
+_INTEGRABLE = (sp.exp, sp.sin, sp.cos, sp.sinh, sp.cosh, sp.Max, sp.Min, sp.Heaviside, sp.DiracDelta, sp.Piecewise, sp.Abs,
                sp.sign)
 
 
@@ -136,15 +136,40 @@ class TabulatedMean2(sp.Function):
     _sympystr = GaussianMean2._sympystr
 
 
+def _expression(name: str, value) -> sp.Expr:
+    try:
+        out = sp.sympify(value, strict=not isinstance(value, str))
+    except (sp.SympifyError, TypeError, SyntaxError) as exc:
+        raise ValueError(f"{name}: must be a SymPy expression, got {value!r} ({type(exc).__name__})") from None
+    if not isinstance(out, sp.Expr):
+        raise ValueError(f"{name}: must be a SymPy expression, got {value!r}")
+    return out
+
+
+def _variance(name: str, value, positive: bool = False) -> sp.Expr:
+    out = _expression(name, value)
+    if out.is_extended_real is False or out.is_negative or (positive and out.is_zero) or out.has(sp.nan, sp.zoo):
+        raise ValueError(f"{name}: a variance must be {'> 0' if positive else '>= 0'} and real, got {value!r}")
+    return out
+
+
 def mean(f: sp.Expr, q: sp.Expr, variable: sp.Symbol = z) -> sp.Expr:
-    """⟨f⟩ with ``variable`` ~ N(0, q) (``f`` may contain ``phi(variable)`` and its derivatives)."""
-    return GaussianMean(sp.Lambda(z, sp.sympify(f).xreplace({variable: z})), q)
+    """⟨f⟩ with ``variable`` ~ N(0, q) (``f`` may contain ``phi(variable)`` and its derivatives); a ValueError
+    naming ``q`` for a variance that is negative or not real, naming ``f`` for what is not an expression."""
+    return GaussianMean(sp.Lambda(z, _expression("f", f).xreplace({variable: z})), _variance("q", q))
 
 
 def mean2(f: sp.Expr, K_aa: sp.Expr, K_bb: sp.Expr, K_ab: sp.Expr, variables=(u, v)) -> sp.Expr:
-    """⟨f⟩ with ``variables`` = (u, v) centred Gaussian of covariance [[K_aa, K_ab], [K_ab, K_bb]]."""
+    """⟨f⟩ with ``variables`` = (u, v) centred Gaussian of covariance [[K_aa, K_ab], [K_ab, K_bb]]; a ValueError
+    naming the entry of a covariance that cannot be one (a negative variance, |K_ab| > sqrt(K_aa K_bb) where
+    that is decidable)."""
     a, b = variables
-    return GaussianMean2(sp.Lambda((u, v), sp.sympify(f).xreplace({a: u, b: v})), K_aa, K_bb, K_ab)
+    K_aa, K_bb = _variance("K_aa", K_aa, positive=True), _variance("K_bb", K_bb, positive=True)
+    K_ab = _expression("K_ab", K_ab)
+    if (K_ab**2 - K_aa * K_bb).is_positive or K_ab.is_extended_real is False:
+        raise ValueError(f"K_ab: must satisfy |K_ab| <= sqrt(K_aa K_bb), got K_ab = {K_ab} with K_aa = {K_aa}, "
+                         f"K_bb = {K_bb}")
+    return GaussianMean2(sp.Lambda((u, v), _expression("f", f).xreplace({a: u, b: v})), K_aa, K_bb, K_ab)
 
 
 # --------------------------------------------------------------------------- resolution
@@ -152,10 +177,13 @@ def activation_of(activation: str | sp.Expr) -> sp.Expr:
     """The activation as an expression in ``resprop.derive.activations.x`` (a built-in name or an expression)."""
     if isinstance(activation, str) and activation in activations.KNOWN:
         return activations.activation_expr(activation)
-    expr = sp.sympify(activation)
+    expr = _expression("activation", activation)
+    if expr.has(_x):  # an expression in resprop's x; other symbols are the activation's parameters (slopes, ...)
+        return expr
     free = expr.free_symbols
     if len(free) > 1:
-        raise ValueError(f"activation: must be an expression in one variable, got {activation!r}")
+        raise ValueError(f"activation: must be an expression in one variable (or in resprop.derive.activations.x "
+                         f"with parameters), got {activation!r}")
     return expr.xreplace({s: _x for s in free})
 
 
@@ -203,7 +231,7 @@ def _dual_patterns(w: sp.Symbol) -> dict[str, sp.Expr]:
 
 
 def _integrable(g: sp.Expr) -> bool:
-    funcs = {type(f) for f in g.atoms(sp.Function)} | {type(f) for f in g.atoms(sp.Max, sp.Heaviside)}
+    funcs = {type(f) for f in g.atoms(sp.Function)} | {type(f) for f in g.atoms(sp.Max, sp.Min, sp.Heaviside)}
     allowed = {f if isinstance(f, type) else type(f) for f in _INTEGRABLE}
     return all(any(issubclass(f, a) for a in allowed) for f in funcs)
 
@@ -214,6 +242,9 @@ def _integrate1(g: sp.Expr, w: sp.Symbol, q: sp.Expr) -> sp.Expr | None:
         return None
     s = sp.Symbol("s", positive=True)  # s^2 = q
     t = sp.Symbol("t", real=True)
+    exact = _integrate_halves(g, w, s)
+    if exact is not None:
+        return sp.simplify(exact.xreplace({s: sp.sqrt(q)}))
     g = g.xreplace({w: s * t})
     if not g.has(sp.DiracDelta):  # (a point mass rewritten as a Piecewise would integrate to 0)
         g = sp.piecewise_fold(g.rewrite(sp.Piecewise))
@@ -223,6 +254,44 @@ def _integrate1(g: sp.Expr, w: sp.Symbol, q: sp.Expr) -> sp.Expr | None:
     except Exception:  # noqa: BLE001 - SymPy gives up in many ways: fall back to the quadrature
         return None
     if value.has(sp.Integral) or value.has(sp.oo, -sp.oo, sp.zoo, sp.nan):
+        return None
+    return sp.simplify(value.xreplace({s: sp.sqrt(q)}))
+
+
+_KINKED = (sp.Max, sp.Min, sp.Heaviside, sp.Abs, sp.sign, sp.Piecewise)
+
+
+def _integrate_halves(g: sp.Expr, w: sp.Symbol, s: sp.Symbol) -> sp.Expr | None:
+    """⟨g(w)⟩ over the two half-lines w = +s t and w = -s t, t > 0, where every kink of g is at 0 (ReLU, leaky
+    ReLU, |x|, ...): with the sign of w known, max/min/Heaviside evaluate themselves and each half is a smooth
+    integral (much faster than SymPy's Piecewise integration); None where a kink is elsewhere or there is a
+    point mass."""
+    if not g.has(*_KINKED) or g.has(sp.DiracDelta):
+        return None
+    t = sp.Symbol("t", positive=True)
+    halves = [g.xreplace({w: s * t}), g.xreplace({w: -s * t})]
+    if any(h.has(*_KINKED) for h in halves):
+        return None
+    density = sp.exp(-t**2 / 2) / sp.sqrt(2 * sp.pi)
+    try:
+        value = sum(sp.integrate(sp.expand(h) * density, (t, 0, sp.oo), conds="none") for h in halves)
+    except Exception:  # noqa: BLE001 - fall back to the general route
+        return None
+    if value.has(sp.Integral) or value.has(sp.oo, -sp.oo, sp.zoo, sp.nan):
+        return None
+    return value
+
+
+def _sift(term: sp.Expr, w: sp.Symbol, q: sp.Expr) -> sp.Expr | None:
+    """⟨term⟩ for a term with a point mass DiracDelta(w) times a function smooth at 0 (exactly, by sifting)."""
+    s = sp.Symbol("s", positive=True)
+    t = sp.Symbol("t", real=True)
+    try:
+        value = sp.integrate(term.xreplace({w: s * t}) * sp.exp(-t**2 / 2) / sp.sqrt(2 * sp.pi), (t, -sp.oo, sp.oo),
+                             conds="none")
+    except Exception:  # noqa: BLE001
+        return None
+    if value.has(sp.Integral, sp.DiracDelta) or value.has(sp.oo, -sp.oo, sp.zoo, sp.nan):
         return None
     return sp.simplify(value.xreplace({s: sp.sqrt(q)}))
 
@@ -240,10 +309,21 @@ def _resolve1(node: GaussianMean, act: sp.Expr, duals) -> sp.Expr:
     exact = _integrate1(g, w, q)
     if exact is not None:
         return exact
-    if g.has(sp.DiracDelta):
-        raise ValueError(f"activation: <{f.expr}> for phi = {act} has a point mass that the quadrature cannot "
-                         "take; give the activation a closed form or write the expectation without it")
-    return TabulatedMean(sp.Lambda(w, g), q)
+    # term by term: a point mass (the second derivative of a kink) sifts exactly; the rest may need the quadrature
+    point_masses = [term for term in sp.Add.make_args(g) if term.has(sp.DiracDelta)]
+    rest = sp.Add(*(term for term in sp.Add.make_args(g) if not term.has(sp.DiracDelta)))
+    out = sp.Integer(0)
+    for term in point_masses:
+        value = _sift(term, w, q)
+        if value is None:
+            raise ValueError(f"activation: <{term}> for phi = {act} has a point mass that neither sifting nor the "
+                             "quadrature can take; give the activation a closed form or write the expectation "
+                             "without it")
+        out += value
+    if rest != 0:
+        exact = _integrate1(rest, w, q)
+        out += exact if exact is not None else TabulatedMean(sp.Lambda(w, rest), q)
+    return out
 
 
 def _resolve2(node: GaussianMean2, act: sp.Expr, duals) -> sp.Expr:
@@ -281,7 +361,7 @@ def resolve(expr: sp.Expr, activation: str | sp.Expr) -> sp.Expr:
     (the engine's quadrature in generated code).  Inner expectations are resolved first."""
     act = activation_of(activation)
     duals = _foundation_duals(act)
-    expr = sp.sympify(expr)
+    expr = _expression("expr", expr)
 
     def walk(e):
         if not e.args or not e.has(GaussianMean, GaussianMean2, phi):

@@ -386,6 +386,19 @@ def kernel_file_cases() -> list[Case]:
                    call=_conformance("check_cli", examples={"x": [1, 2]})),
               Case("py:check_theory:checks=['cli']", "ok", (), call=_conformance("check_theory", checks=["cli"]),
                    check=lambda out: list(out) == ["cli"] and out["cli"]["refused"] >= 0)]
+    # symbolic Gaussian expectations of derivations (resprop.derive.expectation, issue 26 item 3)
+    cases += [Case(f"py:expectation:{label}", "error", (param,), call=_expectation(build))
+              for label, param, build in (
+                  ("mean:q=-1", "q", lambda E: E.mean(E.phi(E.z) ** 2, -1)),
+                  ("mean:q=I", "q", lambda E: E.mean(E.phi(E.z) ** 2, "I")),
+                  ("mean:f=dict", "f", lambda E: E.mean({1: 2}, 1)),
+                  ("mean2:K_aa=0", "K_aa", lambda E: E.mean2(E.phi(E.u) * E.phi(E.v), 0, 1, 0)),
+                  ("mean2:K_ab=2", "K_ab", lambda E: E.mean2(E.phi(E.u) * E.phi(E.v), 1, 1, 2)),
+                  ("resolve:activation=x*y", "activation", lambda E: E.resolve(E.mean(E.phi(E.z) ** 2, 1), "x*y")),
+                  ("resolve:activation=(((", "activation", lambda E: E.resolve(E.mean(E.phi(E.z) ** 2, 1), "(((")),
+                  ("resolve:expr=None", "expr", lambda E: E.resolve(None, "erf")))]
+    cases.append(Case("py:expectation:resolve:relu", "ok", (), call=_expectation(
+        lambda E: E.resolve(E.mean(E.phi(E.z) ** 2, 2), "relu")), check=lambda out: out == 1))
     cases.append(Case("py:vertex_trajectory:backend='numpy'", "ok", (),
                       call=_api("resprop.numeric.theories.pdlt.residual_mlp.vertex_trajectory", "relu", gamma=0.5,
                                 depth=3, backend="numpy")))
@@ -398,6 +411,19 @@ def _taken() -> tuple[str, str]:
 
     th = next(iter(registry.theories().values()))
     return th.slug, next(iter(th.derivations))
+
+
+def _expectation(build):
+    """A call of resprop.derive.expectation through ``build(module)`` (the module carries sympy as ``sp``)."""
+    def call():
+        import sympy
+
+        from resprop.derive import expectation
+
+        expectation.sp = sympy
+        return build(expectation)
+    call.__qualname__ = "resprop.derive.expectation"
+    return call
 
 
 _FIRST = object()  # stands for the first registered theory

@@ -169,6 +169,24 @@ def test_generated_kernels_call_the_engine_and_check_their_domain():
         module.chi_c_tanh(1.0, 1.0, 1.5, 1.0)
 
 
+def test_point_masses_sift_and_parameters_stay_symbolic():
+    """ReLU's phi'' is DiracDelta: <phi'' g> = g(0) times the density at 0, exactly, whatever else needs the
+    quadrature; a leaky ReLU with symbolic slopes stays symbolic, and agrees with mpmath once they are numbers."""
+    from resprop.derive.activations import x
+
+    got = resolve(mean(sp.diff(phi(z), z, 2) * sp.cosh(z) + sp.tanh(z) ** 2, q), "relu")
+    assert got.has(TabulatedMean)  # the tanh^2 part
+    sifted = got.subs(TabulatedMean(sp.Lambda(z, sp.tanh(z) ** 2), q), 0)
+    assert sp.simplify(sifted - 1 / sp.sqrt(2 * sp.pi * q)) == 0
+    a_plus, a_minus = sp.symbols("a_plus a_minus", positive=True)
+    leaky = resolve(mean(phi(z) ** 2 * sp.exp(z), q), a_plus * sp.Max(x, 0) + a_minus * sp.Min(x, 0))
+    assert leaky.free_symbols == {q, a_plus, a_minus}
+    mp.mp.dps = 20
+    value = float(leaky.subs({a_plus: 1.3, a_minus: 0.2, q: 0.6}))
+    ref = mp_mean1(lambda t: (1.3 * t if t > 0 else 0.2 * t) ** 2 * mp.exp(t), 0.6)
+    assert value == pytest.approx(float(ref), rel=1e-12)
+
+
 def test_a_bad_activation_is_refused():
     with pytest.raises(ValueError, match="activation"):
         resolve(mean(phi(z) ** 2, q), "x*y")

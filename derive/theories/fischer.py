@@ -29,7 +29,6 @@ from functools import cache
 
 import sympy as sp
 
-from resprop.derive.gaussian import erf_mean_phi_sq
 from resprop.derive.results import Constraint, Derivation
 from resprop.derive.symbols import Parameter
 
@@ -402,13 +401,14 @@ _VECTOR = ("Vector mode: every state array and every row has the batch shape (a 
 
 
 def _diagonal_means(kind: str, K: sp.Symbol) -> tuple[sp.Expr, sp.Expr]:
-    """(<phi^2>_K, <phi'^2 + phi phi''>_K) of an activation kind at the variance K."""
-    from resprop.derive import gaussian
+    """(<phi^2>_K, <phi'^2 + phi phi''>_K) of an activation kind at the variance K: the symbolic expectation and its
+    derivative in K (Price's theorem), resolved to the foundation's closed forms for erf and ReLU; for any other
+    activation the two are callbacks (tabulated by the engine)."""
+    from resprop.derive.expectation import mean, phi, resolve, z
 
-    if kind == "erf":
-        return gaussian.erf_mean_phi_sq().subs(gaussian.K, K), gaussian.erf_price_diag().subs(gaussian.K, K)
-    if kind == "relu":
-        return K / 2, sp.Rational(1, 2)
+    if kind in ("erf", "relu"):
+        second_moment = mean(phi(z) ** 2, K)
+        return resolve(second_moment, kind), resolve(sp.diff(second_moment, K), kind)
     return sp.Function("mean_phi_sq")(K), sp.Function("price_diag")(K)
 
 
@@ -678,4 +678,7 @@ def derive_field_theory() -> Derivation:
 
 def erf_target_variance_check() -> sp.Expr:
     """<erf(h)^2> at the max-entropy variance equals 1/3, the second moment of U[-1, 1]."""
-    return sp.nsimplify(erf_mean_phi_sq().subs(sp.Symbol("K", positive=True), max_entropy_variance()))
+    from resprop.derive.expectation import mean, phi, resolve, z
+
+    variance = sp.Symbol("variance", positive=True)
+    return sp.nsimplify(resolve(mean(phi(z) ** 2, variance), "erf").subs(variance, max_entropy_variance()))

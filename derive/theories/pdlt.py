@@ -201,17 +201,19 @@ def four_point_update() -> sp.Expr:
 
 # --------------------------------------------------------------------------- scale-invariant class
 def scale_invariant_moments() -> dict[str, sp.Expr]:
-    """<sigma^2>, <sigma^4>, <sigma^2 z^2>, <sigma'^2> for sigma = a_+ z (z > 0), a_- z (z < 0)."""
-    pdf = sp.exp(-_z**2 / (2 * K)) / sp.sqrt(2 * sp.pi * K)
+    """<sigma^2>, <sigma^4>, <sigma^2 z^2>, <sigma'^2> for sigma = a_+ z (z > 0), a_- z (z < 0), z ~ N(0, K): the
+    symbolic expectations of `resprop.derive.expectation` resolved for the activation a_+ max(x, 0) + a_- min(x, 0)
+    (exact integration of the two pieces)."""
+    from resprop.derive.activations import x
+    from resprop.derive.expectation import mean as gaussian_mean
+    from resprop.derive.expectation import phi, resolve, z
 
-    def mean(fp, fm):
-        return sp.simplify(sp.integrate(fp * pdf, (_z, 0, sp.oo)) + sp.integrate(fm * pdf, (_z, -sp.oo, 0)))
-
+    sigma = a_plus * sp.Max(x, 0) + a_minus * sp.Min(x, 0)
     return {
-        "sigma_sq": mean(a_plus**2 * _z**2, a_minus**2 * _z**2),
-        "sigma_4": mean(a_plus**4 * _z**4, a_minus**4 * _z**4),
-        "sigma_sq_z_sq": mean(a_plus**2 * _z**4, a_minus**2 * _z**4),
-        "dsigma_sq": mean(a_plus**2, a_minus**2),
+        "sigma_sq": resolve(gaussian_mean(phi(z) ** 2, K), sigma),
+        "sigma_4": resolve(gaussian_mean(phi(z) ** 4, K), sigma),
+        "sigma_sq_z_sq": resolve(gaussian_mean(phi(z) ** 2 * z ** 2, K), sigma),
+        "dsigma_sq": resolve(gaussian_mean(sp.diff(phi(z), z) ** 2, K), sigma),
     }
 
 

@@ -20,7 +20,7 @@ from functools import cache
 
 import sympy as sp
 
-from resprop.derive import gaussian
+from resprop.derive.expectation import mean2, phi, resolve, u, v
 from resprop.derive.results import Derivation
 from resprop.derive.symbols import Parameter
 
@@ -65,10 +65,16 @@ def f_paper(c: sp.Expr = C) -> sp.Expr:
     return (sp.sqrt(1 - c**2) - c * sp.acos(c)) / sp.pi
 
 
+def relu_mean(f: sp.Expr, K_aa: sp.Expr = 1, K_bb: sp.Expr = 1, K_ab: sp.Expr = C) -> sp.Expr:
+    """<f(u, v)> for ReLU, (u, v) centred Gaussian of covariance [[K_aa, K_ab], [K_ab, K_bb]] (unit variances and
+    correlation C by default), written as a symbolic expectation and resolved by `resprop.derive.expectation` (the
+    foundation's arc-cosine kernels, derived from the orthant probability)."""
+    return resolve(mean2(f, K_aa, K_bb, K_ab), "relu")
+
+
 def f_from_arccos() -> sp.Expr:
-    """f = 2 k_1 - C from the foundation's derived degree-1 arc-cosine kernel; checked equal to eq. (4)."""
-    k1 = gaussian.relu_arccos_normalised()[1].subs(gaussian._r, C)
-    f = sp.simplify(2 * k1 - C)
+    """f = 2 E[phi(u) phi(v)] - C at unit variances (the degree-1 arc-cosine kernel k_1); checked equal to eq. (4)."""
+    f = sp.simplify(2 * relu_mean(phi(u) * phi(v)) - C)
     if sp.simplify((f - f_paper()).rewrite(sp.asin)) != 0:
         raise ArithmeticError("2 k_1(C) - C is not eq. (4)")
     return f_paper()
@@ -76,7 +82,7 @@ def f_from_arccos() -> sp.Expr:
 
 def dphi_mean_from_arccos() -> sp.Expr:
     """E[phi'(u) phi'(v)] = k_0(C) (orthant probability), the normalised Psi' of eq. (9)."""
-    k0 = gaussian.relu_arccos_normalised()[0].subs(gaussian._r, C)
+    k0 = relu_mean(sp.diff(phi(u), u) * sp.diff(phi(v), v))
     target = (sp.pi - sp.acos(C)) / (2 * sp.pi)
     if sp.simplify((k0 - target).rewrite(sp.asin)) != 0:
         raise ArithmeticError("k_0 is not (pi - arccos C)/(2 pi)")
@@ -85,11 +91,16 @@ def dphi_mean_from_arccos() -> sp.Expr:
 
 def psi_relu() -> sp.Expr:
     """Psi_{l-1} = sigma_b^2 + sigma_w^2 E[phi phi] = sigma_b^2 + sigma_w^2 sqrt(Q_aa Q_bb) k_1(C) (eqs 5, 9),
-    written with root = sqrt(Q_aa Q_bb); checked against eq. (5)'s (1 + f(C)/C) Q_ab/2 form."""
+    written with root = sqrt(Q_aa Q_bb); checked against eq. (5)'s (1 + f(C)/C) Q_ab/2 form and against the
+    expectation under the covariance [[Q_aa, Q_ab], [Q_ab, Q_bb]] itself."""
     psi = sigma_b2 + sigma_w2 * root_qq * (C + f_from_arccos()) / 2
     paper = sigma_b2 + sigma_w2 / 2 * (1 + f_paper() / C) * Q_ab
     if sp.simplify((psi - paper).subs(Q_ab, C * root_qq)) != 0:
         raise ArithmeticError("eq. (5) does not follow from E[phi phi] = sqrt(Q Q) k_1")
+    a, b = sp.symbols("a b", positive=True)  # Q_aa = a^2, Q_bb = b^2, Q_ab = C a b
+    direct = sigma_b2 + sigma_w2 * relu_mean(phi(u) * phi(v), a**2, b**2, C * a * b)
+    if sp.simplify((direct - psi.subs(root_qq, a * b)).rewrite(sp.asin)) != 0:
+        raise ArithmeticError("Psi is not sigma_b^2 + sigma_w^2 E[phi(u) phi(v)] under the layer's covariance")
     return psi
 
 
