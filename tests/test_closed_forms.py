@@ -8,7 +8,6 @@ formulas for GELU.
 """
 from __future__ import annotations
 
-import time
 from functools import cache
 
 import mpmath as mp
@@ -166,20 +165,20 @@ def _pair_scales(F, Ka, Kb):
 
 
 # --------------------------------------------------------------------------- GELU: derivation and structure
-def test_gelu_keys_and_derivation_speed():
+def test_gelu_keys_and_derivation_cached():
+    """The GELU derivation runs once per process (its speed is a benchmark's business, not a test's)."""
     C._gelu_dual.cache_clear()
     C._gelu_price_integrated_t.cache_clear()
-    t0 = time.perf_counter()
     d = C.gelu_dual()
-    assert time.perf_counter() - t0 < 10
+    assert C._gelu_dual.cache_info().misses == 1
     assert tuple(d) == C.KEYS
     for k in PAIR:
         assert d[k].free_symbols <= {K_aa, K_bb, K_ab}
     for k in DIAG:
         assert d[k].free_symbols == {K}
-    t0 = time.perf_counter()
     again = C.gelu_dual()
-    assert time.perf_counter() - t0 < 0.01 and again == d and again is not d  # cached, returned as a new dict
+    info = C._gelu_dual.cache_info()
+    assert info.misses == 1 and info.hits >= 1 and again == d and again is not d  # cached, returned as a new dict
 
 
 def _transcendental_arguments(expr: sp.Expr):

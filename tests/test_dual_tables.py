@@ -393,12 +393,16 @@ def test_slow_table_sweep_against_mpmath_2d(name, d):
 
 
 @pytest.mark.slow
-def test_slow_general_large_P_timing():
-    import time
-
+def test_slow_general_large_P_agrees_with_its_rows():
+    """P = 1000 in one call gives, bit for bit up to round-off, what the same rows give alone: the work split of a
+    large call changes no result (its time is benchmarks/' business)."""
     P = 1000
     d, Kaa, Kbb, Kab, _ = _pairs(P, 0.5, 2.0, seed=11, squeeze=0.1)
     f, g = np.empty((P, P)), np.empty((P, P))
-    t = time.perf_counter()
     dt.mean_phi_phi_general(EXPR["tanh"], Kaa, Kbb, Kab, f, g)
-    assert time.perf_counter() - t < 10.0
+    assert np.isfinite(f).all() and np.isfinite(g).all()
+    rows = [0, 17, 999]
+    f_rows, g_rows = np.empty((len(rows), P)), np.empty((len(rows), P))
+    dt.mean_phi_phi_general(EXPR["tanh"], Kaa[rows], Kbb[rows], Kab[rows], f_rows, g_rows)
+    np.testing.assert_allclose(f_rows, f[rows], rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(g_rows, g[rows], rtol=1e-13, atol=1e-15)
