@@ -112,6 +112,8 @@ def correlation_fixed_point(activation, sigma_w2, sigma_b2, q_star=None) -> floa
     hi = next((1.0 - 10.0**-k for k in range(1, 13) if h(1.0 - 10.0**-k) < 0), None)
     if hi is None:  # chi_1 so close to 1 that no c below 1 - 1e-12 resolves the gap
         return 1.0
+    if h(0.0) <= 0.0:  # M(0) >= 0 exactly; zero (an odd phi without bias) or -1e-17 of round-off: c* = 0
+        return 0.0
     return float(brentq(h, 0.0, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=200))
 
 

@@ -48,6 +48,14 @@ def test_correlation_fixed_point_against_a_product_rule(activation, sw, sb, node
     assert r.chi_c == pytest.approx(gh["chi_c"], rel=1e-9) and 0 < r.chi_c < 1
 
 
+def test_without_bias_an_odd_activation_decorrelates_completely():
+    # sigma_b^2 = 0, tanh odd: M(0) = sigma_w^2 <tanh>^2 / q* = 0, so c* = 0 in the chaotic phase
+    r = D.depth_scales("tanh", 2.5, 0.0)
+    assert r.phase == "chaotic" and r.c_star == 0.0
+    gh = M.gauss_hermite_correlation("tanh", 2.5, 0.0, r.q_star)
+    assert abs(gh["c_star"]) < 1e-12 and r.chi_c == pytest.approx(gh["chi_c"], rel=1e-9)
+
+
 def test_iterated_maps_converge_to_the_fixed_points_at_the_rate_of_the_depth_scales():
     sw, sb = 2.5, 0.05
     r = D.depth_scales("tanh", sw, sb)
