@@ -69,7 +69,7 @@ def length_fixed_point(activation, sigma_w2, sigma_b2) -> float:
     kern, gen = activation_kernels(activation), generated()
 
     def gap(q: float) -> float:  # at q = 0 the variance TINY (some closed forms need K > 0)
-        return _scalar(gen.length_map(sw, sb, kern.mean_phi_sq(max(q, TINY)))) - q
+        return _scalar(gen.length_map(sw, sb, kern.mean_phi_sq(q if q > 0 else TINY))) - q
 
     previous = 0.0
     for q in Q_GRID:
@@ -83,7 +83,7 @@ def length_fixed_point(activation, sigma_w2, sigma_b2) -> float:
                 raise ParameterError("sigma_b2", f"with sigma_b2 = 0 the lengths collapse to q* = 0 (sigma_w2 = "
                                                  f"{sw:g} is in the ordered phase of {activation}), where the "
                                                  "correlation is undefined; take sigma_b2 > 0")
-            return float(brentq(gap, previous, float(q), xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=200))
+            return float(brentq(gap, previous, float(q), xtol=5e-324, rtol=4 * np.finfo(float).eps, maxiter=400))
         previous = float(q)
     raise ParameterError("sigma_w2", f"the length map of {activation} with sigma_w2 = {sw:g}, sigma_b2 = {sb:g} has "
                                      f"no fixed point below q = {Q_GRID[-1]:g}: the lengths grow without bound "
@@ -140,9 +140,11 @@ class DepthScales(ResultRecord):
 
 
 def _xi(kernel, chi: float) -> float | None:
-    """-1/log|chi| for 0 < |chi| < 1 (an oscillating approach, chi < 0, decays with |chi|), else None."""
+    """-1/log|chi| for |chi| < 1 (0 at chi = 0; an oscillating approach, chi < 0, decays with |chi|), else None."""
     rate = abs(chi)
-    return float(kernel(rate)) if 0.0 < rate < 1.0 else None
+    if rate == 0.0:  # -1/log 0: the deviation is gone after one layer
+        return 0.0
+    return float(kernel(rate)) if rate < 1.0 else None
 
 
 def depth_scales(activation="tanh", sigma_w2=1.5, sigma_b2=0.05) -> DepthScales:
@@ -180,18 +182,21 @@ def critical_point(activation="tanh", sigma_b2=0.05) -> CriticalPoint:
     sb = float(declared("sigma_b2").validate(sigma_b2))
     kern, gen = activation_kernels(activation), generated()
 
-    def gap(q: float) -> float:
-        d = _scalar(kern.mean_dphi_dphi(q, q, q))
-        return _scalar(gen.critical_sigma_b2(q, kern.mean_phi_sq(q), d)) - sb
+    def gap(q: float) -> float:  # at q = 0 the variance TINY (some closed forms need K > 0)
+        k = q if q > 0 else TINY
+        d = _scalar(kern.mean_dphi_dphi(k, k, k))
+        return _scalar(gen.critical_sigma_b2(k, kern.mean_phi_sq(k), d)) - sb
 
-    previous, g_prev = 0.0, None
+    previous, g_prev = 0.0, gap(0.0)
+    if g_prev >= 0:  # sigma_b^2 = 0: the line starts at q* -> 0, where sigma_w^2 = 1 / phi'(0)^2
+        return CriticalPoint(str(activation), sb, 1.0 / kern.dphi0_sq, 0.0)
     for q in Q_GRID:
         g = gap(float(q))
-        if g >= 0 and (g_prev is None or g_prev < 0):
-            if g == 0 or g_prev is None:
+        if g >= 0 and g_prev < 0:
+            if g == 0:
                 q_star = float(q)
             else:
-                q_star = float(brentq(gap, previous, float(q), xtol=1e-300, rtol=4 * np.finfo(float).eps))
+                q_star = float(brentq(gap, previous, float(q), xtol=5e-324, rtol=4 * np.finfo(float).eps))
             d = _scalar(kern.mean_dphi_dphi(q_star, q_star, q_star))
             return CriticalPoint(str(activation), sb, float(gen.critical_sigma_w2(d)), q_star)
         previous, g_prev = float(q), g

@@ -81,6 +81,19 @@ def test_critical_point_against_mpmath_and_the_paper():
     assert below.phase == "ordered" and below.c_star == 1.0 and above.phase == "chaotic" and above.c_star < 1.0
 
 
+def test_the_ends_of_the_critical_line_and_of_the_depth_scales():
+    # sigma_b^2 = 0: the line starts at q* -> 0, where chi_1 = sigma_w^2 phi'(0)^2 = 1 (tanh: 1, erf: pi/4)
+    assert D.critical_point("tanh", 0.0).sigma_w2 == 1.0
+    assert D.critical_point("erf", 0.0).sigma_w2 == pytest.approx(math.pi / 4, rel=1e-15)
+    small = D.critical_point("tanh", 1e-12)  # q* ~ 1e-4: sigma_w^2 = 1/<phi'^2>_{q*} just above 1
+    assert small.sigma_w2 == pytest.approx(float(M.critical_point("tanh", 1e-12)[0]), rel=1e-9)
+    # a vanishing weight variance: every deviation is gone after one layer (xi = 0), q* = sigma_b^2
+    r = D.depth_scales("tanh", 5e-324, 1.0)
+    assert r.q_star == 1.0 and r.xi_q == 0.0 and r.xi_c == 0.0
+    # a subnormal bias variance in the ordered phase: q* = sigma_b^2 / (1 - sigma_w^2) to first order
+    assert D.depth_scales("tanh", 0.5, 1e-320).q_star == pytest.approx(2e-320, rel=1e-3)
+
+
 def test_xi_c_diverges_with_exponent_minus_one():
     fit = D.divergence_fit("tanh", 0.05)
     for side in ("ordered", "chaotic"):
