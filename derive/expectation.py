@@ -38,8 +38,8 @@ z, u, v = sp.symbols("z u v", real=True)
 _x = activations.x
 
 #: functions SymPy integrates against a Gaussian exactly and quickly (anything else goes to the quadrature)
-_INTEGRABLE = (sp.exp, sp.sin, sp.cos, sp.sinh, sp.cosh, sp.Max, sp.Min, sp.Heaviside, sp.DiracDelta, sp.Piecewise, sp.Abs,
-               sp.sign)
+_INTEGRABLE = (sp.exp, sp.sin, sp.cos, sp.sinh, sp.cosh, sp.Max, sp.Min, sp.Heaviside, sp.DiracDelta, sp.Piecewise,
+               sp.Abs,               sp.sign)
 
 
 class GaussianMean(sp.Function):
