@@ -39,7 +39,7 @@ _x = activations.x
 
 #: functions SymPy integrates against a Gaussian exactly and quickly (anything else goes to the quadrature)
 _INTEGRABLE = (sp.exp, sp.sin, sp.cos, sp.sinh, sp.cosh, sp.Max, sp.Min, sp.Heaviside, sp.DiracDelta, sp.Piecewise,
-               sp.Abs,               sp.sign)
+               sp.Abs, sp.sign)
 
 
 class GaussianMean(sp.Function):
