@@ -46,6 +46,9 @@ class GaussianMean(sp.Function):
     """⟨f(z)⟩ for z ~ N(0, q): ``GaussianMean(Lambda(z, f), q)``; build it with :func:`mean`."""
 
     nargs = 2
+    #: a number: it commutes (SymPy would infer None from the Lambda argument and treat the node as an operator,
+    #: so that solve returns [] and linsolve raises on expressions holding it)
+    is_commutative = True
 
     @classmethod
     def eval(cls, f, q):
@@ -74,6 +77,7 @@ class GaussianMean2(sp.Function):
     K_ab)``; build it with :func:`mean2`."""
 
     nargs = 4
+    is_commutative = True
 
     @classmethod
     def eval(cls, f, K_aa, K_bb, K_ab):
@@ -107,6 +111,7 @@ class TabulatedMean(sp.Function):
     engine's quadrature ``resprop.generated.gauss_hermite.expect1(lambda z: f(z), q)``."""
 
     nargs = 2
+    is_commutative = True
 
     def _numpycode(self, printer):
         f, q = self.args
@@ -123,6 +128,7 @@ class TabulatedMean2(sp.Function):
     K_bb, K_ab)`` (one separable term; :func:`resolve` splits a sum into such terms)."""
 
     nargs = 4
+    is_commutative = True
 
     def _numpycode(self, printer):
         f, K_aa, K_bb, K_ab = self.args

@@ -13,6 +13,7 @@ from resprop.derive.expectation import (
     GaussianMean,
     GaussianMean2,
     TabulatedMean,
+    TabulatedMean2,
     mean,
     mean2,
     per_activation,
@@ -60,6 +61,21 @@ def test_price_theorem_is_the_derivative():
     assert sp.diff(m2, K_aa) == mean2(sp.diff(phi(u), u, 2) * phi(v) / 2, K_aa, K_bb, K_ab)
     assert sp.diff(sp.Integer(3) * m2, K_bb) == 3 * mean2(phi(u) * sp.diff(phi(v), v, 2) / 2, K_aa, K_bb, K_ab)
     assert mean(sp.Integer(2), q) == 2 and isinstance(m, GaussianMean) and isinstance(m2, GaussianMean2)
+
+
+def test_means_are_numbers_to_sympy():
+    """An expectation is a number that commutes, so that solve works on a derivation's unresolved expressions
+    (Schoenholz's critical line: q* = s_w <phi^2> + s_b with s_w <phi'^2> = 1).  SymPy inferred is_commutative =
+    None from the Lambda argument: then solve returned [] and linsolve raised 'non-commutative expressions'."""
+    s_w, s_b = sp.symbols("s_w s_b", real=True)
+    m, md = mean(phi(z) ** 2, q), mean(sp.diff(phi(z), z) ** 2, q)
+    m2 = mean2(phi(u) * phi(v), K_aa, K_bb, K_ab)
+    for node in (m, m2, resolve(m, "tanh"), resolve(m2, "tanh").atoms(TabulatedMean2).pop()):
+        assert node.is_commutative is True and node.is_positive is None and node.evalf() == node
+    assert m * m2 - m2 * m == 0
+    sol = sp.solve([sp.Eq(q, s_w * m + s_b), sp.Eq(s_w * md, 1)], [s_w, s_b], dict=True)
+    assert sol == [{s_w: 1 / md, s_b: q - m / md}]
+    assert sp.linsolve([s_w * md - 1, s_w * m + s_b - q], [s_w, s_b]) == sp.FiniteSet((1 / md, q - m / md))
 
 
 @pytest.mark.parametrize("act", ["tanh", "x**3", "sin(x)"])
