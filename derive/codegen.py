@@ -367,14 +367,20 @@ def function_spec(result: Result) -> dict:
 def scipy_imports(*codes: str) -> list[str]:
     """The SciPy submodules (``scipy.special``, ``scipy.constants``) that printed code uses, sorted: a generated
     module imports exactly these (no unused import, none missing)."""
-    return sorted({m.group(1) for code in codes
-                   for m in re.finditer(r"\b(scipy\.[a-z_]+|resprop\.generated\.gauss_hermite)\.", code)})
+    return sorted({m.group(1) for code in codes for m in re.finditer(r"\b(scipy\.[a-z_]+)\.", code)})
+
+
+def resprop_imports(*codes: str) -> list[str]:
+    """The resprop modules printed code calls by their full name (the engine's quadrature of an expectation without
+    a closed form, `resprop.derive.expectation`): imported in the first-party block of a generated module."""
+    return sorted({m.group(1) for code in codes for m in re.finditer(r"\b(resprop\.generated\.gauss_hermite)\.", code)})
 
 
 def render_theory_module(d: Derivation, derivation_path: str) -> str:
     functions = [function_spec(r) for r in d.results]
     return render("numpy_module.py.j2", functions=functions,
                    scipy_imports=scipy_imports(*(f["code"] for f in functions)),
+                   resprop_imports=resprop_imports(*(f["code"] for f in functions)),
                    derivation_path=derivation_path, title=d.title, paper=d.paper, covariance_rtol=COVARIANCE_RTOL)
 
 

@@ -351,14 +351,16 @@ def _load_kernels(theory: Theory, name: str, target: Path | None, files: Iterabl
     return module
 
 
-def _integer_like(inp) -> bool:
+def integer_like(inp) -> bool:
     """Depths, widths, lags and output dimensions: domains [1, inf) and [2, inf)."""
     d = inp.parsed
     return d.kind == "interval" and d.lo_closed and d.lo in (1.0, 2.0) and math.isinf(d.hi)
 
 
-def _inside(st, inp):
-    """A hypothesis strategy for points of an interval domain: random interior, closed ends, one ulp inside."""
+def inside_domain(st, inp):
+    """A hypothesis strategy for points of the interval domain of the kernel input ``inp`` (``st``: the module
+    ``hypothesis.strategies``): random interior, closed ends, one ulp inside each end.  Shared with resprop's own
+    domain tests (tests/test_kernel_domains.py)."""
     import numpy as np
 
     d = inp.parsed
@@ -371,7 +373,7 @@ def _inside(st, inp):
     if math.isinf(lo) and math.isinf(hi):
         body = st.floats(-1e3, 1e3) | st.sampled_from([0.0, 1.0, -1.0])
     elif math.isinf(hi):
-        if _integer_like(inp):
+        if integer_like(inp):
             body = st.integers(int(lo), 10**9).map(float) | st.sampled_from([1e9, lo + 1.0])
         else:
             body = st.floats(-6, 6).map(lambda u, lo=lo: lo + 10.0 ** u)
@@ -389,7 +391,7 @@ def _point(st, res):
         if i.parsed.kind == "covariance":
             parts[i.name] = st.sampled_from([1.0, -1.0, 0.0]) | st.floats(-1, 1)
         else:
-            parts[i.name] = _inside(st, i)
+            parts[i.name] = inside_domain(st, i)
 
     def assemble(values):
         out = []
@@ -410,7 +412,7 @@ def _moderate_point(res) -> list[float]:
         d = i.parsed
         if d.kind == "covariance":
             continue
-        if _integer_like(i):
+        if integer_like(i):
             vals[i.name] = d.lo + 3.0
         elif math.isinf(d.lo) and math.isinf(d.hi):
             vals[i.name] = 0.7
@@ -549,7 +551,7 @@ def _kernel_problems(res, fn, st, settings_, examples: int) -> tuple[list[str], 
     if err32 is not None or np.asarray(got32).dtype != np.float64 or not np.array_equal(got32, want32):
         problems.append(f"{where}: float32 input does not give the float64 result ({got32!r} vs {want32!r})")
     for k, inp in enumerate(res.inputs):
-        if _integer_like(inp):
+        if integer_like(inp):
             int_args: list[Any] = list(base)
             int_args[k] = np.array([int(base[k])], dtype=np.int64)
             got, err = call(int_args)

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from resprop.numeric.engine.validation import ParameterError
 from resprop.registry import derivation, derivations, generated_module
+from resprop.testing import inside_domain, integer_like
 
 THEORIES = derivations()  # every derivation (foundation first), by name
 
@@ -78,31 +79,9 @@ def _mp_value(theory, res, args):
         return float(v) if abs(v) < 1e308 else math.inf
 
 
-def _integer_like(inp) -> bool:
-    """Depths, widths, lags and output dimensions: domains [1, inf) and [2, inf)."""
-    d = inp.parsed
-    return d.kind == "interval" and d.lo_closed and d.lo in (1.0, 2.0) and math.isinf(d.hi)
-
-
 def _inside(inp):
-    """A strategy for points of an interval domain: random interior, closed ends, one ulp inside each end."""
-    d = inp.parsed
-    lo, hi = d.lo, d.hi
-    specials = []
-    if not math.isinf(lo):
-        specials += ([lo] if d.lo_closed else []) + [float(np.nextafter(lo, np.inf))]
-    if not math.isinf(hi):
-        specials += ([hi] if d.hi_closed else []) + [float(np.nextafter(hi, -np.inf))]
-    if math.isinf(lo) and math.isinf(hi):
-        body = st.floats(-1e3, 1e3) | st.sampled_from([0.0, 1.0, -1.0])
-    elif math.isinf(hi):
-        if _integer_like(inp):
-            body = st.integers(int(lo), 10**9).map(float) | st.sampled_from([1e9, lo + 1.0])
-        else:
-            body = st.floats(-6, 6).map(lambda u, lo=lo: lo + 10.0 ** u)
-    else:
-        body = st.floats(lo, hi, exclude_min=not d.lo_closed, exclude_max=not d.hi_closed)
-    return st.sampled_from(specials) | body if specials else body
+    """A strategy for points of an interval domain (resprop.testing's, which the conformance suite uses too)."""
+    return inside_domain(st, inp)
 
 
 def _point(res):
@@ -222,7 +201,7 @@ def _moderate_point(res):
         d = i.parsed
         if d.kind == "covariance":
             continue
-        if _integer_like(i):
+        if integer_like(i):
             vals[i.name] = d.lo + 3.0
         elif math.isinf(d.lo) and math.isinf(d.hi):
             vals[i.name] = 0.7
@@ -275,7 +254,7 @@ def test_integer_and_float32_arrays(theory, res):
     fn = _kernel(theory, res)
     base = _moderate_point(res)
     for k, inp in enumerate(res.inputs):
-        if _integer_like(inp):
+        if integer_like(inp):
             for big in (base[k], 60000.0, 10.0**9):
                 args = list(base)
                 args[k] = np.array([big, base[k]], dtype=np.int64)
