@@ -7,9 +7,12 @@ The distribution declares the entry point ``schoenholz = "resprop_schoenholz"`` 
 (pyproject.toml), so ``pip install`` is all it takes: every ``resprop`` command then lists it, runs its claims and
 exports its LaTeX.  Its parts:
 
-``derivation.py``  the SymPy derivation (maps, Price/Stein identities for the slopes, depth scales, critical line);
+``derivation.py``  the SymPy derivation: the maps written with Gaussian expectations of the activation
+                   (resprop.derive.expectation), their slopes by Price's theorem (checked against Stein's lemma),
+                   depth scales, critical line; kernels per activation (erf, tanh, relu, gelu) and generic ones;
 ``generated/``     what ``resprop derive schoenholz`` wrote from it (kernels, parameters, LaTeX, reference pages);
-``driver.py``      fixed points by root finding, expectations of any activation through resprop's engine;
+``driver.py``      fixed points by root finding on the generated kernels (any other activation: the generic
+                   kernels on resprop's expectation engine);
 ``network.py``     random finite-width networks with explicit weights (the Monte Carlo evidence);
 ``mp_checks.py``   mpmath quadrature at 30 digits (the independent reference values);
 ``claims.py``      the report's claims; ``figures.py`` its figure; ``cli.py`` its subcommands.
@@ -29,8 +32,8 @@ THEORY = Theory(
     subcommands=("schoenholz-depth-scales", "schoenholz-critical"),
     claims="resprop_schoenholz.claims:claims",
     figures="resprop_schoenholz.figures:make_figures",
-    # resprop's shared generated files its numbers depend on (the report's freshness row): the expectation engine
-    # (Gauss--Legendre rules, tanh's generated module, the closed forms of erf and ReLU)
-    generated_shared=("gauss_hermite.py", "activation_tanh.py", "gaussian.py"),
+    # resprop's shared generated files its numbers depend on (the report's freshness row): the engine's quadrature,
+    # which the generated tanh kernels call (the claims are tanh's)
+    generated_shared=("gauss_hermite.py",),
     steps=7,  # one per claim
 )

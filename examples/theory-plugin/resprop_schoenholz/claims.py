@@ -3,7 +3,7 @@
 ``CLAIMS`` is the list the report renders (``resprop reproduce schoenholz``) and the tests evaluate;
 ``claims(quick, step, figures_dir=None)`` returns ``(rows, extra)``, ``extra`` carrying the data of the figure.
 
-Every claim compares the driver (root finding on resprop's expectation engine and the generated kernels) with an
+Every claim compares the driver (root finding on the generated kernels: tanh's call the engine's quadrature) with an
 independent route: mpmath quadrature at 30 digits (:mod:`resprop_schoenholz.mp_checks`), a 2-D Gauss--Hermite
 product rule, the derivation's near-critical series, the paper's number, or random finite-width networks with
 explicit weights (:mod:`resprop_schoenholz.network`).
@@ -177,7 +177,7 @@ _FINITE_WIDTH = ("b_l: the first-order (1/N) finite-width bias of the mean by th
                  "measured across the networks; twice it covers the O(1/N^2) rest")
 
 CLAIMS = [
-    Claim("schoenholz", "q-star", "q* (tanh, sigma_w^2 = 2.5, sigma_b^2 = 0.05): Brent on resprop's expectations",
+    Claim("schoenholz", "q-star", "q* (tanh, sigma_w^2 = 2.5, sigma_b^2 = 0.05): Brent on the generated length map",
           "q* = sigma_w^2 <phi(z)^2>_{q*} + sigma_b^2 (Sec. 2)",
           Criterion(f"relative difference to mpmath <= {MP_RTOL:g}"), _q_star),
     Claim("schoenholz", "slopes", "chi_1, chi_q and xi_q at q* (tanh, sigma_w^2 = 2.5, sigma_b^2 = 0.05)",

@@ -1,11 +1,14 @@
 """Numeric driver: fixed points, slopes, depth scales and the order-to-chaos line for any activation.
 
 The formulas are the generated kernels (``resprop_schoenholz.generated.schoenholz``, written by
-``resprop derive schoenholz`` from ``derivation.py``); their Gaussian-expectation inputs come from resprop's
-expectation engine (:func:`resprop.numeric.engine.expectations.kernels`), which takes a name (``tanh``, ``erf``,
-``relu``, ``gelu``, ``linear``) or any SymPy expression in ``x`` and uses closed forms where resprop has them (erf,
-ReLU, linear, exponential-type activations) and its generated Gauss--Legendre rules otherwise.  The fixed points are
-found by bracketing and Brent's method (scipy.optimize.brentq).
+``resprop derive schoenholz`` from ``derivation.py``).  For the activations of ``derivation.ACTIVATIONS`` (erf,
+tanh, relu, gelu) they are complete: ``length_map_tanh(q, sigma_w2, sigma_b2)``, ``chi_c_erf(q_star, c,
+sigma_w2)``, ... hold the Gaussian expectations themselves, resolved by the derivation to resprop's closed forms
+(erf, ReLU, GELU) or to a call of the engine's quadrature (tanh).  Any other activation (``linear`` or a SymPy
+expression in ``x``) goes through the activation-generic kernels, whose expectation inputs come from resprop's
+expectation engine (:func:`resprop.numeric.engine.expectations.kernels`: closed forms where resprop has them,
+generated Gauss--Legendre rules otherwise).  :func:`maps` hides the difference.  The fixed points are found by
+bracketing and Brent's method (scipy.optimize.brentq).
 
 Network (the paper's Sec. 2): z^(1) = W^(0) x + b^(0) with q^(0) = |x|^2 / N_0, then z^(l+1) = W^(l) phi(z^(l)) +
 b^(l), W_ij ~ N(0, sigma_w^2 / N), b_i ~ N(0, sigma_b^2).  So q^(1) = sigma_w^2 q^(0) + sigma_b^2 and the length map
@@ -15,7 +18,9 @@ from __future__ import annotations
 
 import importlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 from scipy.optimize import brentq
@@ -24,8 +29,9 @@ from resprop.numeric.engine import expectations
 from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.engine.validation import ParameterError
 
-__all__ = ["DepthScales", "CriticalPoint", "Trajectory", "generated", "declared", "activation_kernels",
-           "length_fixed_point", "correlation_fixed_point", "depth_scales", "critical_point", "trajectory"]
+__all__ = ["DepthScales", "CriticalPoint", "Trajectory", "Maps", "NAMED", "generated", "declared",
+           "activation_kernels", "maps", "length_fixed_point", "correlation_fixed_point", "depth_scales",
+           "critical_point", "trajectory"]
 
 #: the variances on which the length map's fixed point is bracketed (10 points a decade)
 Q_GRID = np.geomspace(1e-8, 1e8, 161)
@@ -33,6 +39,9 @@ Q_GRID = np.geomspace(1e-8, 1e8, 161)
 TINY = 1e-300
 #: chi_1 within this of 1 counts as critical (c* = 1 and xi_c infinite)
 CRITICAL_TOL = 1e-12
+#: the activations with generated kernels of their own (derivation.ACTIVATIONS; not imported from there: the
+#: derivation needs SymPy and a second to run)
+NAMED = ("erf", "tanh", "relu", "gelu")
 
 
 def generated():
@@ -51,6 +60,88 @@ def activation_kernels(activation="tanh") -> expectations.ActivationKernels:
     return expectations.kernels(activation)
 
 
+@dataclass(frozen=True)
+class Maps:
+    """The maps, slopes and critical line of one activation as functions of the variances (floats in, floats out):
+    ``length(q, sw, sb)``, ``covariance(q_aa, q_bb, q_ab, sw, sb)``, ``correlation(q_star, c, sw, sb)``,
+    ``chi_1(q_star, sw)``, ``chi_q(q_star, sw)``, ``chi_c(q_star, c, sw)``, ``critical_sigma_w2(q_star)`` and
+    ``critical_sigma_b2(q_star)``.  ``generated``: the activation's own generated kernels (else the generic ones
+    on the engine's expectations); ``closed_form``: no quadrature behind them."""
+
+    activation: str
+    length: Callable[..., float]
+    covariance: Callable[..., float]
+    correlation: Callable[..., float]
+    chi_1: Callable[..., float]
+    chi_q: Callable[..., float]
+    chi_c: Callable[..., float]
+    critical_sigma_w2: Callable[[float], float]
+    critical_sigma_b2: Callable[[float], float]
+    generated: bool
+    closed_form: bool
+
+
+def _own_kernel(gen, result: str, activation: str) -> Callable[..., float]:
+    """The generated kernel ``<result>_<activation>`` called with keywords: it takes the inputs its expression
+    holds (``chi_q_relu`` = sigma_w^2/2 has no q_star, ``critical_sigma_w2_relu`` = 2 none), in the order its
+    RESULTS entry lists them."""
+    name = f"{result}_{activation}"
+    fn, inputs = getattr(gen, name), tuple(gen.RESULTS[name]["inputs"])
+
+    def call(**values) -> float:
+        return _scalar(fn(*(values[k] for k in inputs)))
+    return call
+
+
+def _quadrature(gen, activation: str) -> bool:
+    """Whether a generated kernel of ``activation`` calls the engine's quadrature (resprop.generated.gauss_hermite)."""
+    return any("gauss_hermite" in getattr(gen, name).unchecked.__code__.co_names
+               for name in gen.RESULTS if name.endswith(f"_{activation}"))
+
+
+@cache
+def maps(activation="tanh") -> Maps:
+    """:class:`Maps` of ``activation``: the generated kernels of a name in :data:`NAMED`, else the generic kernels
+    on resprop's expectation engine (a ParameterError naming ``activation`` when it is not usable)."""
+    gen = generated()
+    if isinstance(activation, str) and activation in NAMED:
+        k = {r: _own_kernel(gen, r, activation) for r in ("length_map", "covariance_map", "correlation_map",
+                                                          "chi_1", "chi_q", "chi_c", "critical_sigma_w2",
+                                                          "critical_sigma_b2")}
+        return Maps(
+            activation,
+            length=lambda q, sw, sb: k["length_map"](q=q, sigma_w2=sw, sigma_b2=sb),
+            covariance=lambda qa, qb, qab, sw, sb: k["covariance_map"](q_aa=qa, q_bb=qb, q_ab=qab, sigma_w2=sw,
+                                                                       sigma_b2=sb),
+            correlation=lambda q, c, sw, sb: k["correlation_map"](q_star=q, c=c, sigma_w2=sw, sigma_b2=sb),
+            chi_1=lambda q, sw: k["chi_1"](q_star=q, sigma_w2=sw),
+            chi_q=lambda q, sw: k["chi_q"](q_star=q, sigma_w2=sw),
+            chi_c=lambda q, c, sw: k["chi_c"](q_star=q, c=c, sigma_w2=sw),
+            critical_sigma_w2=lambda q: k["critical_sigma_w2"](q_star=q),
+            critical_sigma_b2=lambda q: k["critical_sigma_b2"](q_star=q),
+            generated=True, closed_form=not _quadrature(gen, activation))
+    kern = activation_kernels(activation)
+
+    def dphi_sq(q):
+        return _scalar(kern.mean_dphi_dphi(q, q, q))
+
+    def chi_q(q, sw):
+        d = dphi_sq(q)
+        return _scalar(gen.chi_q(sw, d, _scalar(kern.price_diag(q)) - d))  # <phi'^2 + phi phi''> - <phi'^2>
+
+    return Maps(
+        str(activation),
+        length=lambda q, sw, sb: _scalar(gen.length_map(sw, sb, kern.mean_phi_sq(q))),
+        covariance=lambda qa, qb, qab, sw, sb: _scalar(gen.covariance_map(sw, sb, kern.mean_phi_phi(qa, qb, qab))),
+        correlation=lambda q, c, sw, sb: _scalar(gen.correlation_map(sw, sb, kern.mean_phi_phi(q, q, c * q), q)),
+        chi_1=lambda q, sw: _scalar(gen.chi_1(sw, dphi_sq(q))),
+        chi_q=chi_q,
+        chi_c=lambda q, c, sw: _scalar(gen.chi_c(sw, kern.mean_dphi_dphi(q, q, c * q))),
+        critical_sigma_w2=lambda q: _scalar(gen.critical_sigma_w2(dphi_sq(q))),
+        critical_sigma_b2=lambda q: _scalar(gen.critical_sigma_b2(q, kern.mean_phi_sq(q), dphi_sq(q))),
+        generated=False, closed_form=bool(kern.closed_form))
+
+
 def _variances(sigma_w2, sigma_b2) -> tuple[float, float]:
     return float(declared("sigma_w2").validate(sigma_w2)), float(declared("sigma_b2").validate(sigma_b2))
 
@@ -66,10 +157,10 @@ def length_fixed_point(activation, sigma_w2, sigma_b2) -> float:
     1e8, e.g. ReLU with sigma_w^2 >= 2), sigma_b2 when they collapse to q* = 0 (sigma_b^2 = 0 in the ordered phase
     of an odd activation: the correlation is undefined there)."""
     sw, sb = _variances(sigma_w2, sigma_b2)
-    kern, gen = activation_kernels(activation), generated()
+    m = maps(activation)
 
-    def gap(q: float) -> float:  # at q = 0 the variance TINY (some closed forms need K > 0)
-        return _scalar(gen.length_map(sw, sb, kern.mean_phi_sq(q if q > 0 else TINY))) - q
+    def gap(q: float) -> float:  # at q = 0 the variance TINY (the kernels take q > 0)
+        return m.length(q if q > 0 else TINY, sw, sb) - q
 
     previous = 0.0
     for q in Q_GRID:
@@ -90,11 +181,10 @@ def length_fixed_point(activation, sigma_w2, sigma_b2) -> float:
                                      "(for ReLU sigma_w2 must be below 2)")
 
 
-def _correlation_gap(kern, gen, sw, sb, q):
+def _correlation_gap(m: Maps, sw, sb, q):
     """h(c) = (M(c) - c) / (1 - c), M the correlation map at the fixed point q of the lengths."""
     def h(c: float) -> float:
-        m = _scalar(gen.correlation_map(sw, sb, kern.mean_phi_phi(q, q, c * q), q))
-        return (m - c) / (1.0 - c)
+        return (m.correlation(q, c, sw, sb) - c) / (1.0 - c)
     return h
 
 
@@ -103,12 +193,11 @@ def correlation_fixed_point(activation, sigma_w2, sigma_b2, q_star=None) -> floa
     phase the root in [0, 1) of (M(c) - c) / (1 - c), which is >= 0 at c = 0 (M(0) = (sigma_w^2 <phi>^2 +
     sigma_b^2) / q* >= 0) and tends to 1 - chi_1 < 0 as c -> 1 (Brent's method)."""
     sw, sb = _variances(sigma_w2, sigma_b2)
-    kern, gen = activation_kernels(activation), generated()
+    m = maps(activation)
     q = length_fixed_point(activation, sw, sb) if q_star is None else float(q_star)
-    chi1 = _scalar(gen.chi_1(sw, kern.mean_dphi_dphi(q, q, q)))
-    if chi1 <= 1.0 + CRITICAL_TOL:
+    if m.chi_1(q, sw) <= 1.0 + CRITICAL_TOL:
         return 1.0
-    h = _correlation_gap(kern, gen, sw, sb, q)
+    h = _correlation_gap(m, sw, sb, q)
     hi = next((1.0 - 10.0**-k for k in range(1, 13) if h(1.0 - 10.0**-k) < 0), None)
     if hi is None:  # chi_1 so close to 1 that no c below 1 - 1e-12 resolves the gap
         return 1.0
@@ -123,7 +212,8 @@ class DepthScales(ResultRecord):
 
     ``chi_q``: slope of the length map at q* (xi_q = -1/log|chi_q|); ``chi_1``: slope of the correlation map at
     c = 1 (order below 1, chaos above); ``chi_c``: its slope at c*; ``xi_c``: None at the critical line (infinite);
-    ``closed_form``: the expectations came from closed forms (else from resprop's quadrature)."""
+    ``closed_form``: the expectations came from closed forms (else from resprop's quadrature); ``generated``: from
+    the activation's own generated kernels (else the generic kernels on resprop's expectation engine)."""
 
     activation: str
     sigma_w2: float
@@ -137,6 +227,7 @@ class DepthScales(ResultRecord):
     chi_c: float
     xi_c: float | None
     closed_form: bool
+    generated: bool
 
 
 def _xi(kernel, chi: float) -> float | None:
@@ -150,18 +241,16 @@ def _xi(kernel, chi: float) -> float | None:
 def depth_scales(activation="tanh", sigma_w2=1.5, sigma_b2=0.05) -> DepthScales:
     """q*, chi_q, xi_q, chi_1, the phase, c*, chi_c and xi_c (see :class:`DepthScales`)."""
     sw, sb = _variances(sigma_w2, sigma_b2)
-    kern, gen = activation_kernels(activation), generated()
+    m, gen = maps(activation), generated()
     q = length_fixed_point(activation, sw, sb)
-    dphi_sq = _scalar(kern.mean_dphi_dphi(q, q, q))
-    ddphi_phi = _scalar(kern.price_diag(q)) - dphi_sq  # <phi'^2 + phi phi''> - <phi'^2>
-    chi_q = _scalar(gen.chi_q(sw, dphi_sq, ddphi_phi))
-    chi1 = _scalar(gen.chi_1(sw, dphi_sq))
+    chi_q = m.chi_q(q, sw)
+    chi1 = m.chi_1(q, sw)
     phase = "critical" if abs(chi1 - 1.0) <= CRITICAL_TOL else ("ordered" if chi1 < 1.0 else "chaotic")
     c = correlation_fixed_point(activation, sw, sb, q)
-    chi_c = chi1 if c == 1.0 else _scalar(gen.chi_c(sw, kern.mean_dphi_dphi(q, q, c * q)))
+    chi_c = chi1 if c == 1.0 else m.chi_c(q, c, sw)
     xi_c = None if phase == "critical" else _xi(gen.xi_c, chi_c)
     return DepthScales(str(activation), sw, sb, q, chi_q, _xi(gen.xi_q, chi_q), chi1, phase, c, chi_c, xi_c,
-                       bool(kern.closed_form))
+                       m.closed_form, m.generated)
 
 
 @dataclass(frozen=True)
@@ -180,16 +269,14 @@ def critical_point(activation="tanh", sigma_b2=0.05) -> CriticalPoint:
     q* (critical_sigma_w2 = 1/<phi'^2>_{q*}, critical_sigma_b2 = q* - <phi^2>_{q*}/<phi'^2>_{q*}); the q* whose
     sigma_b^2 is ``sigma_b2`` is bracketed on ``Q_GRID`` and found by Brent's method (the first crossing)."""
     sb = float(declared("sigma_b2").validate(sigma_b2))
-    kern, gen = activation_kernels(activation), generated()
+    m = maps(activation)
 
-    def gap(q: float) -> float:  # at q = 0 the variance TINY (some closed forms need K > 0)
-        k = q if q > 0 else TINY
-        d = _scalar(kern.mean_dphi_dphi(k, k, k))
-        return _scalar(gen.critical_sigma_b2(k, kern.mean_phi_sq(k), d)) - sb
+    def gap(q: float) -> float:  # at q = 0 the variance TINY (the kernels take q > 0)
+        return m.critical_sigma_b2(q if q > 0 else TINY) - sb
 
     previous, g_prev = 0.0, gap(0.0)
-    if g_prev >= 0:  # sigma_b^2 = 0: the line starts at q* -> 0, where sigma_w^2 = 1 / phi'(0)^2
-        return CriticalPoint(str(activation), sb, 1.0 / kern.dphi0_sq, 0.0)
+    if g_prev >= 0:  # sigma_b^2 = 0: the line starts at q* -> 0, where sigma_w^2 = 1 / <phi'^2>_0 = 1 / phi'(0)^2
+        return CriticalPoint(str(activation), sb, m.critical_sigma_w2(TINY), 0.0)
     for q in Q_GRID:
         g = gap(float(q))
         if g >= 0 and g_prev < 0:
@@ -197,8 +284,7 @@ def critical_point(activation="tanh", sigma_b2=0.05) -> CriticalPoint:
                 q_star = float(q)
             else:
                 q_star = float(brentq(gap, previous, float(q), xtol=5e-324, rtol=4 * np.finfo(float).eps))
-            d = _scalar(kern.mean_dphi_dphi(q_star, q_star, q_star))
-            return CriticalPoint(str(activation), sb, float(gen.critical_sigma_w2(d)), q_star)
+            return CriticalPoint(str(activation), sb, m.critical_sigma_w2(q_star), q_star)
         previous, g_prev = float(q), g
     raise ParameterError("sigma_b2", f"{activation} has no order-to-chaos point at sigma_b2 = {sb:g} (no q* below "
                                      f"{Q_GRID[-1]:g} on its critical line)")
@@ -217,9 +303,8 @@ class Trajectory(ResultRecord):
 
 
 def trajectory(activation, sigma_w2, sigma_b2, input_kernel, input_correlation, depth) -> Trajectory:
-    """Iterate the length and covariance maps (generated kernels, the engine's expectations) over ``depth``
-    layers; layer 1 is the linear read-in, q^(1) = sigma_w^2 q^(0) + sigma_b^2, q_ab^(1) = sigma_w^2 c^(0) q^(0) +
-    sigma_b^2."""
+    """Iterate the length and covariance maps (:func:`maps`) over ``depth`` layers; layer 1 is the linear read-in,
+    q^(1) = sigma_w^2 q^(0) + sigma_b^2, q_ab^(1) = sigma_w^2 c^(0) q^(0) + sigma_b^2."""
     from resprop.numeric.engine import validation as V
 
     sw, sb = _variances(sigma_w2, sigma_b2)
@@ -228,13 +313,12 @@ def trajectory(activation, sigma_w2, sigma_b2, input_kernel, input_correlation, 
     if not -1.0 <= c0 <= 1.0:
         raise ParameterError("input_correlation", f"must lie in [-1, 1], got {c0!r}")
     depth = V.integer("depth", depth, 1, 10**5)
-    kern, gen = activation_kernels(activation), generated()
+    m = maps(activation)
     qa, qab = sw * q0 + sb, sw * c0 * q0 + sb
     out = []
     for _ in range(depth):
         out.append((qa, qab, qab / qa))
-        qa, qab = (_scalar(gen.length_map(sw, sb, kern.mean_phi_sq(qa))),
-                   _scalar(gen.covariance_map(sw, sb, kern.mean_phi_phi(qa, qa, qab))))
+        qa, qab = m.length(qa, sw, sb), m.covariance(qa, qa, qab, sw, sb)
     arr = np.array(out)
     return Trajectory(np.arange(1, depth + 1), arr[:, 0], arr[:, 1], arr[:, 2])
 

@@ -90,12 +90,12 @@ def simulate(activation, sigma_w2, sigma_b2, input_kernel, input_correlation, de
     return NetworkSample(width, networks, seed, qa, qb, qab, qab / np.sqrt(qa * qb))
 
 
-def _map(kern, sw, sb):
-    """F(q_aa, q_bb, q_ab): the infinite-width covariance map (resprop's expectations)."""
+def _map(m, sw, sb):
+    """F(q_aa, q_bb, q_ab): the infinite-width covariance map (the driver's :class:`~resprop_schoenholz.driver.Maps`:
+    the generated kernels)."""
     def F(s):
         a, b, ab = s
-        return np.array([sw * float(kern.mean_phi_sq(a)) + sb, sw * float(kern.mean_phi_sq(b)) + sb,
-                         sw * float(kern.mean_phi_phi(a, b, ab)) + sb])
+        return np.array([m.length(a, sw, sb), m.length(b, sw, sb), m.covariance(a, b, ab, sw, sb)])
     return F
 
 
@@ -127,9 +127,9 @@ def first_order_bias(activation, sigma_w2, sigma_b2, trajectory, sample: Network
     """The first-order (1/N) finite-width bias of the sample means of q^(l) = (q_aa + q_bb)/2 and of c^(l), per
     layer, by the delta method around the map's ``trajectory`` (:func:`resprop_schoenholz.driver.trajectory`) with
     the covariance of (q_aa, q_bb, q_ab) measured across the sample's networks (see the module docstring)."""
-    from resprop_schoenholz.driver import activation_kernels
+    from resprop_schoenholz.driver import maps
 
-    F = _map(activation_kernels(activation), float(sigma_w2), float(sigma_b2))
+    F = _map(maps(activation), float(sigma_w2), float(sigma_b2))
     stats = np.stack([sample.q_aa, sample.q_bb, sample.q_ab], axis=2)
     depth = stats.shape[1]
     b = np.zeros(3)  # layer 1 is linear in the fixed inputs: its mean is exact

@@ -11,5 +11,6 @@ EXAMPLES = {"schoenholz-depth-scales": ["--sigma-w2", "2.5", "--sigma-b2", "0.05
 
 def test_the_plugin_conforms():
     summary = check_theory(THEORY, quick=True, cli_examples=EXAMPLES)
-    assert summary["kernels"]["kernels"] == 11 and summary["claims"]["with_monte_carlo"] == 2
+    # 11 generic kernels + 8 per activation for erf, tanh, relu, gelu, less ReLU's two constant ones (no inputs)
+    assert summary["kernels"]["kernels"] == 11 + 8 * 4 - 2 and summary["claims"]["with_monte_carlo"] == 2
     assert summary["figures"]["figures"] == 1 and summary["cli"]["subcommands"] == 2

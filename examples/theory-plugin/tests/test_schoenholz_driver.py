@@ -12,18 +12,35 @@ from resprop_schoenholz import mp_checks as M
 
 
 def test_relu_and_linear_against_their_closed_forms():
-    # ReLU: <phi^2>_q = q/2, <phi'^2> = 1/2, so q* = sigma_b^2 / (1 - sigma_w^2/2), chi_1 = chi_q = sigma_w^2/2, c* = 1.
-    # chi_1 comes from the engine's arc-cosine form <phi'(u) phi'(v)> on the diagonal, where arccos(1 - 1 ulp) =
-    # 1.5e-8 costs 2.4e-9 relative: hence rel=1e-8 there
+    # ReLU: <phi^2>_q = q/2, <phi'^2> = 1/2, so q* = sigma_b^2 / (1 - sigma_w^2/2), chi_1 = chi_q = sigma_w^2/2, c* = 1
+    # (the generated kernels chi_1_relu = chi_q_relu = sigma_w2/2 exactly)
     for sw, sb in ((1.0, 0.1), (1.5, 0.3), (1.9, 0.01)):
         r = D.depth_scales("relu", sw, sb)
         assert r.q_star == pytest.approx(sb / (1 - sw / 2), rel=1e-13)
-        assert r.chi_q == pytest.approx(sw / 2, rel=1e-14) and r.chi_1 == pytest.approx(sw / 2, rel=1e-8)
-        assert r.c_star == 1.0 and r.phase == "ordered" and r.closed_form
-        assert r.xi_c == pytest.approx(-1 / math.log(sw / 2), rel=1e-7)
-    # linear: q* = sigma_b^2 / (1 - sigma_w^2), every slope sigma_w^2
+        assert r.chi_q == pytest.approx(sw / 2, rel=1e-15) and r.chi_1 == pytest.approx(sw / 2, rel=1e-15)
+        assert r.c_star == 1.0 and r.phase == "ordered" and r.closed_form and r.generated
+        assert r.xi_c == pytest.approx(-1 / math.log(sw / 2), rel=1e-14)
+    # ReLU's critical line is sigma_w^2 = 2 at sigma_b^2 = 0 (chi_1 = sigma_w^2 / 2 at every q*), and nowhere else
+    assert D.critical_point("relu", 0.0).sigma_w2 == 2.0
+    with pytest.raises(ParameterError, match="^sigma_b2:"):
+        D.critical_point("relu", 0.05)
+    # linear (resprop's expectation engine and the generic kernels): q* = sigma_b^2 / (1 - sigma_w^2), slopes sigma_w^2
     r = D.depth_scales("linear", 0.5, 0.2)
     assert r.q_star == pytest.approx(0.4, rel=1e-13) and r.chi_q == pytest.approx(0.5, rel=1e-14)
+    assert not r.generated and r.closed_form
+
+
+@pytest.mark.parametrize("named, expression", [("tanh", "tanh(x)"), ("erf", "erf(x)"),
+                                               ("gelu", "x*(1 + erf(x/sqrt(2)))/2")])
+def test_the_named_kernels_and_the_engine_route_agree(named, expression):
+    """A named activation runs on its generated kernels, the same activation written as an expression on the
+    generic kernels and resprop's expectation engine (its generated quadrature for that expression)."""
+    a, b = D.depth_scales(named, 2.0, 0.1), D.depth_scales(expression, 2.0, 0.1)
+    assert a.generated and not b.generated
+    for key in ("q_star", "chi_q", "chi_1", "c_star", "chi_c"):
+        assert getattr(a, key) == pytest.approx(getattr(b, key), rel=1e-11), key
+    assert D.critical_point(named, 0.05).sigma_w2 == pytest.approx(D.critical_point(expression, 0.05).sigma_w2,
+                                                                   rel=1e-11)
 
 
 @pytest.mark.parametrize("activation, sw, sb", [("tanh", 1.5, 0.05), ("tanh", 2.5, 0.05), ("erf", 2.0, 0.1),
