@@ -311,10 +311,13 @@ def _resolve1(node: GaussianMean, act: sp.Expr, duals) -> sp.Expr:
         for key, pattern in _dual_patterns(w).items():
             if key in duals and sp.simplify(sp.expand(f.expr - pattern)) == 0:
                 return duals[key].xreplace({gaussian.K: q})
-    g = sp.expand(_substitute(f.expr, act))
+    raw = _substitute(f.expr, act)
+    g = sp.expand(raw)
     exact = _integrate1(g, w, q)
     if exact is not None:
         return exact
+    if not g.has(sp.DiracDelta):  # the quadrature of the integrand as derived: expanding (1 - tanh^2)^2 into
+        return TabulatedMean(sp.Lambda(w, raw), q)  # powers would cancel digits at large variance
     # term by term: a point mass (the second derivative of a kink) sifts exactly; the rest may need the quadrature
     point_masses = [term for term in sp.Add.make_args(g) if term.has(sp.DiracDelta)]
     rest = sp.Add(*(term for term in sp.Add.make_args(g) if not term.has(sp.DiracDelta)))
@@ -344,11 +347,17 @@ def _resolve2(node: GaussianMean2, act: sp.Expr, duals) -> sp.Expr:
         for key, pattern in patterns.items():
             if key in duals and sp.expand(f.expr - pattern) == 0:
                 return duals[key].xreplace(ks)
-    g = sp.expand(_substitute(f.expr, act))
+    raw = _substitute(f.expr, act)
+    g = sp.expand(raw)
     if g.is_polynomial(a, b):
         return gaussian.polynomial_expectation(g, (a, b), K_aa, K_bb, K_ab)
+    try:  # one product a(u) b(v) as derived, (1 - tanh(u)^2)(1 - tanh(v)^2), is one quadrature, not four
+        _separate(raw, a, b)
+        terms: tuple = (raw,)
+    except ValueError:
+        terms = sp.Add.make_args(g)
     out = sp.Integer(0)
-    for term in sp.Add.make_args(g):
+    for term in terms:
         left, right = _separate(term, a, b)
         coeff, left = left.as_independent(a, as_Add=False)
         coeff2, right = right.as_independent(b, as_Add=False)

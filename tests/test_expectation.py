@@ -185,6 +185,18 @@ def test_generated_kernels_call_the_engine_and_check_their_domain():
         module.chi_c_tanh(1.0, 1.0, 1.5, 1.0)
 
 
+@pytest.mark.parametrize("q0", [1e3, 1e5])
+def test_quadrature_keeps_the_integrand_as_derived(q0):
+    """<tanh'^2>_q at large variance: the quadrature of (1 - tanh^2)^2 itself, not of tanh^4 - 2 tanh^2 + 1 (whose
+    three O(1) parts cancel to O(1/sqrt(q)) and lose digits), and <tanh'(u) tanh'(v)> as one quadrature."""
+    mp.mp.dps = 30
+    got = _evaluate(resolve(mean(sp.diff(phi(z), z) ** 2, q), "tanh"), q)(q0)
+    ref = mp_mean1(lambda t: (1 - mp.tanh(t) ** 2) ** 2, q0)
+    assert got == pytest.approx(float(ref), rel=1e-12)
+    pair = resolve(mean2(sp.diff(phi(u), u) * sp.diff(phi(v), v), K_aa, K_bb, K_ab), "tanh")
+    assert len(pair.atoms(TabulatedMean, TabulatedMean2)) == 1
+
+
 def test_point_masses_sift_and_parameters_stay_symbolic():
     """ReLU's phi'' is DiracDelta: <phi'' g> = g(0) times the density at 0, exactly, whatever else needs the
     quadrature; a leaky ReLU with symbolic slopes stays symbolic, and agrees with mpmath once they are numbers."""
