@@ -54,6 +54,11 @@ def symbol_tex(result: Result, d: Derivation) -> dict[sp.Symbol, str]:
     return names
 
 
+def expression_tex(expr: sp.Expr, names: dict) -> str:
+    """``expr`` as the LaTeX export prints it, with ``names`` (symbol -> LaTeX, `symbol_tex`)."""
+    return _PaperPrinter(names).doprint(expr)
+
+
 def equation_tex(result: Result, d: Derivation) -> str:
     rhs = _PaperPrinter(symbol_tex(result, d)).doprint(result.expr)
     lhs = result.lhs.name if isinstance(result.lhs, sp.Symbol) else sp.latex(result.lhs)

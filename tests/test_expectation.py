@@ -168,6 +168,41 @@ def _demo_module():
     return module
 
 
+def _latex_demo():
+    """A derivation with expectations in its equations: symbolic (phi undetermined), resolved to closed forms, and
+    left to the quadrature (tanh), for the LaTeX round trip below."""
+    params = (Parameter("q", "(0, inf)", "q", "pre-activation variance"),
+              Parameter("sigma_w2", "(0, inf)", r"\sigma_w^2", "weight variance"),
+              Parameter("K_aa", "(0, inf)", "K_{aa}", "variance a"), Parameter("K_bb", "(0, inf)", "K_{bb}", "variance b"),
+              Parameter("K_ab", "|K_ab| <= sqrt(K_aa K_bb)", "K_{ab}", "covariance"))
+    qs, sw, ka, kb, kab = (p.symbol for p in params)
+    d = Derivation("meandemo", "expectations in LaTeX", "fischer2025")
+    add = d.adder(d.declare(params))
+    add("chi_1", sw * mean(sp.diff(phi(z), z) ** 2, qs), [qs, sw], "7", "chi_1", r"\chi_1",
+        statement="The slope of the length map for any activation is this expectation")
+    per_activation(add, "chi_q", sp.diff(sw * mean(phi(z) ** 2, qs), qs), [qs, sw], "8", "chi_q", r"\chi_q",
+                   ("erf", "tanh", "gelu"), statement="The slope of the length map by Price's theorem is")
+    per_activation(add, "chi_c", sw * mean2(sp.diff(phi(u), u) * sp.diff(phi(v), v), ka, kb, kab), [ka, kb, kab, sw],
+                   "9", "chi_c", r"\chi_c", ("tanh", "relu"), statement="The slope of the correlation map is")
+    return d
+
+
+def test_latex_round_trip_reads_expectations():
+    """resprop.testing's LaTeX round trip compares an expectation <...> by its own printed LaTeX (the parser cannot
+    read angle brackets), and reads pi (x)^2 as a product."""
+    from resprop import registry
+    from resprop.registry import Theory
+    from resprop.testing import check_latex_roundtrip
+
+    theory = Theory(slug="meandemo", title="expectations in LaTeX", citation="test", paper="fischer2025",
+                    citation_tex="test", derivations={"meandemo": "test_expectation:_latex_demo"})
+    registry.register(theory)
+    try:
+        assert check_latex_roundtrip("meandemo") == {"documents": 1, "equations": 6}
+    finally:
+        registry.unregister("meandemo")
+
+
 def test_generated_kernels_call_the_engine_and_check_their_domain():
     mp.mp.dps = 15
     module = _demo_module()
