@@ -119,6 +119,15 @@ class TabulatedMean(sp.Function):
         body = printer._print(f.expr)
         return f"resprop.generated.gauss_hermite.expect1(lambda {printer._print(w)}: {body}, {printer._print(q)})"
 
+    def _mpmathcode(self, printer):
+        """mpmath's quadrature of the same integral (an independent route for tests: ``lambdify(..., "mpmath")``,
+        whose namespace holds mpmath's names unqualified)."""
+        f, q = self.args
+        (w,) = f.variables
+        body, var = printer._print(f.expr), printer._print(q)
+        return (f"quad(lambda _t: (lambda {printer._print(w)}: {body})(sqrt({var}) * _t) * "
+                f"npdf(_t), [-inf, 0, inf])")
+
     _latex = GaussianMean._latex
     _sympystr = GaussianMean._sympystr
 
@@ -137,6 +146,18 @@ class TabulatedMean2(sp.Function):
         ks = ", ".join(printer._print(k) for k in (K_aa, K_bb, K_ab))
         return (f"resprop.generated.gauss_hermite.expect2(lambda {printer._print(a)}: {printer._print(left)}, "
                 f"lambda {printer._print(b)}: {printer._print(right)}, {ks})")
+
+    def _mpmathcode(self, printer):
+        """mpmath's 2-D quadrature of the same integral, u = sqrt(K_aa) t1, v = K_ab / sqrt(K_aa) t1 +
+        sqrt(K_bb - K_ab^2 / K_aa) t2 (an independent route for tests)."""
+        f, K_aa, K_bb, K_ab = self.args
+        a, b = f.variables
+        ka, kb, kab = (printer._print(k) for k in (K_aa, K_bb, K_ab))
+        body = printer._print(f.expr)
+        return (f"quad(lambda _t1, _t2: (lambda {printer._print(a)}, {printer._print(b)}: {body})("
+                f"sqrt({ka}) * _t1, ({kab}) / sqrt({ka}) * _t1 + "
+                f"sqrt(mpf({kb}) - ({kab})**2 / ({ka})) * _t2) * npdf(_t1) * npdf(_t2), "
+                f"[-inf, 0, inf], [-inf, 0, inf])")
 
     _latex = GaussianMean2._latex
     _sympystr = GaussianMean2._sympystr

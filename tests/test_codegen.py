@@ -131,8 +131,8 @@ def test_generated_functions_match_sympy(theory):
         fn = getattr(mod, res.name)
         args = []
         for inp in res.inputs:
-            if inp.name == "K_ab" and "K_aa" in res.argnames:
-                args.append(None)  # filled below from K_aa, K_bb
+            if inp.parsed.kind == "covariance":
+                args.append(None)  # filled below from its two variances
             elif inp.name in ("L", "d_in", "N"):
                 args.append(float(rng.integers(2, 60)))
             elif inp.name == "target_variance":
@@ -146,9 +146,10 @@ def test_generated_functions_match_sympy(theory):
                 else:
                     args.append(0.05 + rng.random())
         names = res.argnames
-        if "K_ab" in names and "K_aa" in names:
-            ia, ib, ic = names.index("K_aa"), names.index("K_bb"), names.index("K_ab")
-            args[ic] = 0.8 * (2 * rng.random() - 1) * np.sqrt(args[ia] * args[ib])
+        for ic, inp in enumerate(res.inputs):  # a covariance inside |K_ab| <= sqrt(K_aa K_bb), of any names
+            if inp.parsed.kind == "covariance":
+                ia, ib = names.index(inp.parsed.var_a), names.index(inp.parsed.var_b)
+                args[ic] = 0.8 * (2 * rng.random() - 1) * np.sqrt(args[ia] * args[ib])
         expected = sp.lambdify([i.symbol for i in res.inputs], res.expr, "mpmath")(*args)
         got = fn(*args)
         assert np.isclose(float(got), float(expected), rtol=1e-12, atol=0), res.name
