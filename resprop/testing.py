@@ -475,9 +475,15 @@ def _mp_reference(res):
 
 
 def _mp_value(res, args) -> float | None:
-    """The exact value at ``args`` (50 digits), or None where mpmath cannot evaluate it or it is not real."""
+    """The exact value at ``args`` (50 digits), or None where mpmath cannot evaluate it or it is not real, or where
+    the result holds an expectation left to the engine's quadrature (a 50-digit mpmath quadrature, 2-D for a pair,
+    takes minutes; its value is the theory's own tests' business, as resprop's tests/test_expectation.py does)."""
     import mpmath
 
+    from resprop.derive.expectation import TabulatedMean, TabulatedMean2
+
+    if res.expr.has(TabulatedMean, TabulatedMean2):
+        return None
     with mpmath.workdps(50):
         try:
             v = _mp_reference(res)(*[mpmath.mpf(float(a)) for a in args])
