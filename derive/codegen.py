@@ -721,9 +721,9 @@ def input_fingerprint(owner: str) -> str:
 
     h = hashlib.sha256()
     sources = _package_sources("resprop.derive") + _package_sources("resprop.templates")
-    for module in ("resprop.registry", "resprop.domains", "resprop.numeric.engine.validation"):
-        import importlib
+    import importlib
 
+    for module in ("resprop.registry", "resprop.domains", "resprop.numeric.engine.validation"):
         sources.append((module, Path(str(importlib.import_module(module).__file__))))
     if owner != "foundation":
         th = registry.theory(owner)

@@ -257,6 +257,11 @@ def _dual_patterns(w: sp.Symbol) -> dict[str, sp.Expr]:
     return {"mean_phi_sq": phi(w) ** 2, "mean_dphi_sq": d1 ** 2, "price_diag": d1 ** 2 + phi(w) * d2}
 
 
+def _exact(value: sp.Expr) -> bool:
+    """SymPy's integral came out in closed form: no unevaluated Integral, no infinity or NaN."""
+    return not (value.has(sp.Integral) or value.has(sp.oo, -sp.oo, sp.zoo, sp.nan))
+
+
 def _integrable(g: sp.Expr) -> bool:
     funcs = {type(f) for f in g.atoms(sp.Function)} | {type(f) for f in g.atoms(sp.Max, sp.Min, sp.Heaviside)}
     allowed = {f if isinstance(f, type) else type(f) for f in _INTEGRABLE}
@@ -280,7 +285,7 @@ def _integrate1(g: sp.Expr, w: sp.Symbol, q: sp.Expr) -> sp.Expr | None:
         value = sp.integrate(integrand, (t, -sp.oo, sp.oo), conds="none")
     except Exception:  # noqa: BLE001 - SymPy gives up in many ways: fall back to the quadrature
         return None
-    if value.has(sp.Integral) or value.has(sp.oo, -sp.oo, sp.zoo, sp.nan):
+    if not _exact(value):
         return None
     return sp.simplify(value.xreplace({s: sp.sqrt(q)}))
 
@@ -304,7 +309,7 @@ def _integrate_halves(g: sp.Expr, w: sp.Symbol, s: sp.Symbol) -> sp.Expr | None:
         value = sum(sp.integrate(sp.expand(h) * density, (t, 0, sp.oo), conds="none") for h in halves)
     except Exception:  # noqa: BLE001 - fall back to the general route
         return None
-    if value.has(sp.Integral) or value.has(sp.oo, -sp.oo, sp.zoo, sp.nan):
+    if not _exact(value):
         return None
     return value
 
@@ -318,7 +323,7 @@ def _sift(term: sp.Expr, w: sp.Symbol, q: sp.Expr) -> sp.Expr | None:
                              conds="none")
     except Exception:  # noqa: BLE001
         return None
-    if value.has(sp.Integral, sp.DiracDelta) or value.has(sp.oo, -sp.oo, sp.zoo, sp.nan):
+    if not _exact(value) or value.has(sp.DiracDelta):
         return None
     return sp.simplify(value.xreplace({s: sp.sqrt(q)}))
 

@@ -402,26 +402,27 @@ def derivation(name: str):
     return _DERIVED[ref]
 
 
+def _generated_package_of(derivation_name: str) -> str:
+    """The generated package holding derivation ``derivation_name``'s code (an UnknownTheoryError when unknown)."""
+    table = derivations()
+    if derivation_name not in table:
+        raise UnknownTheoryError(f"derivation: unknown derivation {derivation_name!r}; allowed: {', '.join(table)}")
+    owner = table[derivation_name][1]
+    return "resprop.generated" if owner == "foundation" else theory(owner).generated_package
+
+
 def generated_module(name: str) -> str:
     """The dotted name of the generated kernel module of derivation ``name`` (``resprop.generated.<name>`` for
     the foundation, ``<theory package>.generated.<name>`` for a theory's own); append ``_recursions`` or
     ``_compiled`` for those modules."""
-    table = derivations()
-    if name not in table:
-        raise UnknownTheoryError(f"derivation: unknown derivation {name!r}; allowed: {', '.join(table)}")
-    owner = table[name][1]
-    return f"resprop.generated.{name}" if owner == "foundation" else f"{theory(owner).generated_package}.{name}"
+    return f"{_generated_package_of(name)}.{name}"
 
 
 def declared(derivation_name: str, name: str):
     """The run-time declaration (``resprop.numeric.engine.validation.Declared``) of the parameter ``name`` of the
     derivation ``derivation_name``, read from the generated parameters module of its owner (no SymPy)."""
-    table = derivations()
-    if derivation_name not in table:
-        raise UnknownTheoryError(f"derivation: unknown derivation {derivation_name!r}; allowed: {', '.join(table)}")
-    owner = table[derivation_name][1]
-    package = "resprop.generated" if owner == "foundation" else theory(owner).generated_package
-    return importlib.import_module(f"{package}.parameters").PARAMETERS[derivation_name][name]
+    return importlib.import_module(f"{_generated_package_of(derivation_name)}.parameters").PARAMETERS[
+        derivation_name][name]
 
 
 def derivation_source(name: str) -> str:
