@@ -397,6 +397,14 @@ def kernel_file_cases() -> list[Case]:
                   ("resolve:activation=x*y", "activation", lambda E: E.resolve(E.mean(E.phi(E.z) ** 2, 1), "x*y")),
                   ("resolve:activation=(((", "activation", lambda E: E.resolve(E.mean(E.phi(E.z) ** 2, 1), "(((")),
                   ("resolve:expr=None", "expr", lambda E: E.resolve(None, "erf")))]
+    # the registry's lookups of generated code (issue 26 item 1)
+    cases += [Case("py:registry.generated_module:name=nosuch", "error", ("derivation",),
+                   call=_api("resprop.registry.generated_module", "nosuch")),
+              Case("py:registry.declared:derivation=nosuch", "error", ("derivation",),
+                   call=_api("resprop.registry.declared", "nosuch", "q")),
+              Case("py:registry.generated_module:name=gaussian", "ok", (),
+                   call=_api("resprop.registry.generated_module", "gaussian"),
+                   check=lambda out: out == "resprop.generated.gaussian")]
     cases.append(Case("py:expectation:resolve:relu", "ok", (), call=_expectation(
         lambda E: E.resolve(E.mean(E.phi(E.z) ** 2, 2), "relu")), check=lambda out: out == 1))
     cases.append(Case("py:vertex_trajectory:backend='numpy'", "ok", (),
