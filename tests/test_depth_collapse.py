@@ -116,6 +116,29 @@ def test_chebyshev_pieces_reproduce_a_known_function():
     assert np.max(np.abs(DC._clenshaw(c, x)[0] - np.exp(x))) <= 1e-15 * np.e
 
 
+def test_truncation_bound_holds_and_drops_the_negligible_terms():
+    """`truncated` against NumPy's chebval on a dense grid: the change is at most tol x ref for every function,
+    terms are dropped only from the top, and a function whose terms all matter keeps them."""
+    from numpy.polynomial import chebyshev as C
+
+    rng = np.random.default_rng(11)
+    k = np.arange(33)
+    coef = rng.standard_normal((3, 33)) * np.array([1.0, 3.0, 0.2])[:, None] * 0.35**k
+    ref = np.max(np.abs(coef), axis=1, keepdims=True) * 2
+    x = np.linspace(-1, 1, 4001)
+    for tol in (1e-13, 1e-8, 1e-3):
+        t = DC.truncated(coef, ref, tol)
+        kept = int(np.max(np.flatnonzero(np.any(t != 0, axis=0)))) + 1
+        assert np.array_equal(t[:, :kept], coef[:, :kept]) and not np.any(t[:, kept:])
+        assert kept < 33  # 0.35^k reaches 1e-13 near k = 28
+        change = np.abs(np.stack([C.chebval(x, r) for r in coef - t]))
+        assert np.all(np.max(change, axis=1) <= tol * ref[:, 0])
+        # one more term dropped would break the bound for some function
+        assert np.any(np.sum(np.abs(coef[:, kept - 1:]), axis=1) > tol * ref[:, 0])
+    slow = np.ones((1, 9))  # no decay: nothing may go
+    assert np.array_equal(DC.truncated(slow, np.ones((1, 1)), 1e-13), slow)
+
+
 def test_times_u_is_chebyshev_multiplication_by_the_variable():
     from numpy.polynomial import chebyshev as C
 

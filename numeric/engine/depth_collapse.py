@@ -14,15 +14,17 @@ O(P^2 n + pieces n L) instead of O(P^2 L).  Inputs whose K^(0)_aa take m <= ``MA
 ``EQUAL_DIAGONAL_RTOL``, as the tables of `residual_kernel` treat them) get one interpolant per pair of classes, on
 x = sqrt(q_a q_b) u, u in [-1, 1].
 
-A deep network's map is steep near u = 1 (one Chebyshev series on [-1, 1] needs ~500 terms for erf at depth 200),
-so u is split adaptively (Chebfun's splitting): on each piece the map is sampled at the ``DEGREE`` + 1
+A deep network's map is steep near u = 1 (one Chebyshev series on [-1, 1] needs ~500 terms for erf at depth 200), so
+u is split adaptively (Chebfun's splitting): on each piece the map is sampled at the ``DEGREE`` + 1
 Chebyshev-Lobatto points; a piece whose last ``TAIL`` Chebyshev coefficients are below ``RTOL / 8`` of the largest
 |value| of its function is then checked against the layered map at ``CHECKS`` points inside it that are not nodes,
-and accepted when every one is within ``RTOL / 2``; a piece that fails either test is bisected.  The end points
-u = +-1 are nodes, so the layered values there are reproduced exactly.  It gives up (the caller runs the layers)
-above ``MAX_PIECES`` pieces, when the depth is below ``MIN_LAYERS`` (the layers cost less than the evaluation) or
-the build would cost more than ``BUILD_SHARE`` of the layered run; and it is not used for homogeneous activations
-(ReLU: rescaled between blocks) or the response (rescaled by its own diagonal).
+and accepted when every one is within ``RTOL / 2``; a piece that fails either test is bisected.  An accepted piece
+keeps only the terms it needs: its highest terms are dropped while their |c_k| sum to at most RTOL / 8 (a bound on
+the change, `truncated`) before it is certified, so a map of moderate depth sums ~15 terms, not 33. The end points u
+= +-1 are nodes, so the layered values there are reproduced exactly.  It gives up (the caller runs the layers) above
+``MAX_PIECES`` pieces, when the depth is below ``MIN_LAYERS`` (the layers cost less than the evaluation) or the
+build would cost more than ``BUILD_SHARE`` of the layered run; and it is not used for homogeneous activations (ReLU:
+rescaled between blocks) or the response (rescaled by its own diagonal).
 """
 from __future__ import annotations
 
@@ -125,6 +127,21 @@ def chebyshev_coefficients(values: np.ndarray) -> np.ndarray:
     c[..., 0] /= 2
     c[..., -1] /= 2
     return c
+
+
+def truncated(coef: np.ndarray, ref: np.ndarray, tol: float) -> np.ndarray:
+    """The series coef (F, N) with its highest terms set to 0 as far as the dropped |c_k| sum to at most ``tol``
+    times ``ref`` (F, 1) for every function: since |T_k(y)| <= 1 on [-1, 1], that is a bound on what the
+    truncation changes anywhere on the piece.  A map of moderate depth is smooth enough that far fewer than
+    DEGREE + 1 terms carry it, and the evaluation costs one Clenshaw step per term and element."""
+    tail = np.cumsum((np.abs(coef) / ref)[:, ::-1], axis=1)[:, ::-1]  # tail[f, k] = sum_{j >= k} |c_j| / ref
+    fits = np.all(tail <= tol, axis=0)  # dropping terms k.. is allowed
+    keep = coef.shape[1]
+    while keep > 1 and fits[keep - 1]:
+        keep -= 1
+    out = coef.copy()
+    out[:, keep:] = 0.0
+    return out
 
 
 def _clenshaw(c: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -254,7 +271,7 @@ def build(d0: np.ndarray, sd0: np.ndarray | None, sequences, mode: str, rec, rto
                     endpoint[p][1.0] = V[:, q, -1]
                 coef = chebyshev_coefficients(V[:, q, ::-1])  # Lobatto order u_k = cos(pi k / n)
                 if np.max(np.abs(coef[:, -TAIL:]) / ref) <= rtol / 8:  # the series has reached round-off
-                    fresh[p].append((lo, hi, coef))
+                    fresh[p].append((lo, hi, truncated(coef, ref, rtol / 8)))
                 else:
                     mid = (lo + hi) / 2
                     nxt[p] += [(lo, mid), (mid, hi)]
@@ -293,7 +310,10 @@ def build(d0: np.ndarray, sd0: np.ndarray | None, sequences, mode: str, rec, rto
     pair = np.zeros((m, m), dtype=np.int64)
     for p, (i, j) in enumerate(pairs):
         pair[i, j] = pair[j, i] = p
-    coef = np.ascontiguousarray(np.stack(coefs, axis=1))  # (F, pieces, DEGREE + 1)
+    coef = np.stack(coefs, axis=1)  # (F, pieces, DEGREE + 1)
+    # the columns that every piece truncated to zero are dropped: an evaluation sums only the terms in use
+    used = np.flatnonzero(np.any(coef != 0.0, axis=(0, 1)))
+    coef = np.ascontiguousarray(coef[..., :max(1, int(used[-1]) + 1 if used.size else 1)])
     left = np.array(lefts)
     # cell c = [-1 + c w, -1 + (c + 1) w) of width w = MIN_WIDTH lies in exactly one dyadic piece
     cell_left = -1.0 + MIN_WIDTH * np.arange(CELLS)
