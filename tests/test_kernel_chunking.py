@@ -70,9 +70,11 @@ def _cached_reference(act: str, P: int, equal: bool, L: int, mode: str):
 
 
 def _fresh_table_cache(monkeypatch, size: int) -> None:
-    """``_table`` rewrapped with an LRU of ``size`` (TABLE_CACHE is read when the module is imported)."""
-    monkeypatch.setattr(dt, "TABLE_CACHE", size)
-    monkeypatch.setattr(dt, "_table", functools.lru_cache(maxsize=size)(dt._table.__wrapped__))
+    """``_table`` rewrapped with an empty LRU of ``size`` bytes (`bytes_lru`)."""
+    from resprop.numeric.engine.bytes_lru import BytesLRU, cached
+
+    monkeypatch.setattr(dt, "TABLE_CACHE_BYTES", size)
+    monkeypatch.setattr(dt, "_table", cached(BytesLRU(lambda: size))(dt._table.__wrapped__))
 
 
 settings_strategy = st.fixed_dictionaries({
@@ -80,7 +82,7 @@ settings_strategy = st.fixed_dictionaries({
     "block": st.sampled_from([1, 2, 3, None]),
     "workers": st.integers(1, 4),
     "thread_min": st.sampled_from([0, 20_000, 10**18]),
-    "table_cache": st.sampled_from([1, 4, 128]),
+    "table_cache": st.sampled_from([0, 40_000, 64 << 20]),  # bytes: none, about one table, all
     "diag_cache_bytes": st.sampled_from([0, 4096, 64 << 20]),
     "strip_bytes": st.sampled_from([1 << 10, 1 << 16, 16 << 20]),
     "series_block": st.sampled_from([7, 256, 8192]),

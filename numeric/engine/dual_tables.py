@@ -67,7 +67,7 @@ thread safe (per-thread scratch buffers) and works in blocks of ``BLOCK`` elemen
 coefficients (a matrix product with a cached (K x n_z) Hermite matrix, n_z ~ 100-700), the series at 5 M points
 (baby-step giant-step, O(M K)) and the fit: ~0.6-1.5 ms for tanh at d ~ 1 (K ~ 120, M ~ 450; a depth-50
 network's 50 tables take ~80 ms), ~10-70 ms at d = 20 (K ~ 2200, M ~ 2000); the first table of an activation
-also compiles it (SymPy, ~0.2 s).  Tables are cached (LRU, ``TABLE_CACHE``) by (expression, d_a, d_b, rtol).
+also compiles it (SymPy, ~0.2 s).  Tables are cached (LRU within ``TABLE_CACHE_BYTES``) by (expression, d_a, d_b, rtol).
 
 *General path (unequal diagonals, part C).*  ``mean_phi_phi_general`` (any broadcast arrays) and
 ``mean_phi_phi_strip`` (a block of rows x columns, what the kernel engine calls) read a `_DiagData` built by
@@ -135,7 +135,6 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -144,6 +143,7 @@ import sympy as sp
 
 from resprop.derive.activations import x as X
 from resprop.numeric.engine import heat_smoothing
+from resprop.numeric.engine.bytes_lru import BytesLRU, cached
 from resprop.numeric.engine.validation import ParameterError
 
 Array = np.ndarray
@@ -155,8 +155,9 @@ K_LADDER = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 DEGREE = 3
 #: elements per evaluation block (the scratch of a block stays in L2)
 BLOCK = 32768
-#: cached tables
-TABLE_CACHE = 128
+#: bytes of cached tables (`bytes_lru`: a count would thrash when a deep run needs one table per layer, ~20-40 KiB
+#: each, more than the count holds)
+TABLE_CACHE_BYTES = 64 << 20
 #: at most this many distinct (d_a, d_b) pairs go through tables in the general path
 MAX_TABLE_PAIRS = 16
 #: half-width (in standard deviations) of the z-grids: Hermite coefficients, diagonal moments, pair quadrature
@@ -631,7 +632,18 @@ class DualTable:
         n = self.degree + 1
         self._cf = [np.ascontiguousarray(coef_f[:, j]) for j in range(n)]
         self._cg = [np.ascontiguousarray(coef_g[:, j]) for j in range(n)]
-        self._cc = [np.ascontiguousarray(coef_f[:, j] + 1j * coef_g[:, j]) for j in range(n)]
+
+    @functools.cached_property
+    def _cc(self) -> list[Array]:
+        """The coefficients of f and g packed as complex numbers (`both`, the NumPy evaluation), built on first use:
+        the compiled kernels read ``_cf``, ``_cg`` and never need them."""
+        return [np.ascontiguousarray(f + 1j * g) for f, g in zip(self._cf, self._cg)]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the coefficient arrays (what the table cache counts)."""
+        packed = self.__dict__.get("_cc", ())
+        return sum(a.nbytes for a in (*self._cf, *self._cg, *packed))
 
     def __repr__(self) -> str:
         return (f"DualTable({self.activation.expr}, d_a={self.d_a:g}, d_b={self.d_b:g}, intervals="
@@ -817,7 +829,10 @@ def build_table(expr: sp.Expr | str, d_a: float, d_b: float, rtol: float = 1e-10
     return _table(act.key, float(d_a), float(d_b), float(rtol))
 
 
-@functools.lru_cache(maxsize=TABLE_CACHE)
+_TABLES = BytesLRU(lambda: TABLE_CACHE_BYTES)
+
+
+@cached(_TABLES)
 def _table(key: str, d_a: float, d_b: float, rtol: float) -> DualTable:
     act = _activation(key)
     tol_series = rtol / 50
@@ -934,22 +949,8 @@ class _DiagData:
 #: under the lock and never reads an entry after releasing it, so an entry evicted by another thread stays valid for
 #: whoever holds it.  (The kernel engine does not rely on it: it builds each layer's data once with
 #: `general_data` before the strips of the layer run, and passes it to them.)
-_DIAG_CACHE: OrderedDict[tuple[str, bytes, float], _DiagData] = OrderedDict()
 _DIAG_CACHE_BYTES = 64 << 20
-_DIAG_LOCK = threading.Lock()
-
-
-def _diag_store(key: tuple[str, bytes, float], data: _DiagData) -> None:
-    """Put ``data`` in the cache (not if it alone exceeds the cap), evicting the least recently used entries."""
-    if data.nbytes > _DIAG_CACHE_BYTES:
-        return
-    with _DIAG_LOCK:
-        _DIAG_CACHE[key] = data
-        _DIAG_CACHE.move_to_end(key)
-        total = sum(e.nbytes for e in _DIAG_CACHE.values())
-        while total > _DIAG_CACHE_BYTES and len(_DIAG_CACHE) > 1:
-            _, old = _DIAG_CACHE.popitem(last=False)
-            total -= old.nbytes
+_DIAG_CACHE = BytesLRU(lambda: _DIAG_CACHE_BYTES)
 
 
 def general_data(expr: sp.Expr | str, values, rtol: float = 1e-10, cache: bool = True,
@@ -976,11 +977,9 @@ def _general_data(act: Activation, values: Array, rtol: float, cache: bool,
                   moments: tuple[Array, Array] | None = None) -> _DiagData:
     key = (act.key, values.tobytes(), rtol)
     if cache:
-        with _DIAG_LOCK:
-            hit = _DIAG_CACHE.get(key)
-            if hit is not None:
-                _DIAG_CACHE.move_to_end(key)
-                return hit
+        hit = _DIAG_CACHE.get(key)
+        if hit is not None:
+            return hit
     if values.size * values.size <= MAX_TABLE_PAIRS:
         v = values.tolist()
         tables = {(i, j): build_table(act.expr, v[i], v[j], rtol) for i in range(len(v)) for j in range(len(v))}
@@ -988,7 +987,7 @@ def _general_data(act: Activation, values: Array, rtol: float, cache: bool,
     else:
         data = _diag_data(act, values, rtol, moments)
     if cache:
-        _diag_store(key, data)
+        _DIAG_CACHE.put(key, data)
     return data
 
 
