@@ -460,7 +460,7 @@ class Block:
 
     start: int
     stop: int
-    rows: np.ndarray
+    rows: np.ndarray | None      # None when the fused kernels run from ``prepared`` alone
     srow: np.ndarray | None
     gb: np.ndarray
     wb: np.ndarray
@@ -486,10 +486,13 @@ class Schedule:
 
     def __init__(self, d0: np.ndarray, sd0: np.ndarray | None, sequences: tuple[np.ndarray, np.ndarray, np.ndarray],
                  mode: str, rec: ActivationRecursions, block: int, pool: ThreadPoolExecutor | None = None,
-                 n_workers: int = 1, bounds: list[tuple[int, int]] | None = None) -> None:
+                 n_workers: int = 1, bounds: list[tuple[int, int]] | None = None, keep_rows: bool = False) -> None:
         #: ``bounds``: the (start, stop) of the first blocks, as another process's schedule chose them (a Dask
         #: worker follows the driver's blocks whatever its own budgets say)
         self.bounds = bounds
+        #: keep every block's per-layer diagonals (``Block.rows``, ``srow``) even when the fused kernels do not
+        #: need them (the layers are recorded: the NumPy kernels run and the diagonals are written out)
+        self.keep_rows = keep_rows
         self.g, self.w, self.s = (np.asarray(q, dtype=float) for q in sequences)
         self.L = self.g.size
         self.mode, self.rec, self.block = mode, rec, block
@@ -514,30 +517,33 @@ class Schedule:
             i += 1
             gb, wb = self.g[start:stop], self.w[start:stop]
             sb = self.s[start:stop] * math.exp(-self.log_K)  # bias in the scaled units
-            rows = np.empty((stop - start, P))
-            srow = np.empty((stop - start, P)) if two else None
-
-            def keep(l, *state, rows=rows, srow=srow):
-                if l + 1 < rows.shape[0]:
-                    rows[l + 1] = state[0]
-                    if srow is not None:
-                        srow[l + 1] = state[1]
-
-            rows[0] = self.d
-            if srow is not None:
-                srow[0] = self.sd
             known = _DiagonalMoments(self.rec.expr) if self.rec.expr is not None else None
             if self.rec.compiled_diagonal is not None:  # the fused compiled diagonal, its trajectory recorded
+                # trajectory[l] (the state after layer l) is the diagonal before layer l + 1: one array holds both
                 nb = stop - start
-                traj = np.empty((nb, 2 if two else 1, P))
+                both = np.empty((nb + 1, 2 if two else 1, P))
+                both[0, 0] = self.d
+                if two:
+                    both[0, 1] = self.sd
                 d_next = self.d.copy()
                 sd_next = self.sd.copy() if two else None
-                self.rec.compiled_diagonal[self.mode](*((d_next, sd_next) if two else (d_next,)), gb, wb, sb, traj)
-                rows[1:] = traj[:-1, 0]
-                if srow is not None:
-                    srow[1:] = traj[:-1, 1]
-                del traj
+                self.rec.compiled_diagonal[self.mode](*((d_next, sd_next) if two else (d_next,)), gb, wb, sb,
+                                                      both[1:])
+                rows = both[:-1, 0]
+                srow = both[:-1, 1] if two else None
             else:
+                rows = np.empty((stop - start, P))
+                srow = np.empty((stop - start, P)) if two else None
+
+                def keep(l, *state, rows=rows, srow=srow):
+                    if l + 1 < rows.shape[0]:
+                        rows[l + 1] = state[0]
+                        if srow is not None:
+                            srow[l + 1] = state[1]
+
+                rows[0] = self.d
+                if srow is not None:
+                    srow[0] = self.sd
                 out = diag_fn(self.d.copy(), *((self.sd.copy(),) if two else ()), gb, wb, sb, record=keep,
                               **_used(diag_fn, known.callbacks if known is not None else {}))
                 d_next, sd_next = (out if two else (out, None))
@@ -561,6 +567,10 @@ class Schedule:
                     packed = built.packed_tables()
                     if packed is not None:
                         prepared = self.rec.compiled[self.mode][0](rows, gb, wb, sb, *packed)
+            if prepared is not None and not self.keep_rows:
+                # the fused kernels read only their prepared values: the diagonals of the block go (the peak holds
+                # one copy of the per-layer data, not two)
+                rows = srow = None
             log_K, log_S = self.log_K, self.log_S
             self.d, self.sd = d_next, sd_next
             cK = cS = 1.0
@@ -586,7 +596,7 @@ class Schedule:
                 self.log_K, self.log_S = self.exp2_K * math.log(2.0), self.exp2_S * math.log(2.0)
             yield Block(start, stop, rows, srow, gb, wb, sb, built, cK, cS, log_K, log_S, d_next, sd_next, prepared)
             # release this block's per-layer data before the next block's is built (one block alive at a time)
-            del rows, srow, keep, built, prepared
+            del rows, srow, built, prepared
             start = stop
 
 
@@ -603,8 +613,10 @@ def default_block(K0_diagonal: np.ndarray, L: int, mode: str, rec: ActivationRec
     P = K0_diagonal.size
     block = max(1, min(L, DIAGONAL_BYTES // (8 * P * 3)))
     # the per-layer data of a block (diagonals, the compiled kernels' row and column values, tables) within
-    # BLOCK_SHARE of the P x P output, so that the peak stays near the output; at least MIN_BLOCK layers
-    block = min(block, max(MIN_BLOCK, int(BLOCK_SHARE * P * P / (P * LAYER_ARRAYS))))
+    # BLOCK_SHARE of the output (one or two P x P arrays), so that the peak stays near the output; at least
+    # MIN_BLOCK layers
+    n_out = 1 if mode == "nngp" else 2
+    block = min(block, max(MIN_BLOCK, int(BLOCK_SHARE * 8 * P * P * n_out / layer_bytes(P, mode, rec))))
     if rec.name in HOMOGENEOUS or mode == "response":
         block = min(block, HOMOGENEOUS_BLOCK)
     if rec.expr is not None and not _equal_diagonal(K0_diagonal):
@@ -612,6 +624,21 @@ def default_block(K0_diagonal: np.ndarray, L: int, mode: str, rec: ActivationRec
         # GENERAL_BYTES; a block of that many layers (_Tables shortens it if the series need more terms)
         block = min(block, max(1, GENERAL_BYTES // (8 * P * GENERAL_TERMS)))
     return block
+
+
+def layer_bytes(P: int, mode: str, rec: ActivationRecursions) -> int:
+    """Bytes a block holds per layer at its peak: for the fused kernels the diagonal trajectory (K, and Theta or
+    chi) beside their prepared row and column values (`resprop.generated.residual_compiled`: P values per row
+    quantity, P + LANES per column quantity); for the NumPy kernels about LAYER_ARRAYS arrays of P."""
+    comp = compiled_module() if rec.compiled is not None else None
+    name = f"{'tabulated' if rec.expr is not None else rec.name}_nngp" + \
+        {"nngp": "", "ntk": "_ntk", "response": "_response"}[mode]
+    meta = getattr(comp, "RECURSIONS", {}).get(name) if comp is not None else None
+    if meta is None:
+        return 8 * P * LAYER_ARRAYS
+    lanes = int(getattr(comp, "LANES", 0))
+    n_diag = 1 if mode == "nngp" else 2
+    return 8 * (n_diag * P + len(meta["rows"]) * P + len(meta["cols"]) * (P + lanes))
 
 
 def run_block(block: Block, rec: ActivationRecursions, mode: str, tile: Tile, K_state: np.ndarray,
@@ -715,7 +742,7 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
     pool = ThreadPoolExecutor(n_workers) if n_workers > 1 else None
     bar = _progress_bar(L * len(tiles)) if progress else None
     schedule = Schedule(np.diagonal(K_out), np.diagonal(S_out) if two else None, sequences, mode, rec, block, pool,
-                        n_workers)
+                        n_workers, keep_rows=record_layers)
     # BLAS (the general path's Hermite coefficients, ~P x 400 x 400 per layer) runs one thread: our pool already
     # uses the cores, and two-thread OpenBLAS measured 3-10x slower per call on a loaded 2-core machine
     blas = _one_blas_thread() if rec.expr is not None else contextlib.nullcontext()
@@ -889,4 +916,5 @@ def _mirror(M: np.ndarray, tiles: list[Tile]) -> None:
 
 
 __all__ = ["propagate", "recursions", "closed_form_names", "ActivationRecursions", "Propagated", "MODES", "strips",
-           "Schedule", "Block", "run_block", "run_block_pieces", "tile_grid", "band_tiles", "default_block"]
+           "Schedule", "Block", "run_block", "run_block_pieces", "tile_grid", "band_tiles", "default_block",
+           "layer_bytes"]
