@@ -16,7 +16,8 @@ Inputs (every row states ``equal_norms``):
   per layer instead of the general path).
 
 Timing, interleaved: per configuration a fresh resprop worker process (this script with --worker) and, where NT runs,
-a fresh NT worker; REPEATS rounds of (one resprop call, one NT call), medians of wall and process CPU seconds.
+a fresh NT worker; each side's first call (resprop: loading its compiled kernels; NT: trace + compile) is reported
+apart; then REPEATS rounds of (one resprop call, one NT call), medians of wall and process CPU seconds.
 Peak memory: resprop: per call, the RSS high-water mark (VmHWM, reset before the call through /proc/self/clear_refs)
 minus the RSS before it, i.e. what the call added at its peak, result arrays included (output_MiB: P^2 x 8 bytes per
 kernel); NT: its worker's ru_maxrss minus its RSS after the imports (JIT compile included; float32 outputs).
@@ -142,13 +143,14 @@ def run_config(kind: str, P: int, equal: bool, ntk: bool, with_nt: bool, tmp: Pa
                           save=str(tmp / "nt"))
             row["nt_first_call_s"] = prep["first_call_s"]
             row["nt_versions"] = {k: nt.hello[k] for k in ("neural_tangents", "jax", "dtype")}
-        res.append(first)  # a fresh process: the first call also pays the activation's compile (~0.2 s)
-        for i in range(repeats):
-            if i:
-                res.append(rp.ask(op="time", X=str(xpath), sw2=sw2, ntk=ntk))
+        # a fresh process: the first call also pays loading the compiled kernels and the activation's SymPy compile
+        # (~0.2-0.5 s); it is reported apart, as NT's first call (trace + compile) is, and the timed calls follow
+        for _ in range(repeats):
+            res.append(rp.ask(op="time", X=str(xpath), sw2=sw2, ntk=ntk))
             if nt is not None:
                 ntr.append(nt.ask(op="time", key="k"))
         row["resprop_first_call_s"] = first["wall_s"]
+        row["resprop_first_call_peak_MiB"] = first["peak_MiB"]
         row["resprop_wall_s"] = statistics.median(r["wall_s"] for r in res)
         row["resprop_cpu_s"] = statistics.median(r["cpu_s"] for r in res)
         row["resprop_peak_MiB"] = max(r["peak_MiB"] for r in res)
