@@ -121,8 +121,10 @@ def _bounded(X: np.ndarray, sigma_w2: float, sigma_b2: float, limit: float = 1e3
     return bool(np.isfinite(bound) and bound < limit)
 
 
-def _all_finite(M: np.ndarray, rows: int = 256) -> bool:
-    """np.all(np.isfinite(M)) a block of rows at a time (no P x P temporary: the output stays the peak)."""
+def _all_finite(M: np.ndarray, rows: int | None = None) -> bool:
+    """np.all(np.isfinite(M)) a block of rows at a time (no P x P temporary: the output stays the peak); by default
+    blocks of P / 32 rows, whose boolean temporary is 1/256 of M's bytes whatever P."""
+    rows = max(1, M.shape[0] // 32) if rows is None else rows
     return all(bool(np.isfinite(M[i:i + rows]).all()) for i in range(0, M.shape[0], rows))
 
 

@@ -52,11 +52,16 @@ MODES = ("nngp", "ntk", "response")
 STRIP = 65536
 #: bytes of per-layer diagonals kept at once (sets the block of layers)
 DIAGONAL_BYTES = 32 * 2**20
-#: a block's per-layer data (about LAYER_ARRAYS float64 arrays of P per layer) stays within BLOCK_SHARE of the
-#: output (P^2 float64), and a block has at least MIN_BLOCK layers (each block costs ~0.3 ms of Python)
+#: a block's per-layer data (`layer_bytes`) stays within BLOCK_SHARE of the output (one or two P^2 float64 arrays),
+#: and a block has at least MIN_BLOCK layers (each block costs a pass over the state and some Python); the rho
+#: tables of a tabulated activation within TABLE_SHARE of one P^2 array
 BLOCK_SHARE = 0.05
+TABLE_SHARE = 0.05
 LAYER_ARRAYS = 6
 MIN_BLOCK = 8
+#: the fewest layers per block of the fused closed-form kernels (a block costs ~0.1 ms there: at P = 200 blocks of
+#: 2 layers instead of 8 cost 20-40% more time and keep the per-layer data within BLOCK_SHARE of the output)
+MIN_BLOCK_FUSED = 2
 #: upper-triangle elements below which one thread is used
 THREAD_MIN = 20_000
 #: diagonals within this relative spread count as equal (one dual-kernel table per layer)
@@ -518,6 +523,7 @@ class Schedule:
             gb, wb = self.g[start:stop], self.w[start:stop]
             sb = self.s[start:stop] * math.exp(-self.log_K)  # bias in the scaled units
             known = _DiagonalMoments(self.rec.expr) if self.rec.expr is not None else None
+            both = None
             if self.rec.compiled_diagonal is not None:  # the fused compiled diagonal, its trajectory recorded
                 # trajectory[l] (the state after layer l) is the diagonal before layer l + 1: one array holds both
                 nb = stop - start
@@ -551,7 +557,7 @@ class Schedule:
             if self.rec.expr is not None:
                 built = _Tables(self.rec.expr, rows, self.pool, self.n_workers, moments=known,
                                 budget=1 << 62 if forced else None,
-                                table_budget=1 << 62 if forced else int(BLOCK_SHARE * 8 * P * P))
+                                table_budget=1 << 62 if forced else int(TABLE_SHARE * 8 * P * P))
                 if built.n_layers < stop - start:  # the general data or the tables filled their budget
                     nb = built.n_layers
                     stop = start + nb
@@ -570,7 +576,7 @@ class Schedule:
             if prepared is not None and not self.keep_rows:
                 # the fused kernels read only their prepared values: the diagonals of the block go (the peak holds
                 # one copy of the per-layer data, not two)
-                rows = srow = None
+                rows = srow = both = None
             log_K, log_S = self.log_K, self.log_S
             self.d, self.sd = d_next, sd_next
             cK = cS = 1.0
@@ -596,7 +602,7 @@ class Schedule:
                 self.log_K, self.log_S = self.exp2_K * math.log(2.0), self.exp2_S * math.log(2.0)
             yield Block(start, stop, rows, srow, gb, wb, sb, built, cK, cS, log_K, log_S, d_next, sd_next, prepared)
             # release this block's per-layer data before the next block's is built (one block alive at a time)
-            del rows, srow, built, prepared
+            del rows, srow, both, built, prepared
             start = stop
 
 
@@ -615,8 +621,11 @@ def default_block(K0_diagonal: np.ndarray, L: int, mode: str, rec: ActivationRec
     # the per-layer data of a block (diagonals, the compiled kernels' row and column values, tables) within
     # BLOCK_SHARE of the output (one or two P x P arrays), so that the peak stays near the output; at least
     # MIN_BLOCK layers
-    n_out = 1 if mode == "nngp" else 2
-    block = min(block, max(MIN_BLOCK, int(BLOCK_SHARE * 8 * P * P * n_out / layer_bytes(P, mode, rec))))
+    if rec.expr is None and rec.name in closed_form_names():
+        n_out = 1 if mode == "nngp" else 2
+        block = min(block, max(MIN_BLOCK_FUSED, int(BLOCK_SHARE * 8 * P * P * n_out / layer_bytes(P, mode, rec))))
+    else:  # a tabulated activation: its rho tables (~30-60 KiB a layer, `_Tables`) set the block's bytes
+        block = min(block, max(MIN_BLOCK, int(BLOCK_SHARE * P * P / (P * LAYER_ARRAYS))))
     if rec.name in HOMOGENEOUS or mode == "response":
         block = min(block, HOMOGENEOUS_BLOCK)
     if rec.expr is not None and not _equal_diagonal(K0_diagonal):
@@ -630,7 +639,9 @@ def layer_bytes(P: int, mode: str, rec: ActivationRecursions) -> int:
     """Bytes a block holds per layer at its peak: for the fused kernels the diagonal trajectory (K, and Theta or
     chi) beside their prepared row and column values (`resprop.generated.residual_compiled`: P values per row
     quantity, P + LANES per column quantity); for the NumPy kernels about LAYER_ARRAYS arrays of P."""
-    comp = compiled_module() if rec.compiled is not None else None
+    # the same count whichever backend runs (the blocks set where the response and ReLU are rescaled, and the two
+    # backends are compared scale for scale): the fused kernels' layout wherever they exist for the activation
+    comp = compiled_module()
     name = f"{'tabulated' if rec.expr is not None else rec.name}_nngp" + \
         {"nngp": "", "ntk": "_ntk", "response": "_response"}[mode]
     meta = getattr(comp, "RECURSIONS", {}).get(name) if comp is not None else None
