@@ -52,13 +52,19 @@ MODES = ("nngp", "ntk", "response")
 STRIP = 65536
 #: bytes of per-layer diagonals kept at once (sets the block of layers)
 DIAGONAL_BYTES = 32 * 2**20
-#: a block's per-layer data (`layer_bytes`) stays within BLOCK_SHARE of the output (one or two P^2 float64 arrays),
-#: and a block has at least MIN_BLOCK layers (each block costs a pass over the state and some Python); the rho
-#: tables of a tabulated activation within TABLE_SHARE of one P^2 array
+#: a tabulated activation's block of per-layer data stays within BLOCK_SHARE of one P^2 float64 array (the fused
+#: closed forms: FUSED_SHARE below), and a block has at least MIN_BLOCK layers (each block costs a pass over the
+#: state and some Python); its rho tables within TABLE_SHARE of one P^2 array
 BLOCK_SHARE = 0.05
 TABLE_SHARE = 0.05
 LAYER_ARRAYS = 6
 MIN_BLOCK = 8
+#: the fused closed forms' per-layer data within FUSED_SHARE of the output less FUSED_RESERVE bytes (what the
+#: peak holds besides: the diagonals, the threads' column buffers, the bookkeeping; ~50-70 KiB measured), so that
+#: the peak of a warm call stays within the output + 10% (tests/test_kernel_memory.py) with as few blocks as that
+#: allows (each is a pass over the state, ~0.5-1 ms at P = 1000)
+FUSED_SHARE = 0.09
+FUSED_RESERVE = 64 << 10
 #: the fewest layers per block of the fused closed-form kernels (a block costs ~0.1 ms there: at P = 200 blocks of
 #: 2 layers instead of 8 cost 20-40% more time and keep the per-layer data within BLOCK_SHARE of the output)
 MIN_BLOCK_FUSED = 2
@@ -623,7 +629,8 @@ def default_block(K0_diagonal: np.ndarray, L: int, mode: str, rec: ActivationRec
     # MIN_BLOCK layers
     if rec.expr is None and rec.name in closed_form_names():
         n_out = 1 if mode == "nngp" else 2
-        block = min(block, max(MIN_BLOCK_FUSED, int(BLOCK_SHARE * 8 * P * P * n_out / layer_bytes(P, mode, rec))))
+        room = FUSED_SHARE * 8 * P * P * n_out - FUSED_RESERVE
+        block = min(block, max(MIN_BLOCK_FUSED, int(room / layer_bytes(P, mode, rec))))
     else:  # a tabulated activation: its rho tables (~30-60 KiB a layer, `_Tables`) set the block's bytes
         block = min(block, max(MIN_BLOCK, int(BLOCK_SHARE * P * P / (P * LAYER_ARRAYS))))
     if rec.name in HOMOGENEOUS or mode == "response":
