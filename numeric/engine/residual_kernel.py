@@ -63,7 +63,7 @@ MIN_BLOCK = 8
 #: peak holds besides: the diagonals, the threads' column buffers, the bookkeeping; ~50-70 KiB measured), so that
 #: the peak of a warm call stays within the output + 10% (tests/test_kernel_memory.py) with as few blocks as that
 #: allows (each is a pass over the state, ~0.5-1 ms at P = 1000)
-FUSED_SHARE = 0.09
+FUSED_SHARE = 0.07
 FUSED_RESERVE = 64 << 10
 #: the fewest layers per block of the fused closed-form kernels (a block costs ~0.1 ms there: at P = 200 blocks of
 #: 2 layers instead of 8 cost 20-40% more time and keep the per-layer data within BLOCK_SHARE of the output)
