@@ -66,6 +66,7 @@ SKIPPED = {
     ("README.md", "resprop derive            # regenerate the generated code (about 20 s on an idle machine; [SLUG ...])"),
     ("docs/adding-a-theory.md", "$ resprop theories                 # lists linear with its title, citation and subcommands"),
     ("docs/index.md", "resprop derive                # regenerate generated/ and docs/reference/"),
+    ("docs/design/fluctuations-engine.md", "resprop.fluctuations(X, activation, depth, width, sigma_w2, sigma_b2, gamma=1.0, branch_scale=1.0, *,"),
     ("docs/kernel.md", "from neural_tangents import stax"),
     ("docs/scaling.md", "resprop kernel --inputs X.npy --activation erf --depth 10 --sigma-w2 1 --sigma-b2 0.05 --ntk \\"),
     ("docs/scaling.md", "from dask_jobqueue import SLURMCluster"),
