@@ -312,8 +312,8 @@ def build(d0: np.ndarray, sd0: np.ndarray | None, sequences, mode: str, rec, rto
         pair[i, j] = pair[j, i] = p
     coef = np.stack(coefs, axis=1)  # (F, pieces, DEGREE + 1)
     # the columns that every piece truncated to zero are dropped: an evaluation sums only the terms in use
-    used = np.flatnonzero(np.any(coef != 0.0, axis=(0, 1)))
-    coef = np.ascontiguousarray(coef[..., :max(1, int(used[-1]) + 1 if used.size else 1)])
+    in_use = np.flatnonzero(np.any(coef != 0.0, axis=(0, 1)))
+    coef = np.ascontiguousarray(coef[..., :int(in_use[-1]) + 1 if in_use.size else 1])
     left = np.array(lefts)
     # cell c = [-1 + c w, -1 + (c + 1) w) of width w = MIN_WIDTH lies in exactly one dyadic piece; a piece of
     # half-width h covers 2 h / w cells (exact: dyadic widths), in order.  int16 (at most MAX_PIECES x 36 pieces):

@@ -674,6 +674,7 @@ def run_block(block: Block, rec: ActivationRecursions, mode: str, tile: Tile, K_
     want = set(_callback_names(pair_fn))
     callbacks = {} if block.tables is None else block.tables.for_tile(r0, r1, c0, c1, "mean_dphi_dphi" in want)
     args = [K_state] + ([S_state] if two else [])
+    assert block.rows is not None, "the NumPy kernels need the block's diagonals (Schedule keeps them unless fused)"
     result = pair_fn(*args, block.rows[:, r0:r1, None], block.rows[:, None, c0:c1], block.gb, block.wb, block.sb,
                      record=record, **_used(pair_fn, callbacks))
     K_new, S_new = result if two else (result, None)
