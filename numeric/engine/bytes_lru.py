@@ -10,6 +10,7 @@ cached never changes a result: the entries are deterministic functions of their 
 """
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -78,11 +79,9 @@ def cached(cache: BytesLRU) -> Callable[[Callable[..., Any]], Callable[..., Any]
             cache.put(args, value)
             return value
 
+        functools.update_wrapper(wrapper, fn)  # name, doc and __wrapped__
         wrapper.cache_clear = cache.clear  # type: ignore[attr-defined]
         wrapper.cache = cache  # type: ignore[attr-defined]
-        wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
-        wrapper.__doc__ = fn.__doc__
-        wrapper.__name__ = fn.__name__
         return wrapper
 
     return wrap

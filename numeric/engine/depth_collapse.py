@@ -316,12 +316,13 @@ def build(d0: np.ndarray, sd0: np.ndarray | None, sequences, mode: str, rec, rto
     coef = np.ascontiguousarray(coef[..., :int(in_use[-1]) + 1 if in_use.size else 1])
     left = np.array(lefts)
     # cell c = [-1 + c w, -1 + (c + 1) w) of width w = MIN_WIDTH lies in exactly one dyadic piece; a piece of
-    # half-width h covers 2 h / w cells (exact: dyadic widths), in order.  int16 (at most MAX_PIECES x 36 pieces):
-    # the grid is 32 KiB per pair of classes, a few percent of a small output
-    cell_piece = np.empty((len(pairs), CELLS), dtype=np.int16)
+    # half-width h covers 2 h / w cells (exact: dyadic widths), in order.  int16 while the pieces allow it (MAX_PIECES
+    # x 36 pairs do): the grid is 32 KiB per pair of classes, a few percent of a small output
+    index = np.int16 if starts[-1] <= np.iinfo(np.int16).max else np.int64
+    cell_piece = np.empty((len(pairs), CELLS), dtype=index)
     for p in range(len(pairs)):
         cells = np.rint(2.0 * np.asarray(halves[starts[p]:starts[p + 1]]) / MIN_WIDTH).astype(np.int64)
-        cell_piece[p] = np.repeat(np.arange(starts[p], starts[p + 1], dtype=np.int16), cells)
+        cell_piece[p] = np.repeat(np.arange(starts[p], starts[p + 1], dtype=index), cells)
     assert diag is not None
     return Collapsed(labels, reps, pair, 1.0 / np.sqrt(reps[labels]), starts, cell_piece, left, np.array(halves),
                      coef, np.ascontiguousarray(np.stack(ends, axis=1)), diag, sdiag, two, worst)

@@ -47,6 +47,8 @@ import resprop.generated.residual_recursions as gen
 from resprop.numeric.engine import table_family
 
 MODES = ("nngp", "ntk", "response")
+#: the suffix of each mode's generated function names (``erf_nngp``, ``erf_nngp_ntk``, ``erf_diagonal_response``)
+MODE_SUFFIX = {"nngp": "", "ntk": "_ntk", "response": "_response"}
 #: target elements per strip (512 KiB per float64 buffer: measured fastest on the 2-core dev machine,
 #: against 8192..131072; smaller strips pay more Python call overhead per element)
 STRIP = 65536
@@ -66,7 +68,7 @@ MIN_BLOCK = 8
 FUSED_SHARE = 0.07
 FUSED_RESERVE = 64 << 10
 #: the fewest layers per block of the fused closed-form kernels (a block costs ~0.1 ms there: at P = 200 blocks of
-#: 2 layers instead of 8 cost 20-40% more time and keep the per-layer data within BLOCK_SHARE of the output)
+#: 2 layers instead of 8 cost 20-40% more time and keep the per-layer data within FUSED_SHARE of the output)
 MIN_BLOCK_FUSED = 2
 #: upper-triangle elements below which one thread is used
 THREAD_MIN = 20_000
@@ -111,7 +113,7 @@ class ActivationRecursions:
 
 
 def _functions(module, prefix: str) -> tuple[dict[str, Callable], dict[str, Callable]]:
-    suffix = {"nngp": "", "ntk": "_ntk", "response": "_response"}
+    suffix = MODE_SUFFIX
     pair = {m: getattr(module, f"{prefix}_nngp{s}") for m, s in suffix.items()}
     diag = {m: getattr(module, f"{prefix}_diagonal{s}") for m, s in suffix.items()}
     return pair, diag
@@ -136,7 +138,7 @@ def compiled_module():
 
 
 def _compiled_functions(comp, prefix: str) -> dict[str, tuple[Callable, Callable]]:
-    suffix = {"nngp": "", "ntk": "_ntk", "response": "_response"}
+    suffix = MODE_SUFFIX
     return {m: (getattr(comp, f"{prefix}_nngp{s}_prepare"), getattr(comp, f"{prefix}_nngp{s}_run"))
             for m, s in suffix.items()}
 
@@ -174,7 +176,7 @@ def recursions(activation: str, backend: str = "auto") -> ActivationRecursions:
         return rec
     diagonal: dict[str, Callable] | None = None
     if closed:
-        suffix = {"nngp": "", "ntk": "_ntk", "response": "_response"}
+        suffix = MODE_SUFFIX
         found = {m: getattr(comp, f"{rec.name}_diagonal{s}_run", None) for m, s in suffix.items()}
         if all(f is not None for f in found.values()):
             diagonal = {m: f for m, f in found.items() if f is not None}
@@ -624,13 +626,12 @@ def default_block(K0_diagonal: np.ndarray, L: int, mode: str, rec: ActivationRec
     activations and the response (rescaled between blocks); the general path's data within GENERAL_BYTES."""
     P = K0_diagonal.size
     block = max(1, min(L, DIAGONAL_BYTES // (8 * P * 3)))
-    # the per-layer data of a block (diagonals, the compiled kernels' row and column values, tables) within
-    # BLOCK_SHARE of the output (one or two P x P arrays), so that the peak stays near the output; at least
-    # MIN_BLOCK layers
+    # the per-layer data of a block (diagonals, the compiled kernels' row and column values, tables) a small share
+    # of the output, so that the peak stays near the output
     if rec.expr is None and rec.name in closed_form_names():
         n_out = 1 if mode == "nngp" else 2
         room = FUSED_SHARE * 8 * P * P * n_out - FUSED_RESERVE
-        block = min(block, max(MIN_BLOCK_FUSED, int(room / layer_bytes(P, mode, rec))))
+        block = min(block, max(MIN_BLOCK_FUSED, int(room / _fused_layer_bytes(P, mode, rec))))
     else:  # a tabulated activation: its rho tables (~30-60 KiB a layer, `_Tables`) set the block's bytes
         block = min(block, max(MIN_BLOCK, int(BLOCK_SHARE * P * P / (P * LAYER_ARRAYS))))
     if rec.name in HOMOGENEOUS or mode == "response":
@@ -642,21 +643,18 @@ def default_block(K0_diagonal: np.ndarray, L: int, mode: str, rec: ActivationRec
     return block
 
 
-def layer_bytes(P: int, mode: str, rec: ActivationRecursions) -> int:
-    """Bytes a block holds per layer at its peak: for the fused kernels the diagonal trajectory (K, and Theta or
-    chi) beside their prepared row and column values (`resprop.generated.residual_compiled`: P values per row
-    quantity, P + LANES per column quantity); for the NumPy kernels about LAYER_ARRAYS arrays of P."""
-    # the same count whichever backend runs (the blocks set where the response and ReLU are rescaled, and the two
-    # backends are compared scale for scale): the fused kernels' layout wherever they exist for the activation
+def _fused_layer_bytes(P: int, mode: str, rec: ActivationRecursions) -> int:
+    """Bytes a block of a closed-form activation holds per layer at its peak: the diagonal trajectory (K, and Theta
+    or chi) beside the fused kernels' prepared row and column values (`resprop.generated.residual_compiled`: P
+    values per row quantity, P + LANES per column quantity); about LAYER_ARRAYS arrays of P without Numba.  The same
+    count whichever backend runs: the blocks set where ReLU and the response are rescaled, and the two backends are
+    compared scale for scale."""
     comp = compiled_module()
-    name = f"{'tabulated' if rec.expr is not None else rec.name}_nngp" + \
-        {"nngp": "", "ntk": "_ntk", "response": "_response"}[mode]
-    meta = getattr(comp, "RECURSIONS", {}).get(name) if comp is not None else None
+    meta = getattr(comp, "RECURSIONS", {}).get(f"{rec.name}_nngp{MODE_SUFFIX[mode]}") if comp is not None else None
     if meta is None:
         return 8 * P * LAYER_ARRAYS
-    lanes = int(getattr(comp, "LANES", 0))
     n_diag = 1 if mode == "nngp" else 2
-    return 8 * (n_diag * P + len(meta["rows"]) * P + len(meta["cols"]) * (P + lanes))
+    return 8 * (n_diag * P + len(meta["rows"]) * P + len(meta["cols"]) * (P + int(comp.LANES)))
 
 
 def run_block(block: Block, rec: ActivationRecursions, mode: str, tile: Tile, K_state: np.ndarray,
@@ -935,5 +933,4 @@ def _mirror(M: np.ndarray, tiles: list[Tile]) -> None:
 
 
 __all__ = ["propagate", "recursions", "closed_form_names", "ActivationRecursions", "Propagated", "MODES", "strips",
-           "Schedule", "Block", "run_block", "run_block_pieces", "tile_grid", "band_tiles", "default_block",
-           "layer_bytes"]
+           "Schedule", "Block", "run_block", "run_block_pieces", "tile_grid", "band_tiles", "default_block"]
