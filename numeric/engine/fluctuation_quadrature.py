@@ -1,0 +1,201 @@
+"""Gaussian quadrature and Hermite bases for the finite-width fluctuation engine (`fluctuations`).
+
+Every same-layer expectation the O(1/width) theory needs is a projection ``E[f(u) h_alpha(u)]`` of a product of
+activations onto the orthonormal Hermite polynomials ``h_alpha(u) = prod_i He_{alpha_i}(u_i) / sqrt(alpha_i!)`` of a
+standard normal vector u of dimension p = 1..4 (the whitened coordinates of a pair or quadruple of inputs,
+docs/design/fluctuations-engine.md section 4).  The rules here integrate such products:
+
+* p = 1 and p = 2: a polar product rule whose angular pieces end where an input's pre-activation vanishes, so that
+  an activation with a kink at 0 (ReLU, leaky ReLU, |x|) is integrated piece by piece with spectral accuracy; the
+  radial rule is the Gauss rule of the weight ``r^(p-1) exp(-r^2/2)`` on [0, inf) (Lanczos on a fine
+  discretisation of the weight);
+* p = 3, 4: the tensor Gauss-Hermite rule (kinks are then integrated to algebraic accuracy only).
+
+:class:`HermiteBasis` enumerates the multi-indices by total degree and evaluates the basis at the nodes.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from functools import cache
+
+import numpy as np
+
+__all__ = ["HermiteBasis", "basis", "radial_rule", "pair_rule", "line_rule", "tensor_rule"]
+
+
+@cache
+def radial_rule(p: int, nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes and weights (summing to 1) of the Gauss rule of the weight r^(p-1) exp(-r^2/2) on [0, inf): exact for
+    polynomials in r of degree < 2 nodes (to round-off).  The Jacobi matrix comes from Lanczos iteration with full
+    reorthogonalisation on a discretisation of the weight fine enough to integrate r^(2 nodes + p) exp(-r^2/2)
+    exactly to round-off (composite Gauss-Legendre on [0, R], R past the integrand's support)."""
+    top = 2 * nodes + p
+    R = math.sqrt(top) + 14.0  # r^top exp(-r^2/2) peaks at sqrt(top); e^(-(R - sqrt(top))^2 / 2) < 1e-40
+    panels = max(40, int(R * 3))
+    t, wt = np.polynomial.legendre.leggauss(40)
+    edges = np.linspace(0.0, R, panels + 1)
+    x = ((edges[:-1, None] + edges[1:, None]) / 2 + (edges[1:, None] - edges[:-1, None]) / 2 * t).ravel()
+    w = ((edges[1:, None] - edges[:-1, None]) / 2 * wt).ravel() * x ** (p - 1) * np.exp(-x * x / 2)
+    w /= w.sum()
+    # Lanczos: q_0 = sqrt(w); T = Q^T diag(x) Q tridiagonal
+    Qm = np.zeros((x.size, nodes))
+    a, b = np.zeros(nodes), np.zeros(nodes)
+    q = np.sqrt(w)
+    for j in range(nodes):
+        Qm[:, j] = q
+        v = x * q
+        a[j] = q @ v
+        v -= Qm[:, :j + 1] @ (Qm[:, :j + 1].T @ v)
+        v -= Qm[:, :j + 1] @ (Qm[:, :j + 1].T @ v)  # twice is enough
+        b[j] = np.linalg.norm(v)
+        q = v / b[j]
+    E = np.linalg.eigvalsh(np.diag(a) + np.diag(b[:-1], 1) + np.diag(b[:-1], -1))
+    # Christoffel numbers 1 / sum_k p_k(x)^2 with the orthonormal p_k by their recurrence: relative accuracy
+    # also for the tiny weights of the outer nodes (the eigenvectors' first components have only absolute accuracy)
+    pk_prev, pk = np.zeros_like(E), np.ones_like(E)
+    total = pk * pk
+    for k in range(nodes - 1):
+        pk_prev, pk = pk, ((E - a[k]) * pk - (b[k - 1] if k else 0.0) * pk_prev) / b[k]
+        total += pk * pk
+    weights = 1.0 / total
+    return E, weights / weights.sum()
+
+
+@cache
+def _legendre(nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    t, w = np.polynomial.legendre.leggauss(nodes)
+    return (t + 1.0) / 2.0, w / 2.0
+
+
+def line_rule(radial: int) -> tuple[np.ndarray, np.ndarray]:
+    """p = 1: nodes (Q, 1) and weights (Q,) of a standard normal, the two half-lines integrated separately."""
+    r, w = radial_rule(1, radial)
+    u = np.concatenate([r, -r])[:, None]
+    return u, np.concatenate([w, w]) / 2.0
+
+
+def pair_rule(A: np.ndarray, radial: int, angular: int) -> tuple[np.ndarray, np.ndarray]:
+    """p = 2: nodes (B, Q, 2) and weights (B, Q) of N(0, I_2) for a batch of lower-triangular factors A (B, 2, 2) of
+    the pairs' covariances; the angle range is cut where (A u)_c = 0 for c = 0, 1 (four arcs, ``angular`` Gauss-
+    Legendre nodes each), so piecewise activations with a breakpoint at 0 are integrated piece by piece."""
+    B = A.shape[0]
+    th1 = np.arctan2(-A[:, 1, 0], A[:, 1, 1]) % np.pi  # input 1's zero line; input 0's is the vertical pi/2
+    cuts = np.sort(np.stack([np.full(B, np.pi / 2), th1, np.full(B, 1.5 * np.pi), th1 + np.pi], axis=1), axis=1)
+    starts = cuts
+    lengths = np.diff(np.concatenate([cuts, cuts[:, :1] + 2 * np.pi], axis=1), axis=1)  # (B, 4)
+    t, wt = _legendre(angular)
+    theta = (starts[:, :, None] + lengths[:, :, None] * t).reshape(B, -1)  # (B, 4 * angular)
+    w_theta = (lengths[:, :, None] * wt / (2 * np.pi)).reshape(B, -1)
+    r, wr = radial_rule(2, radial)
+    c, s = np.cos(theta), np.sin(theta)
+    u = np.stack([c[:, :, None] * r, s[:, :, None] * r], axis=-1).reshape(B, -1, 2)
+    w = (w_theta[:, :, None] * wr).reshape(B, -1)
+    return u, w
+
+
+@cache
+def tensor_rule(p: int, nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """p-dimensional tensor Gauss-Hermite rule of N(0, I_p): nodes (nodes^p, p), weights summing to 1."""
+    x, w = np.polynomial.hermite_e.hermegauss(nodes)
+    w = w / w.sum()
+    grid = np.stack(np.meshgrid(*([x] * p), indexing="ij"), axis=-1).reshape(-1, p)
+    weights = np.prod(np.stack(np.meshgrid(*([w] * p), indexing="ij"), axis=-1).reshape(-1, p), axis=1)
+    return grid, weights
+
+
+@dataclass(frozen=True)
+class HermiteBasis:
+    """Multi-indices alpha in N^p of total degree <= ``degree``, sorted by degree; ``index`` maps a tuple to its
+    position, ``by_degree[m]`` is the slice of degree m, ``shift(beta)`` the positions of alpha + beta."""
+
+    p: int
+    degree: int
+    alphas: np.ndarray
+    index: dict = field(repr=False)
+    by_degree: tuple = field(repr=False)
+
+    @property
+    def size(self) -> int:
+        return len(self.alphas)
+
+    def position(self, alpha) -> int:
+        return self.index[tuple(int(a) for a in alpha)]
+
+    def shifted(self, beta, upto: int) -> tuple[np.ndarray, np.ndarray]:
+        """For the multi-indices alpha of degree <= upto: the positions of alpha + beta and
+        sqrt((alpha + beta)! / alpha!) (the factor of E[d^beta f h_alpha] = that * E[f h_(alpha+beta)])."""
+        beta = np.asarray(beta)
+        n = self.by_degree[upto].stop
+        target = self.alphas[:n] + beta
+        pos = np.array([self.index[tuple(t)] for t in target])
+        fac = np.ones(n)
+        for i in range(self.p):
+            for k in range(int(beta[i])):
+                fac *= np.sqrt(self.alphas[:n, i] + k + 1.0)
+        return pos, fac
+
+    def evaluate(self, u: np.ndarray) -> np.ndarray:
+        """h_alpha(u) for nodes u (..., p): an array (..., size)."""
+        he = np.empty(u.shape + (self.degree + 1,))
+        he[..., 0] = 1.0
+        if self.degree:
+            he[..., 1] = u
+        for k in range(1, self.degree):
+            he[..., k + 1] = (u * he[..., k] - math.sqrt(k) * he[..., k - 1]) / math.sqrt(k + 1)
+        out = he[..., 0, self.alphas[:, 0]]
+        for i in range(1, self.p):
+            out = out * he[..., i, self.alphas[:, i]]
+        return out
+
+
+@cache
+def basis(p: int, degree: int) -> HermiteBasis:
+    alphas: list[tuple[int, ...]] = []
+    slices = []
+    for m in range(degree + 1):
+        start = len(alphas)
+        alphas.extend(sorted((a for a in itertools.product(range(m + 1), repeat=p) if sum(a) == m), reverse=True))
+        slices.append(slice(start, len(alphas)))
+    arr = np.array(alphas, dtype=np.int64).reshape(-1, p)
+    return HermiteBasis(p, degree, arr, {a: i for i, a in enumerate(alphas)}, tuple(slices))
+
+
+def second_quantization(Mmat: np.ndarray, hb: HermiteBasis, top: int) -> list[np.ndarray]:
+    """Gamma(M) per degree m = 1..top for a batch of p x p matrices M (B, p, p): the (B, n_m, n_m) blocks with
+    E[h_alpha(M u + (I - M M^T)^(1/2) eta) | u] = sum_beta Gamma_(alpha beta) h_beta(u) (Mehler's formula for a
+    contraction M).  From the generating function: Gamma_(alpha beta) = sqrt(alpha!/beta!) [t^alpha] (M^T t)^beta."""
+    B, p = Mmat.shape[0], hb.p
+    fact = np.array([math.factorial(k) for k in range(top + 1)], dtype=float)
+    blocks = []
+    prev = {(0,) * p: np.ones((B, 1))}  # beta -> coefficients over degree m-1 multi-indices
+    prev_sl = hb.by_degree[0]
+    for m in range(1, top + 1):
+        sl = hb.by_degree[m]
+        alphas = hb.alphas[sl]
+        # position, in degree m-1, of alpha - e_i (or -1)
+        down = np.full((len(alphas), p), -1)
+        for a_i, a in enumerate(alphas):
+            for i in range(p):
+                if a[i] > 0:
+                    b = a.copy()
+                    b[i] -= 1
+                    down[a_i, i] = hb.index[tuple(b)] - prev_sl.start
+        cur = {}
+        block = np.empty((B, len(alphas), len(alphas)))
+        for b_i, beta in enumerate(alphas):
+            j = int(np.nonzero(beta)[0][-1])
+            lower = beta.copy()
+            lower[j] -= 1
+            base = prev[tuple(lower)]  # (B, n_{m-1})
+            coeff = np.zeros((B, len(alphas)))
+            for i in range(p):
+                ok = down[:, i] >= 0
+                coeff[:, ok] += Mmat[:, i, j, None] * base[:, down[ok, i]]
+            cur[tuple(beta)] = coeff
+            scale = np.sqrt(np.prod(fact[alphas], axis=1) / np.prod(fact[beta]))
+            block[:, :, b_i] = coeff * scale
+        blocks.append(block)
+        prev, prev_sl = cur, sl
+    return blocks

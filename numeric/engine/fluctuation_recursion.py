@@ -1,0 +1,175 @@
+"""The O(1/width) recursion of the finite-width kernel for a batch of small input sets (p = 1..4 inputs each).
+
+Theory: docs/design/fluctuations-engine.md, sections 2-4 (derived there; the P-input generalisation of
+``pdlt.corrected``'s influence/Hermite-channel recursion and of PDLT App. B, eqs. B.23-B.26, without B.23's
+conditionally Gaussian closure).  For one neuron's mean-field trajectory zeta^l (a Gaussian Markov process,
+zeta^(l+1) = gamma zeta^l + lambda_(l+1) xi, Cov xi = sigma_w2 G(K^l) + sigma_b2 J) and its influence e^l on the law
+kernel (e^0 = 0, e^(l+1) = chi^l[e^l] + w_(l+1) T^l, T = phi phi^T - G, chi = g + w G'), with S = zeta zeta^T - K:
+
+    width Cov[K^_ab, K^_cd] -> V = Wick(K) + Q + Q^T + C,  Q = Cov(e, S),  C = Cov(e, e)             (3.2)
+    C^(l+1) = chi C chi^T + w (chi X + (chi X)^T) + w^2 Cov(T, T),   X = Cov(e, T)                    (3.4)
+    M^(l+1) = g M^l + w m^l,  m = 1/2 d2G:M + 1/8 d4G:C + 1/2 sum_cd E[d_c d_d (phi phi^T)(zeta) e_cd]  (3.7)-(3.8)
+
+with E[K^] = K + M / width + O(width^-2).  The cross-layer correlators X and the last term of m are carried by the
+Hermite channels ch_alpha = E[e h_alpha(u)] in the whitened coordinates u = A^-1 zeta (A A^T = K, Cholesky), which
+propagate with the second quantisation Gamma(gamma A_(l+1)^-1 A_l) (`fluctuation_quadrature.second_quantization`).
+Every derivative of a Gaussian expectation is a Hermite projection by integration by parts:
+E[d^beta f h_alpha] = sqrt((alpha + beta)!/alpha!) E[f h_(alpha+beta)] (derivatives in u).
+
+Functionals are stored as full symmetric p x p matrices (index pairs ordered), C, Q, V as (p, p, p, p).
+Channels of degree 1..N are kept; ``V`` uses all of them, ``V_low`` only degrees <= N - 2 (the truncation
+estimate |V - V_low|) and ``V_closure`` only degree 2 (B.23's closure: B.25 / B.26 in resprop's variables).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from resprop.numeric.engine import fluctuation_quadrature as fq
+
+__all__ = ["Rule", "SubproblemResult", "propagate_subproblems", "wick"]
+
+#: the three uses of the channels: all degrees 1..N, degrees 1..N-2 (the truncation estimate), degree 2 (closure)
+VARIANTS = ("full", "low", "closure")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Quadrature orders: ``radial`` and ``angular`` (per arc) nodes of the polar rule for p <= 2; ``tensor``
+    Gauss-Hermite nodes per dimension for p = 3, 4."""
+
+    radial: int = 40
+    angular: int = 20
+    tensor: int = 14
+
+    def nodes(self, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        p = A.shape[-1]
+        if p == 1:
+            u, w = fq.line_rule(self.radial)
+            return u, w
+        if p == 2:
+            return fq.pair_rule(A, self.radial, self.angular)
+        return fq.tensor_rule(p, self.tensor)
+
+
+@dataclass(frozen=True)
+class SubproblemResult:
+    """Per subproblem (batch axis first): the final K (B, p, p), V / C / M of the three variants."""
+
+    K: np.ndarray
+    V: dict
+    C: dict
+    M: dict
+
+
+def wick(K: np.ndarray) -> np.ndarray:
+    """Wick(K)_(cd)(ef) = K_ce K_df + K_cf K_de for K (B, p, p): width Cov of the empirical kernel of n iid
+    Gaussian neurons."""
+    return np.einsum("bce,bdf->bcdef", K, K) + np.einsum("bcf,bde->bcdef", K, K)
+
+
+def _chi(J2: np.ndarray, g: float, w: float, X: np.ndarray) -> np.ndarray:
+    """chi acting on the first index pair of X (B, p, p, ...): g X + (w/2) sum_ef J2[cd, ef] X[ef, ...]."""
+    return g * X + 0.5 * w * np.einsum("bcdef,bef...->bcd...", J2, X)
+
+
+def _transpose_pairs(T: np.ndarray) -> np.ndarray:
+    return T.transpose(0, 3, 4, 1, 2)
+
+
+def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: np.ndarray, s: np.ndarray,
+                          phi: Callable[[np.ndarray], np.ndarray], channels: int, rule: Rule,
+                          mean_shift: bool = True) -> SubproblemResult:
+    """Run the recursion for a batch of input kernels K0 (B, p, p) through the layers given by the signed skip
+    gains ``gammas``, g = gamma^2, w = lambda^2 sigma_w2 and s = lambda^2 sigma_b2 (one entry per layer)."""
+    B, p, _ = K0.shape
+    N = int(channels)
+    top = max(N + 2, 4) if mean_shift else max(N, 2)
+    hb = fq.basis(p, top)
+    lo, hi = hb.by_degree[1].start, hb.by_degree[N].stop  # channel positions (degrees 1..N)
+    nch = hi - lo
+    degree_of = np.repeat(np.arange(top + 1), [s_.stop - s_.start for s_ in hb.by_degree])[lo:hi]
+    masks = {"full": np.ones(nch, bool), "low": degree_of <= N // 2, "closure": degree_of == 2}
+    pairs = [(i, j) for i in range(p) for j in range(p)]
+    e2 = {(i, j): _unit(p, i) + _unit(p, j) for i, j in pairs}
+    pos2 = np.array([[hb.position(e2[i, j]) for j in range(p)] for i in range(p)])
+    fac2 = np.where(np.eye(p, dtype=bool), np.sqrt(2.0), 1.0)  # sqrt((e_i + e_j)!)
+    if mean_shift:
+        shifts = {ij: hb.shifted(e2[ij], N) for ij in pairs}  # alpha (deg <= N) -> alpha + e_i + e_j
+        idx4 = np.empty((p,) * 4, dtype=np.int64)
+        fac4 = np.empty((p,) * 4)
+        for ijkl in np.ndindex(*(p,) * 4):
+            beta = sum((_unit(p, t) for t in ijkl), np.zeros(p, np.int64))
+            idx4[ijkl] = hb.position(beta)
+            fac4[ijkl] = np.sqrt(np.prod([float(np.prod(np.arange(1, b + 1))) for b in beta]))
+
+    K = np.array(K0, dtype=float)
+    ch = np.zeros((B, nch, p, p))
+    C = {v: np.zeros((B,) + (p,) * 4) for v in VARIANTS}
+    M = {v: np.zeros((B, p, p)) for v in VARIANTS}
+    for layer in range(len(g)):
+        A = np.linalg.cholesky(K)
+        Binv = np.linalg.inv(A)
+        u, wts = rule.nodes(A)
+        z = np.einsum("qi,bci->bqc", u, A) if u.ndim == 2 else np.einsum("bqi,bci->bqc", u, A)
+        ph = phi(z)
+        F = ph[:, :, :, None] * ph[:, :, None, :]  # (B, Q, p, p)
+        FW = F * (wts[..., None, None] if wts.ndim == 2 else wts[None, :, None, None])
+        H = hb.evaluate(u)  # (Q, n) or (B, Q, n)
+        fhat = np.matmul(FW.reshape(B, -1, p * p).transpose(0, 2, 1), H).reshape(B, p, p, -1)
+        G = fhat[..., 0]
+        covTT = np.einsum("bqcd,bqef->bcdef", FW, F) - G[:, :, :, None, None] * G[:, None, None, :, :]
+        D2 = fhat[..., pos2] * fac2  # E[d_ui d_uj f_cd]: (B, p, p, p, p)
+        J2 = np.einsum("bic,bjd,bxyij->bxycd", Binv, Binv, D2)  # E[d_zc d_zd f_xy]
+        fch = fhat[..., lo:hi]  # (B, p, p, nch)
+        gl, wl, sl = float(g[layer]), float(w[layer]), float(s[layer])
+        # mean shift source m^l (uses e^l, C^l, M^l)
+        if mean_shift:
+            cht = np.einsum("bic,bjd,bacd->baij", Binv, Binv, ch)  # channels of A^-1 e A^-T
+            D4 = fhat[..., idx4] * fac4  # (B, p, p, p, p, p, p)
+            for v in VARIANTS:
+                Ct = np.einsum("bie,bjf,bkg,blh,befgh->bijkl", Binv, Binv, Binv, Binv, C[v])
+                m = 0.5 * np.einsum("bxyef,bef->bxy", J2, M[v]) + 0.125 * np.einsum("bxyijkl,bijkl->bxy", D4, Ct)
+                for (i, j) in pairs:
+                    pos, fac = shifts[i, j]
+                    sel = masks[v]
+                    m = m + 0.5 * np.einsum("ba,bxya->bxy", cht[:, sel, i, j] * fac[lo:hi][sel],
+                                            fhat[..., pos[lo:hi][sel]])
+                M[v] = gl * M[v] + wl * m
+        for v in VARIANTS:
+            sel = masks[v]
+            X = np.einsum("bacd,bxya->bcdxy", ch[:, sel], fch[..., sel])  # Cov(e_cd, T_xy)
+            chiX = _chi(J2, gl, wl, X)
+            chiC = _chi(J2, gl, wl, C[v])
+            chiCchi = _chi(J2, gl, wl, _transpose_pairs(chiC))
+            C[v] = chiCchi + wl * (chiX + _transpose_pairs(chiX)) + wl * wl * covTT
+        Knext = gl * K + wl * G + sl
+        # channels: v = chi[ch] + w fhat, then Gamma(gamma A_next^-1 A)
+        src = _chi(J2, gl, wl, ch.transpose(0, 2, 3, 1)) + wl * fch  # (B, p, p, nch)
+        gam = float(gammas[layer])
+        if gam == 0.0:
+            ch = np.zeros_like(ch)
+        else:
+            Mmat = gam * np.linalg.solve(np.linalg.cholesky(Knext), A)
+            blocks = fq.second_quantization(Mmat, hb, N)
+            new = np.empty_like(ch)
+            for m_deg, block in enumerate(blocks, start=1):
+                sl_m = slice(hb.by_degree[m_deg].start - lo, hb.by_degree[m_deg].stop - lo)
+                new[:, sl_m] = np.einsum("bxy,bcdy->bxcd", block, src[..., sl_m])
+            ch = new
+        K = Knext
+    # the final layer: Q = Cov(e, S) from the degree-2 channels, S_ef = sum_ij A_ei A_fj (u_i u_j - delta_ij)
+    A = np.linalg.cholesky(K)
+    c2 = ch[:, pos2 - lo] * fac2[None, :, :, None, None]  # (B, i, j, c, d) = E[e_cd (u_i u_j - delta_ij)]
+    Q = np.einsum("bei,bfj,bijcd->bcdef", A, A, c2)
+    W = wick(K)
+    V = {v: W + Q + _transpose_pairs(Q) + C[v] for v in VARIANTS}
+    return SubproblemResult(K=K, V=V, C=C, M=M)
+
+
+def _unit(p: int, i: int) -> np.ndarray:
+    e = np.zeros(p, np.int64)
+    e[i] = 1
+    return e
