@@ -12,15 +12,19 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree without an install
     __version__ = "0+unknown"
 
-__all__ = ["kernel", "predict", "__version__"]
+__all__ = ["kernel", "fluctuations", "predict", "__version__"]
 
 
 def __getattr__(name: str):
-    """``resprop.kernel`` and ``resprop.predict`` (imported on first use, so that ``import resprop`` stays light)."""
+    """``resprop.kernel``, ``resprop.fluctuations`` and ``resprop.predict`` (imported on first use, so that ``import resprop`` stays light)."""
     if name == "kernel":
         from resprop.numeric.engine.kernel import kernel
 
         return kernel
+    if name == "fluctuations":
+        from resprop.numeric.engine.fluctuations import fluctuations
+
+        return fluctuations
     if name == "predict":
         from resprop.numeric.engine.predict import predict
 

@@ -1,0 +1,275 @@
+"""``resprop.fluctuations``: the kernel of a finite-width residual network to O(1/width), for P inputs.
+
+For the network of ``resprop.kernel`` (the same read-in K^(0) = sigma_w2 X X^T / d_in + sigma_b2, the same residual
+update h^l = gamma h^(l-1) + lambda_l (W^l phi(h^(l-1)) + b^l), the same depth convention) with every hidden layer
+of width n, the empirical kernel K^_ab = (1/n) sum_i h_i(x_a) h_i(x_b) of the last layer satisfies, at fixed depth,
+
+    E[K^] = nngp + mean_shift / n + O(n^-2),     n Cov[K^_ab, K^_cd] = V_(ab)(cd) + O(1/n),
+
+with ``variance[a, b] = V_(ab)(ab)`` and ``covariance(pairs)`` the general entries.  The recursion
+(`fluctuation_recursion`, derived in docs/design/fluctuations-engine.md) keeps the same-neuron cross-layer terms that
+PDLT App. B's closure (B.23-B.26) drops; ``closure_variance`` / ``closure_mean_shift`` are that closure's values,
+for comparison.  ``law_variance`` is n Var of the law kernel (Fischer et al.'s auxiliary field K = sum_k C^(k),
+``simulate_kernels``' ``K``), which is the C part of V.
+
+A pair (a, b) depends only on the network restricted to x_a, x_b, so ``variance`` and ``mean_shift`` cost one
+two-input recursion per pair (O(P^2 depth) time, O(P^2) memory, independent of depth).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import numpy as np
+import sympy as sp
+
+from resprop.numeric.engine import validation as V
+from resprop.numeric.engine.fluctuation_recursion import Rule, propagate_subproblems
+from resprop.numeric.engine.results import ResultRecord
+
+__all__ = ["fluctuations", "Fluctuations", "DEFAULT_CHANNELS", "MAX_DEPTH", "MAX_CHANNELS"]
+
+#: Hermite channels kept per subproblem size p (1 input, a pair, 3 or 4 inputs of ``covariance``)
+DEFAULT_CHANNELS = {1: 48, 2: 24, 3: 12, 4: 8}
+MAX_CHANNELS = {1: 160, 2: 64, 3: 20, 4: 12}
+#: a fixed-depth O(1/width) theory; beyond this depth the cross-layer terms would need the next order anyway
+MAX_DEPTH = 10_000
+MAX_WIDTH = 10**9
+#: pairs per batch of the two-input recursion (an internal setting: results do not depend on it)
+BATCH = 48
+
+
+@dataclass(frozen=True)
+class _Network:
+    K0: np.ndarray
+    gammas: np.ndarray
+    g: np.ndarray
+    w: np.ndarray
+    s: np.ndarray
+    phi: Any
+    rule: Rule
+
+
+@dataclass(frozen=True)
+class Fluctuations(ResultRecord):
+    """The O(1/width) kernel of :func:`fluctuations` (P x P arrays; all but ``nngp`` are width-independent
+    coefficients).
+
+    ``nngp``: K^(L) (the numbers of ``resprop.kernel``); ``mean_shift``: M with E[K^] = nngp + M / width;
+    ``variance``: width Var[K^_ab] at leading order; ``law_variance``: width Var of the law kernel;
+    ``truncation_estimate``: |variance - the same recursion with half the Hermite channels| (an estimate of the
+    channel truncation, an upper bound in every case measured); ``closure_variance``, ``closure_mean_shift``: PDLT
+    App. B's closure (B.25 / B.26) for the same network."""
+
+    nngp: np.ndarray
+    mean_shift: np.ndarray
+    variance: np.ndarray
+    law_variance: np.ndarray
+    truncation_estimate: np.ndarray
+    closure_variance: np.ndarray
+    closure_mean_shift: np.ndarray
+    depth: int
+    width: int
+    activation: str
+    sigma_w2: float
+    sigma_b2: float
+    gamma: float
+    branch_scale: np.ndarray
+    channels: int
+    _network: _Network = field(repr=False, compare=False)
+
+    def fields(self) -> tuple[str, ...]:
+        return tuple(f for f in super().fields() if not f.startswith("_"))
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        out.pop("_network", None)
+        return out
+
+    def expected_kernel(self) -> np.ndarray:
+        """E[K^] to O(1/width): nngp + mean_shift / width."""
+        return self.nngp + self.mean_shift / self.width
+
+    def standard_deviation(self) -> np.ndarray:
+        """The standard deviation of K^_ab at this width, sqrt(variance / width)."""
+        return np.sqrt(np.maximum(self.variance, 0.0) / self.width)
+
+    def covariance(self, pairs, channels: int | None = None) -> np.ndarray:
+        """width Cov[K^_ab, K^_cd] at leading order for index quadruples ``pairs`` (M, 4) of ints (a, b, c, d) in
+        [0, P): one recursion on the 1-4 distinct inputs of each quadruple (O(depth) per quadruple; 3 and 4
+        distinct inputs use a tensor Gauss-Hermite rule, ``channels`` default 12 and 8)."""
+        P = self.nngp.shape[0]
+        q = _quadruples(pairs, P)
+        out = np.empty(len(q))
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for k, row in enumerate(q):
+            groups.setdefault(tuple(sorted(set(row.tolist()))), []).append(k)
+        net = self._network
+        for inputs, rows in groups.items():
+            p = len(inputs)
+            n_ch = _channels(channels, p)
+            K0 = net.K0[np.ix_(inputs, inputs)][None]
+            res = _run(net, K0, n_ch, mean_shift=False)
+            where = {a: i for i, a in enumerate(inputs)}
+            for k in rows:
+                a, b, c, d = (where[int(t)] for t in q[k])
+                out[k] = res.V["full"][0, a, b, c, d]
+        return out
+
+
+def _quadruples(pairs, P: int) -> np.ndarray:
+    arr = np.asarray(pairs)
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
+        raise V.ParameterError("pairs", f"must be an (M, 4) array of integer indices in [0, {P}), got dtype "
+                                        f"{arr.dtype}")
+    if arr.ndim == 1 and arr.size == 4:
+        arr = arr[None]
+    if arr.ndim != 2 or arr.shape[1] != 4:
+        raise V.ParameterError("pairs", f"must have shape (M, 4) (rows a, b, c, d), got {arr.shape}")
+    if arr.size and (arr.min() < 0 or arr.max() >= P):
+        raise V.ParameterError("pairs", f"indices must lie in [0, {P}) (P = {P} inputs)")
+    return arr.astype(np.int64)
+
+
+def _channels(channels, p: int) -> int:
+    if channels is None:
+        return DEFAULT_CHANNELS[p]
+    return V.integer("channels", channels, minimum=2, maximum=MAX_CHANNELS[p])
+
+
+@cache
+def _activation(text: str):
+    """A NumPy callable of a checked activation; refuses a jump (no finite G') and breakpoints away from 0 (the
+    quadrature splits its pieces at 0 only)."""
+    from resprop.numeric.engine.activation_check import check_activation
+
+    checked = check_activation(text)
+    checked.require_finite_dphi()
+    if checked.piecewise and (checked.lattices or any(t != 0.0 for t in checked.breakpoints)):
+        raise V.ParameterError("activation", f"{checked.expr} has breakpoints away from 0; the fluctuation engine "
+                                             "integrates piecewise activations exactly only when every breakpoint "
+                                             "is at 0 (relu, abs(x), Max(x, 0) + x/10, ...)")
+    from resprop.derive.activations import x
+
+    import scipy.special
+
+    fn = sp.lambdify(x, checked.pw, modules=[{"erf": scipy.special.erf, "erfc": scipy.special.erfc}, "numpy"])
+
+    def phi(z: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(np.asarray(fn(z), dtype=float), z.shape)
+
+    return phi
+
+
+def _run(net: _Network, K0: np.ndarray, channels: int, mean_shift: bool):
+    try:
+        with np.errstate(all="ignore"):
+            res = propagate_subproblems(K0, net.gammas, net.g, net.w, net.s, net.phi, channels, net.rule,
+                                        mean_shift=mean_shift)
+    except np.linalg.LinAlgError:
+        raise V.ParameterError("X", "two inputs have correlation +-1 at some layer (collinear or nearly so) "
+                                    "other than exact duplicates; the O(1/width) expansion of such a pair is not "
+                                    "uniform (docs/fluctuations.md)") from None
+    for name, d in (("V", res.V), ("M", res.M)):
+        if not all(np.all(np.isfinite(v)) for v in d.values()):
+            raise V.ParameterError("X, sigma_w2, sigma_b2, gamma, branch_scale, depth",
+                                   f"the O(1/width) coefficients ({name}) leave the float64 range; use values of "
+                                   "moderate size")
+    return res
+
+
+def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamma=1.0, branch_scale=1.0, *,
+                 readout: bool = False, channels: int | None = None, progress: bool | None = None) -> Fluctuations:
+    """The kernel of a width-``width`` residual network to O(1/width) (module docstring): mean shift, variance
+    and (``.covariance``) covariance of the empirical kernel of the last layer, for inputs X (P, d_in).
+
+    Arguments as :func:`resprop.kernel` (``activation``: a name or a SymPy expression in x; piecewise ones with
+    breakpoints at 0 only; jumps refused), plus ``width`` (>= 1; enters ``expected_kernel`` and
+    ``standard_deviation`` only) and ``channels`` (Hermite channels of the pair recursion, default 24; 1-input
+    recursions use 48).  ``readout=True`` adds the dense readout layer of ``resprop.kernel(readout=True)``.
+    Derivation: docs/design/fluctuations-engine.md (eqs. 3.1-3.9); PDLT App. B (B.23-B.26) and Fischer et al.
+    (C18-C20) are its closure and its law-kernel part.  Raises ParameterError (a ValueError naming the parameter)
+    for bad input.
+    """
+    from resprop.numeric.engine.inputs import check_inputs
+    from resprop.numeric.engine.kernel import _sequences, branch_scales, input_kernel, kernel
+
+    depth = V.integer("depth", depth, minimum=0, maximum=MAX_DEPTH)
+    width = V.integer("width", width, minimum=1, maximum=MAX_WIDTH)
+    sw = V.scalar("sigma_w2", sigma_w2, V.positive)
+    sb = V.scalar("sigma_b2", sigma_b2, V.nonnegative)
+    g = V.scalar("gamma", gamma, V.real)
+    readout = V.flag("readout", readout)
+    lam = branch_scales(branch_scale, depth)
+    n_ch = _channels(channels, 2)
+    if not isinstance(activation, str):
+        raise V.ParameterError("activation", f"must be a name or a SymPy expression in x (text), got "
+                                             f"{type(activation).__name__}")
+    phi = _activation(activation.strip())
+    X = check_inputs(X)
+    P = X.shape[0]
+    if P > 20_000:
+        raise V.ParameterError("X", f"P = {P} inputs: the pair recursion is O(P^2 depth); at most 20000 inputs")
+    K0 = input_kernel(X, sw, sb)
+    if not np.all(np.isfinite(K0)):
+        raise V.ParameterError("X, sigma_w2", "K^(0) = sigma_w2 X X^T / d_in + sigma_b2 is not finite in float64")
+    diag = np.diagonal(K0).copy()
+    if np.any(diag <= 0):
+        raise V.ParameterError("X", "every input needs K^(0)_aa > 0 (a zero input with sigma_b2 = 0)")
+    skip, weight, bias = _sequences(depth, g, lam, sw, sb, readout)
+    gammas = np.append(np.full(depth, g), [0.0] if readout else [])
+    net = _Network(K0=K0, gammas=gammas, g=skip, w=weight, s=bias, phi=phi, rule=Rule())
+    nngp = kernel(X, activation, depth, sw, sb, g, lam, readout=readout, progress=False)
+
+    fields = ("variance", "law_variance", "truncation_estimate", "closure_variance", "mean_shift",
+              "closure_mean_shift")
+    out = {k: np.empty((P, P)) for k in fields}
+    single = _run(net, diag.reshape(P, 1, 1), _channels(None, 1) if channels is None else
+                  min(MAX_CHANNELS[1], 2 * n_ch), mean_shift=True)
+    _store(out, single, np.arange(P), np.arange(P), 0, 0)
+    iu, ju = np.triu_indices(P, 1)
+    # exact duplicates (a 2 x 2 block of rank one with equal diagonals) are the diagonal element
+    dup = (K0[iu, ju] == diag[iu]) & (diag[iu] == diag[ju])
+    for k in np.flatnonzero(dup):
+        for name in fields:
+            out[name][iu[k], ju[k]] = out[name][ju[k], iu[k]] = out[name][iu[k], iu[k]]
+    iu, ju = iu[~dup], ju[~dup]
+    bar = _progress_bar(len(iu), progress)
+    for start in range(0, len(iu), BATCH):
+        a, b = iu[start:start + BATCH], ju[start:start + BATCH]
+        block = np.stack([np.stack([K0[a, a], K0[a, b]], -1), np.stack([K0[a, b], K0[b, b]], -1)], -2)
+        res = _run(net, block, n_ch, mean_shift=True)
+        _store(out, res, a, b, 0, 1)
+        if bar is not None:
+            bar.update(len(a))
+    if bar is not None:
+        bar.close()
+    return Fluctuations(nngp=nngp, depth=depth, width=width, activation=activation.strip(), sigma_w2=sw,
+                        sigma_b2=sb, gamma=g, branch_scale=lam, channels=n_ch, _network=net, **out)
+
+
+def _store(out: dict, res, a: np.ndarray, b: np.ndarray, i: int, j: int) -> None:
+    """Write a batch's (i, j) entries into the P x P outputs at (a, b) and (b, a)."""
+    values = {
+        "variance": res.V["full"][:, i, j, i, j],
+        "law_variance": res.C["full"][:, i, j, i, j],
+        "truncation_estimate": np.abs(res.V["full"][:, i, j, i, j] - res.V["low"][:, i, j, i, j]),
+        "closure_variance": res.V["closure"][:, i, j, i, j],
+        "mean_shift": res.M["full"][:, i, j],
+        "closure_mean_shift": res.M["closure"][:, i, j],
+    }
+    for name, v in values.items():
+        out[name][a, b] = v
+        out[name][b, a] = v
+
+
+def _progress_bar(total: int, progress):
+    import sys
+
+    show = bool(getattr(sys.stderr, "isatty", lambda: False)()) if progress is None else bool(progress)
+    if not show or total == 0:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="pairs", unit="pair", delay=1.0, file=sys.stderr)
