@@ -308,6 +308,62 @@ def cmd_kernel(args) -> int:
     return 0
 
 
+def cmd_fluctuations(args) -> int:
+    """resprop fluctuations: the O(1/width) mean shift and (co)variance of the empirical kernel of a finite-width
+    residual network for inputs read from a .npy file, into a .npz written through resprop.numeric.engine.output."""
+    import numpy as np
+
+    from resprop.numeric.engine import validation as V
+    from resprop.numeric.engine.fluctuations import fluctuations
+    from resprop.numeric.engine.inputs import read_inputs
+    from resprop.numeric.engine.output import Publication
+
+    if Path(args.out).suffix != ".npz":
+        raise V.ParameterError("--out", f"must be a .npz file, got {args.out!r}")
+    pub = Publication(args.out, "file", "resprop fluctuations")  # the path is checked before any work
+    branch = args.branch_scale
+    try:
+        branch = float(branch)
+    except ValueError:
+        pass  # a SymPy expression in l and L
+    options = {"X": "--inputs", "activation": "--activation", "depth": "--depth", "width": "--width",
+               "sigma_w2": "--sigma-w2", "sigma_b2": "--sigma-b2", "gamma": "--gamma",
+               "branch_scale": "--branch-scale", "channels": "--channels", "pairs": "--pairs"}
+    try:
+        with pub:
+            checkpoint("locked")
+            X = read_inputs(args.inputs, name="--inputs")
+            pairs = None
+            if args.pairs is not None:
+                pairs = read_inputs(args.pairs, name="--pairs", check_memory=False)
+                if pairs.shape[1] != 4 or np.any(pairs != np.round(pairs)):
+                    raise V.ParameterError("--pairs", f"must be an (M, 4) array of integer indices, got shape "
+                                                      f"{pairs.shape}")
+                pairs = pairs.astype(np.int64)
+            checkpoint("computing")
+            try:
+                result = fluctuations(X, args.activation, args.depth, args.width, args.sigma_w2, args.sigma_b2,
+                                      gamma=args.gamma, branch_scale=branch, readout=args.readout,
+                                      channels=args.channels, progress=not args.quiet)
+                arrays = {name: getattr(result, name) for name in
+                          ("nngp", "mean_shift", "variance", "law_variance", "truncation_estimate",
+                           "closure_variance", "closure_mean_shift")}
+                arrays["expected_kernel"] = result.expected_kernel()
+                arrays["standard_deviation"] = result.standard_deviation()
+                if pairs is not None:
+                    arrays["pairs"] = pairs
+                    arrays["covariance"] = result.covariance(pairs)
+            except V.ParameterError as exc:
+                raise _as_options(exc, options) from None
+            np.savez(pub.path, **arrays)
+            out = pub.commit()
+    except KeyboardInterrupt as exc:
+        return interrupted(exc, args.out)
+    P = arrays["nngp"].shape[0]
+    print(f"wrote {out}: {', '.join(arrays)} ({P} x {P}; width {args.width})")
+    return 0
+
+
 _KERNEL_OPTIONS = {"X": "--inputs", "activation": "--activation", "depth": "--depth", "sigma_w2": "--sigma-w2",
                    "sigma_b2": "--sigma-b2", "gamma": "--gamma", "branch_scale": "--branch-scale", "out": "--out",
                    "dtype": "--dtype", "tile": "--tile", "workers": "--workers", "scheduler": "--scheduler",
@@ -596,6 +652,45 @@ def build_parser() -> argparse.ArgumentParser:
                         "activation without them (e.g. sin(x)); numpy: the generated ufunc kernels (the "
                         "reference). The results agree to round-off")
     p.set_defaults(func=cmd_kernel)
+    p = sub.add_parser(
+        "fluctuations", help="O(1/width) mean shift and variance of the kernel of a finite-width network -> F.npz",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="The kernel of a width-n residual network to O(1/n) (docs/fluctuations.md), for the network\n"
+                    "of 'resprop kernel' with every hidden layer of width n (--width):\n"
+                    "  E[K^] = nngp + mean_shift / n,   n Var[K^_ab] = variance_ab   (fixed depth, n -> oo)\n"
+                    "K^ is the empirical kernel of the last layer; the same-neuron cross-layer terms that PDLT's\n"
+                    "closure (B.23-B.26) drops are kept (closure_* arrays hold that closure's values).")
+    p.add_argument("--inputs", required=True, metavar="X.npy",
+                   help="inputs, a (P, d_in) array saved by numpy.save (no pickles, booleans or complex numbers)")
+    p.add_argument("--activation", required=True, metavar="EXPR",
+                   help="erf, relu, tanh, gelu, silu, linear or a SymPy expression in x; piecewise ones with "
+                        "breakpoints at 0 only (relu, abs(x)); jumps (sign, Heaviside) are refused")
+    add_parameter_option(p, "depth", required=True, metavar="L", help="0 gives the Gaussian read-in (variance = "
+                                                                       "Wick's K_aa K_bb + K_ab^2)")
+    add_parameter_option(p, "width", required=True, metavar="N",
+                         help="enters expected_kernel and standard_deviation; the other arrays are the "
+                              "width-independent O(1/n) coefficients")
+    add_parameter_option(p, declared("residual", "sigma_w2"), required=True, metavar="S", deprecated=("--weight-var",))
+    add_parameter_option(p, declared("residual", "sigma_b2"), required=True, metavar="B", deprecated=("--bias-var",))
+    add_parameter_option(p, declared("residual", "gamma"), default=1.0, metavar="G")
+    p.add_argument("--branch-scale", default="1", metavar="LAMBDA",
+                   help="branch scale lambda_l of block l: a finite number or a SymPy expression in l (1..L) and L, "
+                        "e.g. '1/sqrt(L)'; default: 1")
+    p.add_argument("--readout", action="store_true",
+                   help="add the dense readout y = W_out phi(h_L) + b_out (same S, B); default: the kernel of h_L")
+    p.add_argument("--channels", type=int, default=None, metavar="N",
+                   help="Hermite channels of the pair recursion, an integer in [2, 64]; default: 24 (one-input "
+                        "recursions use twice as many, at most 160)")
+    p.add_argument("--pairs", default=None, metavar="Q.npy",
+                   help="optional (M, 4) integer array of index quadruples (a, b, c, d): adds 'covariance', "
+                        "n Cov[K^_ab, K^_cd]")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (shown on stderr after a second otherwise)")
+    p.add_argument("--out", required=True, metavar="F.npz",
+                   help="output .npz with arrays nngp, mean_shift, variance, law_variance, truncation_estimate, "
+                        "closure_variance, closure_mean_shift, expected_kernel, standard_deviation (and pairs, "
+                        "covariance), written atomically with a sidecar manifest; an existing output is replaced "
+                        "only if resprop wrote it")
+    p.set_defaults(func=cmd_fluctuations)
     p = sub.add_parser("predict",
                        help="GP posterior (or NTK gradient flow) on the test rows of a resprop kernel output")
     p.add_argument("--kernel", required=True, metavar="K.npz",

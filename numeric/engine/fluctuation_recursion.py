@@ -37,21 +37,13 @@ VARIANTS = ("full", "low", "closure")
 
 @dataclass(frozen=True)
 class Rule:
-    """Quadrature orders: ``radial`` and ``angular`` (per arc) nodes of the polar rule for p <= 2; ``tensor``
-    Gauss-Hermite nodes per dimension for p = 3, 4."""
+    """Quadrature orders (`fluctuation_quadrature.project`): ``radial`` nodes of each half-line rule (the first
+    coordinate; the only one for p = 1), ``angular`` Gauss-Legendre nodes on each side of the second coordinate's
+    breakpoint (p = 2), ``tensor`` Gauss-Hermite nodes per dimension for p = 3, 4."""
 
     radial: int = 40
-    angular: int = 20
+    angular: int = 40
     tensor: int = 14
-
-    def nodes(self, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        p = A.shape[-1]
-        if p == 1:
-            u, w = fq.line_rule(self.radial)
-            return u, w
-        if p == 2:
-            return fq.pair_rule(A, self.radial, self.angular)
-        return fq.tensor_rule(p, self.tensor)
 
 
 @dataclass(frozen=True)
@@ -112,15 +104,9 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
     for layer in range(len(g)):
         A = np.linalg.cholesky(K)
         Binv = np.linalg.inv(A)
-        u, wts = rule.nodes(A)
-        z = np.einsum("qi,bci->bqc", u, A) if u.ndim == 2 else np.einsum("bqi,bci->bqc", u, A)
-        ph = phi(z)
-        F = ph[:, :, :, None] * ph[:, :, None, :]  # (B, Q, p, p)
-        FW = F * (wts[..., None, None] if wts.ndim == 2 else wts[None, :, None, None])
-        H = hb.evaluate(u)  # (Q, n) or (B, Q, n)
-        fhat = np.matmul(FW.reshape(B, -1, p * p).transpose(0, 2, 1), H).reshape(B, p, p, -1)
+        fhat, EFF = fq.project(A, phi, hb, rule.radial, rule.angular, rule.tensor)
         G = fhat[..., 0]
-        covTT = np.einsum("bqcd,bqef->bcdef", FW, F) - G[:, :, :, None, None] * G[:, None, None, :, :]
+        covTT = EFF - G[:, :, :, None, None] * G[:, None, None, :, :]
         D2 = fhat[..., pos2] * fac2  # E[d_ui d_uj f_cd]: (B, p, p, p, p)
         J2 = np.einsum("bic,bjd,bxyij->bxycd", Binv, Binv, D2)  # E[d_zc d_zd f_xy]
         fch = fhat[..., lo:hi]  # (B, p, p, nch)

@@ -145,7 +145,10 @@ def _activation(text: str):
     from resprop.numeric.engine.activation_check import check_activation
 
     checked = check_activation(text)
-    checked.require_finite_dphi()
+    if checked.jumps:
+        raise V.ParameterError("activation", f"{checked.expr} jumps at x = {checked.jumps[0]:g}: phi' contains a "
+                                             "Dirac delta, so G' (the response of the kernel) and the O(1/width) "
+                                             "recursion built on it do not exist; use a continuous activation")
     if checked.piecewise and (checked.lattices or any(t != 0.0 for t in checked.breakpoints)):
         raise V.ParameterError("activation", f"{checked.expr} has breakpoints away from 0; the fluctuation engine "
                                              "integrates piecewise activations exactly only when every breakpoint "
