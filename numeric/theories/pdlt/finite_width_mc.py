@@ -26,7 +26,8 @@ E S_d = E[m].  R_hat = n (mean v + sample variance of m) / (mean m)^2; its stand
 the three sample means (v, m, m^2) with their sample covariance (checked against repeated seeds in
 tests/test_pdlt_finite_width_mc.py).
 
-Width extrapolation (:func:`extrapolate_ratio`): weighted least squares R_n = R_inf + a/n over the widths
+Width extrapolation (:func:`extrapolate_ratio`; the rule lives in :mod:`resprop.numeric.engine.width_extrapolation`,
+whose ``fit_ratio`` and ``CHI2_P_MIN`` are re-exported here): weighted least squares R_n = R_inf + a/n over the widths
 128 ... 4096 (weights 1/se_n^2, independent seeds per width); when that fit is bad (chi^2 p-value < 0.01) the
 model R_inf + a/n + b/n^2 is used instead, and the result says which.  R_inf's standard error is the WLS one,
 scaled by sqrt(chi^2/dof) when that exceeds 1.
@@ -46,12 +47,13 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 from scipy.special import ndtr
 
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.monte_carlo import resolve_activation
 from resprop.numeric.engine.validation import ParameterError
+from resprop.numeric.engine.width_extrapolation import CHI2_P_MIN, fit_ratio  # noqa: F401  (moved to the engine)
+from resprop.numeric.engine.width_extrapolation import wls as _wls  # noqa: F401  (the old private name)
 
 __all__ = ["simulate_norm_ratio", "simulate_norm_ratios", "extrapolate_ratio", "extrapolate_ratios",
            "default_C_W", "b26_ratio_vertex", "run_campaign", "WIDTHS", "CAMPAIGN", "ACTIVATIONS"]
@@ -62,8 +64,6 @@ WIDTHS = (128, 256, 512, 1024, 2048, 4096)
 ACTIVATIONS = ("relu", "leaky_relu:<A>", "tanh", "erf", "gelu")
 #: bytes of one (chunk, width) work array
 CHUNK_BYTES = 2**20
-#: chi^2 p-value below which the a/n model is rejected in favour of a/n + b/n^2
-CHI2_P_MIN = 0.01
 #: the campaign: depths (nested in one run per width), activations and gamma^2
 CAMPAIGN = {"depths": (1, 2, 4, 8), "activations": ("relu", "leaky_relu:0.5", "tanh", "gelu"),
             "gamma2": (0.0, 0.25, 0.5, 0.75)}
@@ -256,31 +256,6 @@ class Extrapolation:
                 "chi2": self.chi2, "dof": self.dof, "p_value": self.p_value, "chi2_a_over_n": self.chi2_a_over_n,
                 "widths": list(self.widths), "R_n": list(self.R_n), "se_n": list(self.se_n),
                 "samples_n": list(self.samples_n)}
-
-
-def _wls(widths, R, se, order: int):
-    x = 1.0 / np.asarray(widths, dtype=float)
-    X = np.stack([x**k for k in range(order + 1)], axis=1)
-    w = 1.0 / np.asarray(se) ** 2
-    cov = np.linalg.inv(X.T @ (X * w[:, None]))
-    beta = cov @ (X.T @ (w * np.asarray(R)))
-    chi2 = float(np.sum(w * (np.asarray(R) - X @ beta) ** 2))
-    return beta, cov, chi2, len(x) - order - 1
-
-
-def fit_ratio(widths, R, se) -> tuple:
-    """WLS R_n = R_inf + a/n, or + b/n^2 when the first fit's chi^2 p-value is below CHI2_P_MIN (needs >= 4
-    widths).  Returns (R_inf, se, model, coefficients, chi2, dof, p, chi2 of the a/n fit)."""
-    beta, cov, chi2, dof = _wls(widths, R, se, 1)
-    chi2_1 = chi2
-    model = "a/n"
-    if dof > 0 and stats.chi2.sf(chi2, dof) < CHI2_P_MIN and len(widths) >= 4:
-        beta, cov, chi2, dof = _wls(widths, R, se, 2)
-        model = "a/n + b/n^2"
-    p = float(stats.chi2.sf(chi2, dof)) if dof > 0 else float("nan")
-    scale = max(1.0, chi2 / dof) if dof > 0 else 1.0
-    return (float(beta[0]), float(math.sqrt(cov[0, 0] * scale)), model, tuple(float(b) for b in beta[1:]),
-            chi2, dof, p, chi2_1)
 
 
 def _samples_at(samples: int, widths, power: float) -> list[int]:
