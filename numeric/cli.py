@@ -328,7 +328,7 @@ def cmd_fluctuations(args) -> int:
         pass  # a SymPy expression in l and L
     options = {"X": "--inputs", "activation": "--activation", "depth": "--depth", "width": "--width",
                "sigma_w2": "--sigma-w2", "sigma_b2": "--sigma-b2", "gamma": "--gamma",
-               "branch_scale": "--branch-scale", "channels": "--channels", "pairs": "--pairs"}
+               "branch_scale": "--branch-scale", "channels": "--channels", "pairs": "--pairs", "rtol": "--rtol"}
     try:
         with pub:
             checkpoint("locked")
@@ -344,10 +344,10 @@ def cmd_fluctuations(args) -> int:
             try:
                 result = fluctuations(X, args.activation, args.depth, args.width, args.sigma_w2, args.sigma_b2,
                                       gamma=args.gamma, branch_scale=branch, readout=args.readout,
-                                      channels=args.channels, progress=not args.quiet)
+                                      channels=args.channels, rtol=args.rtol, progress=not args.quiet)
                 arrays = {name: getattr(result, name) for name in
-                          ("nngp", "mean_shift", "variance", "law_variance", "truncation_estimate",
-                           "closure_variance", "closure_mean_shift")}
+                          ("nngp", "mean_shift", "variance", "law_variance", "variance_truncation",
+                           "mean_shift_truncation", "closure_variance", "closure_mean_shift", "channels")}
                 arrays["expected_kernel"] = result.expected_kernel()
                 arrays["standard_deviation"] = result.standard_deviation()
                 if pairs is not None:
@@ -679,16 +679,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--readout", action="store_true",
                    help="add the dense readout y = W_out phi(h_L) + b_out (same S, B); default: the kernel of h_L")
     p.add_argument("--channels", type=int, default=None, metavar="N",
-                   help="Hermite channels of the pair recursion, an integer in [2, 64]; default: 24 (one-input "
-                        "recursions use twice as many, at most 160)")
+                   help="Hermite channels of the pair recursion, an integer in [2, 64] (one-input recursions use "
+                        "twice as many, at most 160); default: raised until the truncation estimate is below --rtol")
+    p.add_argument("--rtol", type=float, default=1e-6, metavar="R",
+                   help="target of the channel truncation estimate relative to each value, in (0, 1); default: 1e-6")
     p.add_argument("--pairs", default=None, metavar="Q.npy",
                    help="optional (M, 4) integer array of index quadruples (a, b, c, d): adds 'covariance', "
                         "n Cov[K^_ab, K^_cd]")
     p.add_argument("--quiet", action="store_true", help="no progress bar (shown on stderr after a second otherwise)")
     p.add_argument("--out", required=True, metavar="F.npz",
-                   help="output .npz with arrays nngp, mean_shift, variance, law_variance, truncation_estimate, "
-                        "closure_variance, closure_mean_shift, expected_kernel, standard_deviation (and pairs, "
-                        "covariance), written atomically with a sidecar manifest; an existing output is replaced "
+                   help="output .npz with arrays nngp, mean_shift, variance, law_variance, variance_truncation, "
+                        "mean_shift_truncation, closure_variance, closure_mean_shift, channels, expected_kernel, "
+                        "standard_deviation (and pairs, covariance), written atomically with a sidecar manifest; an existing output is replaced "
                         "only if resprop wrote it")
     p.set_defaults(func=cmd_fluctuations)
     p = sub.add_parser("predict",

@@ -39,7 +39,8 @@ _SLUG = re.compile(r"^[a-z][a-z0-9]*$")
 _REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 #: the subcommands of resprop itself (numeric/cli.py; tests/test_registry.py checks the two agree): no theory may
 #: declare one of them
-CORE_SUBCOMMANDS = ("derive", "latex", "sweep", "kernel", "predict", "theories", "figures", "train", "reproduce")
+CORE_SUBCOMMANDS = ("derive", "latex", "sweep", "kernel", "fluctuations", "predict", "theories", "figures", "train",
+                    "reproduce")
 #: the prefix of a theory's own generated files among ``resprop.derive.codegen.generated_files``' keys
 #: (``theories/<slug>/<file>``: the file lives in the theory's generated package)
 OWN_PREFIX = "theories/"

@@ -218,6 +218,64 @@ def _npy_cases() -> dict[str, tuple[Callable[[Path], Any], str]]:
     }
 
 
+def fluctuations_cli_cases() -> list[Case]:
+    """resprop fluctuations (issue 27): every numeric option, the activation, the pairs file and the output path."""
+    base = {"--inputs": "{tmp}/X.npy", "--activation": "tanh", "--depth": "2", "--width": "64", "--sigma-w2": "1.5",
+            "--sigma-b2": "0.1", "--out": "{tmp}/F.npz"}
+    bad = {"--sigma-w2": ("nan", "-1", "0", ULP_BELOW_ZERO, "abc"), "--sigma-b2": ("nan", "-1", ULP_BELOW_ZERO),
+           "--depth": ("-1", "1.5", "abc", "10001"), "--width": ("0", "-3", "1.5", "abc"),
+           "--gamma": ("nan", "inf"), "--branch-scale": ("nan", "l**", "1/(l-1)"),
+           "--activation": ("nosuch(x", "sign(x)", "Heaviside(x)", "Max(x, 1)", "floor(x)", "__import__('os')"),
+           "--channels": ("1", "65", "abc"), "--rtol": ("0", "1", "nan", "-1e-6", "abc"),
+           "--pairs": ("{tmp}/missing.npy", "{tmp}/X.npy"),
+           "--inputs": ("{tmp}/missing.npy",), "--out": ("{tmp}/F.txt", "{tmp}", "{tmp}/F.npy")}
+    cases = []
+    for opt, values in bad.items():
+        for i, text in enumerate(values):
+            cases.append(Case(f"cli:fluctuations:{opt.lstrip('-')}={i}", "error", (opt.lstrip("-"),),
+                              argv=_argv(["fluctuations"], base | {opt: text}), setup=_write_inputs, timeout=60.0))
+
+    def with_pairs(tmp):
+        _write_inputs(tmp)
+        np.save(tmp / "Q.npy", np.array([[0, 1, 0, 1], [0, 1, 2, 3], [4, 4, 4, 4]]))
+        return "out"
+
+    def pairs_out_of_range(tmp):
+        _write_inputs(tmp)
+        np.save(tmp / "Q.npy", np.array([[0, 1, 0, 5]]))
+        return "out"
+
+    def read_back(tmp):
+        with np.load(tmp / "F.npz") as f:
+            return (f["variance"].shape == (5, 5) and np.allclose(f["covariance"][0], f["variance"][0, 1], rtol=1e-12)
+                    and np.allclose(f["covariance"][2], f["variance"][4, 4], rtol=1e-12)
+                    and bool(np.all(np.isfinite(f["mean_shift"]))))
+
+    cases += [
+        Case("cli:fluctuations:ok", "ok", (), argv=_argv(["fluctuations"], base | {"--pairs": "{tmp}/Q.npy"}),
+             setup=with_pairs, check=lambda out: "wrote" in out and "covariance" in out, after=read_back,
+             timeout=120.0),
+        Case("cli:fluctuations:pairs-out-of-range", "error", ("pairs",),
+             argv=_argv(["fluctuations"], base | {"--pairs": "{tmp}/Q.npy"}), setup=pairs_out_of_range,
+             after=lambda tmp: not (tmp / "F.npz").exists(), timeout=60.0),
+        Case("cli:fluctuations:deprecated-spellings:ok", "ok", (),
+             argv=_argv(["fluctuations"], {("--weight-var" if k == "--sigma-w2" else "--bias-var" if k == "--sigma-b2"
+                                             else k): v for k, v in base.items()}),
+             setup=_write_inputs, check=lambda out: "wrote" in out, timeout=120.0),
+        Case("cli:fluctuations:relu-gamma0-readout:ok", "ok", (),
+             argv=_argv(["fluctuations", "--readout"], base | {"--activation": "relu", "--gamma": "0"}),
+             setup=_write_inputs, check=lambda out: "wrote" in out, timeout=120.0),
+    ]
+    for label, make in _npy_cases().items():
+        def setup(tmp, make=make):
+            make(tmp / "X.npy")
+            return "out"
+        cases.append(Case(f"cli:fluctuations:inputs-file={label}", "error", ("inputs",),
+                          argv=_argv(["fluctuations"], base), setup=setup,
+                          after=lambda tmp: not (tmp / "F.npz").exists(), timeout=60.0))
+    return cases
+
+
 def kernel_file_cases() -> list[Case]:
     """Issue 23 items 4-5: resprop kernel's --out through output.py (foreign files, links, siblings, its own
     previous output) and its --inputs read header-first (bad .npy files, the memory of the P x P results)."""
@@ -558,6 +616,7 @@ def cli_numeric_cases() -> list[Case]:
              argv=("stable-kernel", "--depth", "10", "--scaling", "1/sqrt(l)", "--json"), check=_finite_json),
         *kernel_cli_cases(),
         *kernel_file_cases(),
+        *fluctuations_cli_cases(),
         *train_seed_cases(),
         *activation_cases(),
         Case("cli:j2bar:theta=nan", "error", ("theta",), argv=("j2bar", "nan", "--json")),
@@ -867,6 +926,69 @@ def api_cases() -> list[Case]:
              check=_log_chi2_reference(10000)),
         Case("api:output_corr_sq(1000)", "ok", call=_api("resprop.numeric.theories.lognormal.generated.lognormal.output_corr_sq", 1000.0),
              check=lambda out: _close(_sympy_value("lognormal", "output_corr_sq", var_G=1000.0), 1e-9)(out)),
+        Case("api:extrapolate(3+5/n)", "ok", call=_api("resprop.numeric.engine.width_extrapolation.extrapolate",
+             np.array([64, 128, 256, 512, 1024]), 3.0 + 5.0 / np.array([64, 128, 256, 512, 1024]), np.full(5, 0.05)),
+             check=lambda out: abs(out.value - 3.0) < 1e-10 and out.model == "a/n"),
+        Case("api:extrapolate(two widths)", "error", ("widths",),
+             call=_api("resprop.numeric.engine.width_extrapolation.extrapolate", [64, 128], [1.0, 2.0], [0.1, 0.1])),
+        Case("api:extrapolate(se=0)", "error", ("se",),
+             call=_api("resprop.numeric.engine.width_extrapolation.extrapolate", [64, 128, 256], [1.0, 2.0, 3.0],
+                       [0.1, 0.0, 0.1])),
+        Case("api:extrapolate(values=nan)", "error", ("values",),
+             call=_api("resprop.numeric.engine.width_extrapolation.extrapolate", [64, 128, 256], [1.0, math.nan, 3.0],
+                       [0.1] * 3)),
+        Case("api:simulate_finite_width(method=qr)", "error", ("method",),
+             call=_api("resprop.numeric.engine.fluctuation_mc.simulate_finite_width", X2, "erf", 2, 8, 1.2, 0.1,
+                       samples=5, seed=0, method="qr")),
+        Case("api:simulate_finite_width(dense,width=5000)", "error", ("width",),
+             call=_api("resprop.numeric.engine.fluctuation_mc.simulate_finite_width", X2, "erf", 2, 5000, 1.2, 0.1,
+                       samples=5, seed=0, method="dense")),
+        Case("api:simulate_finite_width(chunk_size=0)", "error", ("chunk_size",),
+             call=_api("resprop.numeric.engine.fluctuation_mc.simulate_finite_width", X2, "erf", 2, 8, 1.2, 0.1,
+                       samples=5, seed=0, chunk_size=0)),
+        Case("api:simulate_finite_width(branch_scale=1/(l-1))", "error", ("branch_scale",),
+             call=_api("resprop.numeric.engine.fluctuation_mc.simulate_finite_width", X2, "erf", 2, 8, 1.2, 0.1,
+                       branch_scale="1/(l-1)", samples=5, seed=0)),
+        Case("api:simulate_finite_width(relu overflow)", "either", ("sigma_w2",),
+             call=_api("resprop.numeric.engine.fluctuation_mc.simulate_finite_width", X2, "relu", 3, 8, 1e200, 0.1,
+                       samples=5, seed=0), check=_finite),
+        Case("api:fluctuation_campaign(quadruple out of range)", "error", ("quadruples",),
+             call=_api("resprop.numeric.engine.fluctuation_mc.fluctuation_campaign", X2, "erf", 1, 1.2, 0.1,
+                       widths=(8, 16, 32), samples=40, seed=0, quadruples=[[0, 1, 0, 2]])),
+        # resprop.fluctuations (issue 27): inputs x and 2x are collinear; with a bias they are not
+        Case("api:fluctuations(x,2x,no bias,erf)", "either", ("X",),
+             call=_api("resprop.numeric.engine.fluctuations.fluctuations", X2, "erf", 2, 64, 1.2, 0.0), check=_finite),
+        Case("api:fluctuations(duplicate inputs)", "ok",
+             call=lambda: _api("resprop.numeric.engine.fluctuations.fluctuations", [[1.0, 0.5], [1.0, 0.5], [0.2, 1.0]],
+                               "relu", 3, 64, 1.2, 0.1)(),
+             check=lambda out: bool(np.isclose(out.variance[0, 1], out.variance[0, 0], rtol=1e-13)
+                                    and np.isclose(out.mean_shift[0, 1], out.mean_shift[0, 0], rtol=1e-13))),
+        Case("api:fluctuations(depth 0 = Wick)", "ok",
+             call=_api("resprop.numeric.engine.fluctuations.fluctuations", [[1.0, 0.5], [0.2, 1.0]], "tanh", 0, 64,
+                       1.2, 0.1),
+             check=lambda out: bool(np.allclose(out.variance, np.diag(out.nngp)[:, None] * np.diag(out.nngp)[None, :]
+                                                + out.nngp ** 2, rtol=1e-13) and not out.mean_shift.any())),
+        Case("api:fluctuations(activation=sign)", "error", ("activation",),
+             call=_api("resprop.numeric.engine.fluctuations.fluctuations", [[1.0, 0.5], [0.2, 1.0]], "sign(x)", 2, 64,
+                       1.2, 0.1)),
+        Case("api:fluctuations(activation=callable)", "error", ("activation",),
+             call=_api("resprop.numeric.engine.fluctuations.fluctuations", [[1.0, 0.5], [0.2, 1.0]], np.tanh, 2, 64,
+                       1.2, 0.1)),
+        Case("api:fluctuations(rtol=0)", "error", ("rtol",),
+             call=_api("resprop.numeric.engine.fluctuations.fluctuations", [[1.0, 0.5], [0.2, 1.0]], "erf", 2, 64,
+                       1.2, 0.1, rtol=0.0)),
+        Case("api:fluctuations(channels=1)", "error", ("channels",),
+             call=_api("resprop.numeric.engine.fluctuations.fluctuations", [[1.0, 0.5], [0.2, 1.0]], "erf", 2, 64,
+                       1.2, 0.1, channels=1)),
+        Case("api:fluctuations(relu overflow)", "error", ("sigma_w2",),
+             call=_api("resprop.numeric.engine.fluctuations.fluctuations", [[1.0, 0.5], [0.2, 1.0]], "relu", 3, 64,
+                       1e200, 0.1)),
+        *[Case(f"api:Fluctuations.covariance(pairs={label})", "error", ("pairs",),
+               call=lambda bad=bad: _api("resprop.numeric.engine.fluctuations.fluctuations", [[1.0, 0.5], [0.2, 1.0]],
+                                         "erf", 1, 64, 1.2, 0.1)().covariance(bad))
+          for label, bad in (("out-of-range", [[0, 1, 0, 2]]), ("negative", [[0, -1, 0, 1]]),
+                             ("float", [[0.0, 1.0, 0.0, 1.0]]), ("shape", [[0, 1, 0]]), ("text", "abcd"),
+                             ("none", None))],
         Case("api:cos_theta_k(0,0,1)", "error", ("alpha", "lam"),
              call=_api("resprop.numeric.theories.lognormal.log_gaussian.cos_theta_k", 0.0, 0.0, 1)),
         Case("api:interlayer_total(width=0)", "error", ("width",),
@@ -922,6 +1044,19 @@ def api_cases() -> list[Case]:
         ("resprop.numeric.engine.monte_carlo.simulate_residual_mlp",
          dict(width=8, depth=1, gamma=0.5, C_W=0.75, samples=50, seed=0),
          dict(width=("int", 1), depth=("int", 0), samples=("int", 2), gamma="real", C_W="pos")),
+        ("resprop.numeric.engine.fluctuations.fluctuations",
+         dict(X=[[1.0, 0.5], [0.2, 1.0]], activation="erf", depth=2, width=64, sigma_w2=1.2, sigma_b2=0.1,
+              gamma=0.5, branch_scale=0.8),
+         dict(depth=("int", 0), width=("int", 1), sigma_w2="pos", sigma_b2="nonneg", gamma="real",
+              branch_scale="real")),
+        ("resprop.numeric.engine.fluctuation_mc.simulate_finite_width",
+         dict(X=[[1.0, 0.5], [0.2, 1.0]], activation="erf", depth=2, width=8, sigma_w2=1.2, sigma_b2=0.1, gamma=0.5,
+              samples=20, seed=0),
+         dict(depth=("int", 0), width=("int", 1), samples=("int", 1), sigma_w2="pos", sigma_b2="nonneg", gamma="real")),
+        ("resprop.numeric.engine.fluctuation_mc.fluctuation_campaign",
+         dict(X=[[1.0, 0.5], [0.2, 1.0]], activation="erf", depth=1, sigma_w2=1.2, sigma_b2=0.1, gamma=0.5,
+              widths=(8, 16, 32), samples=40, seed=0),
+         dict(depth=("int", 0), samples=("int", 40), sigma_w2="pos", sigma_b2="nonneg", gamma="real")),
     ]
     for path, base, params in table:
         short = path.split(".", 1)[1]

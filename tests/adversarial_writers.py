@@ -1,6 +1,7 @@
 """Signals and concurrency on every writer: adversarial cases that run ``resprop`` in subprocesses.
 
-Every command that writes a user path (``reproduce``, ``latex``, ``figures``, ``sweep``, ``kernel``, ``train``)
+Every command that writes a user path (``reproduce``, ``latex``, ``figures``, ``sweep``, ``kernel``, ``fluctuations``,
+``train``)
 meets:
 
 * ``SIGINT`` and ``SIGTERM`` as soon as the run holds its output lock (the earliest moment a user can interrupt
@@ -43,12 +44,23 @@ def _inputs(tmp: Path) -> str:
     return str(path)
 
 
+def _few_inputs(tmp: Path) -> str:
+    import numpy as np
+
+    path = tmp / "X.npy"
+    np.save(path, np.random.default_rng(0).standard_normal((6, 4)) * np.linspace(0.5, 2.0, 6)[:, None])
+    return str(path)
+
+
 #: writer -> (output name, argv builder(tmp, out), slow?)
 WRITERS: dict[str, tuple[str, Callable[[Path, Path], list[str]], bool]] = {
     "latex": ("tex", lambda tmp, out: ["latex", "--out", str(out)], False),
     "kernel": ("K.npz", lambda tmp, out: ["kernel", "--inputs", _inputs(tmp), "--activation", "tanh", "--depth", "60",
                                           "--sigma-w2", "1", "--sigma-b2", "0.05", "--branch-scale", "0.3", "--ntk",
                                           "--out", str(out)], False),
+    "fluctuations": ("F.npz", lambda tmp, out: ["fluctuations", "--inputs", _few_inputs(tmp), "--activation", "tanh",
+                                                "--depth", "3", "--width", "64", "--sigma-w2", "1.5", "--sigma-b2",
+                                                "0.1", "--branch-scale", "0.5", "--quiet", "--out", str(out)], False),
     "sweep": ("s.nc", lambda tmp, out: ["sweep", _spec(tmp), "--out", str(out), "--workers", "1", "--quiet"], False),
     "figures": ("figs", lambda tmp, out: ["figures", "--out", str(out), "--only", "pdlt", "--quick", "--quiet"], True),
     "reproduce": ("report", lambda tmp, out: ["reproduce", "abcd", "--out", str(out), "--quick", "--quiet"], True),

@@ -33,6 +33,8 @@ __all__ = ["fluctuations", "Fluctuations", "DEFAULT_CHANNELS", "MAX_DEPTH", "MAX
 #: Hermite channels kept per subproblem size p (1 input, a pair, 3 or 4 inputs of ``covariance``)
 DEFAULT_CHANNELS = {1: 48, 2: 24, 3: 12, 4: 8}
 MAX_CHANNELS = {1: 160, 2: 64, 3: 20, 4: 12}
+#: the channel counts tried, in order, until the truncation estimate is below rtol
+LADDER = (16, 24, 32, 48, 64, 96, 128, 160)
 #: a fixed-depth O(1/width) theory; beyond this depth the cross-layer terms would need the next order anyway
 MAX_DEPTH = 10_000
 MAX_WIDTH = 10**9
@@ -58,15 +60,18 @@ class Fluctuations(ResultRecord):
 
     ``nngp``: K^(L) (the numbers of ``resprop.kernel``); ``mean_shift``: M with E[K^] = nngp + M / width;
     ``variance``: width Var[K^_ab] at leading order; ``law_variance``: width Var of the law kernel;
-    ``truncation_estimate``: |variance - the same recursion with half the Hermite channels| (an estimate of the
-    channel truncation, an upper bound in every case measured); ``closure_variance``, ``closure_mean_shift``: PDLT
+    ``variance_truncation``, ``mean_shift_truncation``: |value - the same recursion with half the Hermite
+    channels|, the estimate of the channel truncation (an upper bound in every case measured; the channels are
+    raised until it is below ``rtol`` of the value, up to the cap); ``channels``: (P, P) channels used per element;
+    ``closure_variance``, ``closure_mean_shift``: PDLT
     App. B's closure (B.25 / B.26) for the same network."""
 
     nngp: np.ndarray
     mean_shift: np.ndarray
     variance: np.ndarray
     law_variance: np.ndarray
-    truncation_estimate: np.ndarray
+    variance_truncation: np.ndarray
+    mean_shift_truncation: np.ndarray
     closure_variance: np.ndarray
     closure_mean_shift: np.ndarray
     depth: int
@@ -76,7 +81,8 @@ class Fluctuations(ResultRecord):
     sigma_b2: float
     gamma: float
     branch_scale: np.ndarray
-    channels: int
+    channels: np.ndarray
+    rtol: float
     _network: _Network = field(repr=False, compare=False)
 
     def fields(self) -> tuple[str, ...]:
@@ -98,7 +104,8 @@ class Fluctuations(ResultRecord):
     def covariance(self, pairs, channels: int | None = None) -> np.ndarray:
         """width Cov[K^_ab, K^_cd] at leading order for index quadruples ``pairs`` (M, 4) of ints (a, b, c, d) in
         [0, P): one recursion on the 1-4 distinct inputs of each quadruple (O(depth) per quadruple; 3 and 4
-        distinct inputs use a tensor Gauss-Hermite rule, ``channels`` default 12 and 8)."""
+        distinct inputs use a tensor Gauss-Hermite rule, ``channels`` default 12 and 8; one or two distinct inputs use
+        the channels of their ``variance`` element, so covariance([(a, b, a, b)]) is variance[a, b])."""
         P = self.nngp.shape[0]
         q = _quadruples(pairs, P)
         out = np.empty(len(q))
@@ -108,7 +115,9 @@ class Fluctuations(ResultRecord):
         net = self._network
         for inputs, rows in groups.items():
             p = len(inputs)
-            n_ch = _channels(channels, p)
+            # one or two inputs: the channels their element of ``variance`` used, so the two agree to round-off
+            n_ch = _channels(channels, p) if channels is not None or p > 2 else int(self.channels[inputs[0],
+                                                                                               inputs[-1]])
             K0 = net.K0[np.ix_(inputs, inputs)][None]
             res = _run(net, K0, n_ch, mean_shift=False)
             where = {a: i for i, a in enumerate(inputs)}
@@ -183,14 +192,16 @@ def _run(net: _Network, K0: np.ndarray, channels: int, mean_shift: bool):
 
 
 def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamma=1.0, branch_scale=1.0, *,
-                 readout: bool = False, channels: int | None = None, progress: bool | None = None) -> Fluctuations:
+                 readout: bool = False, channels: int | None = None, rtol: float = 1e-6,
+                 progress: bool | None = None) -> Fluctuations:
     """The kernel of a width-``width`` residual network to O(1/width) (module docstring): mean shift, variance
     and (``.covariance``) covariance of the empirical kernel of the last layer, for inputs X (P, d_in).
 
     Arguments as :func:`resprop.kernel` (``activation``: a name or a SymPy expression in x; piecewise ones with
     breakpoints at 0 only; jumps refused), plus ``width`` (>= 1; enters ``expected_kernel`` and
-    ``standard_deviation`` only) and ``channels`` (Hermite channels of the pair recursion, default 24; 1-input
-    recursions use 48).  ``readout=True`` adds the dense readout layer of ``resprop.kernel(readout=True)``.
+    ``standard_deviation`` only) and ``channels`` (Hermite channels of the pair recursion; by default raised along
+    LADDER until the truncation estimate is below ``rtol`` of each value: per input up to 160 channels, per pair
+    up to 64, the larger of its two inputs' counts; a given count is used as is, twice it for the diagonal).  ``readout=True`` adds the dense readout layer of ``resprop.kernel(readout=True)``.
     Derivation: docs/design/fluctuations-engine.md (eqs. 3.1-3.9); PDLT App. B (B.23-B.26) and Fischer et al.
     (C18-C20) are its closure and its law-kernel part.  Raises ParameterError (a ValueError naming the parameter)
     for bad input.
@@ -206,6 +217,7 @@ def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamm
     readout = V.flag("readout", readout)
     lam = branch_scales(branch_scale, depth)
     n_ch = _channels(channels, 2)
+    rtol = V.scalar("rtol", rtol, lambda name, v: V.interval(name, v, 0.0, 1.0, False, False, "(0, 1)"))
     if not isinstance(activation, str):
         raise V.ParameterError("activation", f"must be a name or a SymPy expression in x (text), got "
                                              f"{type(activation).__name__}")
@@ -223,33 +235,61 @@ def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamm
     skip, weight, bias = _sequences(depth, g, lam, sw, sb, readout)
     gammas = np.append(np.full(depth, g), [0.0] if readout else [])
     net = _Network(K0=K0, gammas=gammas, g=skip, w=weight, s=bias, phi=phi, rule=Rule())
-    nngp = kernel(X, activation, depth, sw, sb, g, lam, readout=readout, progress=False)
+    nngp = kernel(X, activation, depth, sw, sb, g, branch_scale if depth == 0 else lam, readout=readout,
+                  progress=False)
 
-    fields = ("variance", "law_variance", "truncation_estimate", "closure_variance", "mean_shift",
-              "closure_mean_shift")
+    fields = ("variance", "law_variance", "variance_truncation", "mean_shift_truncation", "closure_variance",
+              "mean_shift", "closure_mean_shift")
     out = {k: np.empty((P, P)) for k in fields}
-    single = _run(net, diag.reshape(P, 1, 1), _channels(None, 1) if channels is None else
-                  min(MAX_CHANNELS[1], 2 * n_ch), mean_shift=True)
-    _store(out, single, np.arange(P), np.arange(P), 0, 0)
+    used = np.zeros((P, P), dtype=np.int64)
+    # one-input recursions: channels raised along LADDER until converged (or the given count, doubled)
+    ladder = [min(MAX_CHANNELS[1], 2 * n_ch)] if channels is not None else list(LADDER)
+    todo = np.arange(P)
+    for k, n_try in enumerate(ladder):
+        res = _run(net, diag[todo].reshape(-1, 1, 1), n_try, mean_shift=True)
+        _store(out, res, todo, todo, 0, 0)
+        used[todo, todo] = n_try
+        todo = todo[~_converged(out, todo, todo, rtol)] if k + 1 < len(ladder) else todo[:0]
+        if not todo.size:
+            break
     iu, ju = np.triu_indices(P, 1)
     # exact duplicates (a 2 x 2 block of rank one with equal diagonals) are the diagonal element
     dup = (K0[iu, ju] == diag[iu]) & (diag[iu] == diag[ju])
     for k in np.flatnonzero(dup):
         for name in fields:
             out[name][iu[k], ju[k]] = out[name][ju[k], iu[k]] = out[name][iu[k], iu[k]]
+        used[iu[k], ju[k]] = used[ju[k], iu[k]] = used[iu[k], iu[k]]
     iu, ju = iu[~dup], ju[~dup]
+    # a pair gets the channels its two inputs needed (within [LADDER[0], MAX_CHANNELS[2]]), or the given count
+    d_need = np.diagonal(used)
+    if channels is None:
+        need = np.clip(np.maximum(d_need[iu], d_need[ju]), LADDER[0], MAX_CHANNELS[2])
+    else:
+        need = np.full(len(iu), n_ch)
     bar = _progress_bar(len(iu), progress)
-    for start in range(0, len(iu), BATCH):
-        a, b = iu[start:start + BATCH], ju[start:start + BATCH]
-        block = np.stack([np.stack([K0[a, a], K0[a, b]], -1), np.stack([K0[a, b], K0[b, b]], -1)], -2)
-        res = _run(net, block, n_ch, mean_shift=True)
-        _store(out, res, a, b, 0, 1)
-        if bar is not None:
-            bar.update(len(a))
+    for n_try in np.unique(need):
+        sel = np.flatnonzero(need == n_try)
+        for start in range(0, len(sel), BATCH):
+            a, b = iu[sel[start:start + BATCH]], ju[sel[start:start + BATCH]]
+            block = np.stack([np.stack([K0[a, a], K0[a, b]], -1), np.stack([K0[a, b], K0[b, b]], -1)], -2)
+            res = _run(net, block, int(n_try), mean_shift=True)
+            _store(out, res, a, b, 0, 1)
+            used[a, b] = used[b, a] = n_try
+            if bar is not None:
+                bar.update(len(a))
     if bar is not None:
         bar.close()
     return Fluctuations(nngp=nngp, depth=depth, width=width, activation=activation.strip(), sigma_w2=sw,
-                        sigma_b2=sb, gamma=g, branch_scale=lam, channels=n_ch, _network=net, **out)
+                        sigma_b2=sb, gamma=g, branch_scale=lam, channels=used, rtol=rtol, _network=net, **out)
+
+
+def _converged(out: dict, a: np.ndarray, b: np.ndarray, rtol: float) -> np.ndarray:
+    """Whether the truncation estimates of the elements (a, b) are below rtol: of |variance| for the variance, of
+    |mean_shift| + K^(0)-free scale |variance|^(1/2) for the mean shift (which may vanish)."""
+    var = np.abs(out["variance"][a, b])
+    ok_v = out["variance_truncation"][a, b] <= rtol * var
+    ok_m = out["mean_shift_truncation"][a, b] <= rtol * (np.abs(out["mean_shift"][a, b]) + np.sqrt(var))
+    return ok_v & ok_m
 
 
 def _store(out: dict, res, a: np.ndarray, b: np.ndarray, i: int, j: int) -> None:
@@ -257,7 +297,8 @@ def _store(out: dict, res, a: np.ndarray, b: np.ndarray, i: int, j: int) -> None
     values = {
         "variance": res.V["full"][:, i, j, i, j],
         "law_variance": res.C["full"][:, i, j, i, j],
-        "truncation_estimate": np.abs(res.V["full"][:, i, j, i, j] - res.V["low"][:, i, j, i, j]),
+        "variance_truncation": np.abs(res.V["full"][:, i, j, i, j] - res.V["low"][:, i, j, i, j]),
+        "mean_shift_truncation": np.abs(res.M["full"][:, i, j] - res.M["low"][:, i, j]),
         "closure_variance": res.V["closure"][:, i, j, i, j],
         "mean_shift": res.M["full"][:, i, j],
         "closure_mean_shift": res.M["closure"][:, i, j],
