@@ -690,7 +690,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="F.npz",
                    help="output .npz with arrays nngp, mean_shift, variance, law_variance, variance_truncation, "
                         "mean_shift_truncation, closure_variance, closure_mean_shift, channels, expected_kernel, "
-                        "standard_deviation (and pairs, covariance), written atomically with a sidecar manifest; an existing output is replaced "
+                        "standard_deviation (and pairs, covariance), written atomically with a sidecar manifest; "
+                        "an existing output is replaced "
                         "only if resprop wrote it")
     p.set_defaults(func=cmd_fluctuations)
     p = sub.add_parser("predict",

@@ -16,7 +16,8 @@ __all__ = ["kernel", "fluctuations", "predict", "__version__"]
 
 
 def __getattr__(name: str):
-    """``resprop.kernel``, ``resprop.fluctuations`` and ``resprop.predict`` (imported on first use, so that ``import resprop`` stays light)."""
+    """``resprop.kernel``, ``resprop.fluctuations`` and ``resprop.predict`` (imported on first use, so that
+    ``import resprop`` stays light)."""
     if name == "kernel":
         from resprop.numeric.engine.kernel import kernel
 

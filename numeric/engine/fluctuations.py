@@ -162,9 +162,9 @@ def _activation(text: str):
         raise V.ParameterError("activation", f"{checked.expr} has breakpoints away from 0; the fluctuation engine "
                                              "integrates piecewise activations exactly only when every breakpoint "
                                              "is at 0 (relu, abs(x), Max(x, 0) + x/10, ...)")
-    from resprop.derive.activations import x
-
     import scipy.special
+
+    from resprop.derive.activations import x
 
     fn = sp.lambdify(x, checked.pw, modules=[{"erf": scipy.special.erf, "erfc": scipy.special.erfc}, "numpy"])
 
@@ -201,7 +201,8 @@ def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamm
     breakpoints at 0 only; jumps refused), plus ``width`` (>= 1; enters ``expected_kernel`` and
     ``standard_deviation`` only) and ``channels`` (Hermite channels of the pair recursion; by default raised along
     LADDER until the truncation estimate is below ``rtol`` of each value: per input up to 160 channels, per pair
-    up to 64, the larger of its two inputs' counts; a given count is used as is, twice it for the diagonal).  ``readout=True`` adds the dense readout layer of ``resprop.kernel(readout=True)``.
+    up to 64, the larger of its two inputs' counts; a given count is used as is, twice it for the diagonal).
+    ``readout=True`` adds the dense readout layer of ``resprop.kernel(readout=True)``.
     Derivation: docs/design/fluctuations-engine.md (eqs. 3.1-3.9); PDLT App. B (B.23-B.26) and Fischer et al.
     (C18-C20) are its closure and its law-kernel part.  Raises ParameterError (a ValueError naming the parameter)
     for bad input.
