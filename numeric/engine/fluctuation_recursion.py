@@ -42,7 +42,7 @@ class Rule:
     breakpoint (p = 2), ``tensor`` Gauss-Hermite nodes per dimension for p = 3, 4."""
 
     radial: int = 40
-    angular: int = 40
+    angular: int = 64
     tensor: int = 14
 
 

@@ -1,0 +1,207 @@
+"""resprop.fluctuations (issue 27): the O(1/width) mean shift and (co)variance of the empirical kernel.
+
+References, each from a route that shares no code with the engine's recursion:
+
+* ``pdlt.corrected`` (one input: closed form for ReLU, its own 320-channel Hermite recursion for smooth phi) and
+  ``pdlt.multi_input_corrected`` (two inputs: the cross-layer source by 4-D quadrature, O(depth^2));
+* B.25 / B.26 (``b26_ratio``, ``multi_input_vertex``) for the closure values;
+* Fischer et al.'s law-kernel variance (``fischer.fluctuations.kernel_fluctuations``: fourth cumulants by
+  quadrature, the C18-C20 propagator) for ``law_variance``;
+* Wick's theorem at depth 0, the sign symmetry of odd activations, subsets of the inputs;
+* Monte Carlo of explicit finite-width networks at fixed depth and growing width, extrapolated
+  (`fluctuation_check.QUICK`; the full campaign is ``-m slow``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import resprop
+from resprop.numeric.engine import fluctuation_check as fc
+from resprop.numeric.engine import fluctuations as fl_mod
+from resprop.numeric.engine.fluctuation_recursion import Rule, propagate_subproblems, wick
+from resprop.numeric.engine.fluctuations import _activation
+
+X3 = np.array([[0.6, 0.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.9, 1.5]])  # unequal norms and angles
+
+
+# ----------------------------------------------------------------------------------------- special cases
+@pytest.mark.parametrize("activation", ["relu", "tanh", "erf", "gelu"])
+@pytest.mark.parametrize("gamma2", [0.5, 0.9])
+@pytest.mark.parametrize("depth", [1, 3, 8])
+def test_one_input_is_pdlt_corrected(activation, gamma2, depth):
+    """P = 1, K^(0) = 1, critical C_W, no bias: variance / K^2 = pdlt.corrected's R(d) and the closure's is B.26."""
+    from resprop.numeric.theories.pdlt import corrected as pc
+
+    C_W = pc.critical_C_W(activation, gamma2)
+    X = np.array([[1.0 / math.sqrt(C_W)]])  # K^(0) = C_W x^2 / d_in = 1
+    F = resprop.fluctuations(X, activation, depth, 128, C_W, 0.0, gamma=math.sqrt(gamma2), rtol=1e-9)
+    K = F.nngp[0, 0]
+    assert F.variance[0, 0] / K**2 == pytest.approx(pc.corrected_ratio(activation, gamma2, depth), rel=2e-7)
+    assert F.closure_variance[0, 0] / K**2 == pytest.approx(pc.b26_ratio(activation, gamma2, depth), rel=1e-10)
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh", "erf", "gelu"])
+@pytest.mark.parametrize("gamma", [0.0, 0.6])
+def test_two_inputs_are_multi_input_corrected(activation, gamma):
+    """P = 2 with bias: V - Wick is the corrected PDLT vertex (all quadruples), the closure is B.25."""
+    from resprop.numeric.theories.pdlt import multi_input_corrected as mic
+
+    K0 = np.array([[1.0, 0.4], [0.4, 2.0]])
+    d, C_W, C_b = 3, 1.3, 0.2
+    ref = mic.multi_input_vertex_corrected(K0, activation, gamma, d, C_W=C_W, C_b=C_b)
+    res = propagate_subproblems(K0[None], np.full(d, gamma), np.full(d, gamma**2), np.full(d, C_W), np.full(d, C_b),
+                                _activation(activation), 24, Rule())
+    scale = np.abs(ref.V[-1]).max()
+    assert np.abs(res.K[0] - ref.K[-1]).max() < 1e-12 * np.abs(ref.K[-1]).max()
+    assert np.abs(res.V["full"][0] - wick(res.K)[0] - ref.V[-1]).max() < 1e-7 * scale
+    assert np.abs(res.V["closure"][0] - wick(res.K)[0] - ref.V_b25[-1]).max() < 1e-10 * scale
+    if gamma:  # the correction is there and the test can tell
+        assert np.abs(ref.V[-1] - ref.V_b25[-1]).max() > 1e-4 * scale
+
+
+@pytest.mark.parametrize("depth", [1, 4, 30])
+def test_law_variance_is_fischer_kernel_fluctuations(depth):
+    """Fischer et al.'s Var K^(L) (the law kernel, C18-C20 with the full Jacobian) times the width is the C part
+    of V: ``law_variance``.  gamma = 1, lambda = rho."""
+    from resprop.numeric.theories.fischer.fluctuations import kernel_fluctuations
+
+    N, rho, sw, sb = 1000, 0.4, 1.5, 0.1
+    x = np.array([[1.3]])
+    K0 = sw * 1.3**2 + sb
+    ref = kernel_fluctuations(K0, depth, N, rho, sw, sb, activation="erf")
+    F = resprop.fluctuations(x, "erf", depth, N, sw, sb, gamma=1.0, branch_scale=rho)
+    assert F.law_variance[0, 0] == pytest.approx(ref.var_K[-1] * N, rel=2e-5)
+    assert F.nngp[0, 0] == pytest.approx(ref.K[-1], rel=1e-12)
+
+
+# ----------------------------------------------------------------------------------------- exact structure
+def test_depth_zero_is_wick():
+    F = resprop.fluctuations(X3, "tanh", 0, 64, 1.5, 0.1)
+    K = F.nngp
+    assert np.allclose(F.variance, np.outer(np.diag(K), np.diag(K)) + K**2, rtol=1e-14)
+    assert not F.mean_shift.any() and not F.law_variance.any()
+
+
+def test_linear_activation_has_no_cross_layer_correction():
+    """phi = x: every layer is linear in the read-in, T is pure chaos 2, so the closure is exact, and the mean
+    shift vanishes (E K^ is linear in the kernel)."""
+    F = resprop.fluctuations(X3, "linear", 4, 64, 0.7, 0.2, gamma=0.8, branch_scale=0.9)
+    assert np.allclose(F.variance, F.closure_variance, rtol=1e-12)
+    assert np.abs(F.mean_shift).max() < 1e-12 * np.abs(F.nngp).max()
+
+
+def test_odd_activation_is_symmetric_in_the_sign_of_gamma():
+    """For odd phi, flipping the sign of h on every other layer maps gamma to -gamma and (W, b) to (-W, -b) in
+    law: the kernel's law is unchanged.  The engine keeps the sign of gamma (odd channels), so this can fail."""
+    a = resprop.fluctuations(X3, "tanh", 3, 64, 1.5, 0.1, gamma=0.9, branch_scale=0.7)
+    b = resprop.fluctuations(X3, "tanh", 3, 64, 1.5, 0.1, gamma=-0.9, branch_scale=0.7)
+    for name in ("variance", "mean_shift", "law_variance"):
+        assert np.allclose(getattr(a, name), getattr(b, name), rtol=1e-10, atol=1e-13), name
+    # relu is not odd: the sign matters (odd Hermite channels)
+    c = resprop.fluctuations(X3, "relu", 3, 64, 1.5, 0.1, gamma=0.9, branch_scale=0.7)
+    d = resprop.fluctuations(X3, "relu", 3, 64, 1.5, 0.1, gamma=-0.9, branch_scale=0.7)
+    assert np.abs(c.variance - d.variance).max() > 1e-3 * np.abs(c.variance).max()
+
+
+def test_results_are_symmetric_and_subset_invariant():
+    F3 = resprop.fluctuations(X3, "gelu", 3, 64, 1.5, 0.1, gamma=1.0, branch_scale=0.6)
+    F2 = resprop.fluctuations(X3[[2, 0]], "gelu", 3, 64, 1.5, 0.1, gamma=1.0, branch_scale=0.6)
+    for name in ("variance", "mean_shift", "law_variance", "closure_variance"):
+        M3, M2 = getattr(F3, name), getattr(F2, name)
+        assert np.array_equal(M3, M3.T)
+        assert np.allclose(M3[np.ix_([2, 0], [2, 0])], M2, rtol=1e-12, atol=0), name
+    assert np.allclose(F3.nngp, resprop.kernel(X3, "gelu", 3, 1.5, 0.1, 1.0, 0.6), rtol=1e-14)
+
+
+def test_covariance_agrees_with_variance_and_is_symmetric():
+    F = resprop.fluctuations(X3, "erf", 2, 64, 1.5, 0.1, gamma=1.0, branch_scale=0.8)
+    pairs = [(a, b, a, b) for a in range(3) for b in range(3)]
+    assert np.allclose(F.covariance(pairs), F.variance.ravel(), rtol=1e-12)
+    c = F.covariance([(0, 1, 1, 2), (1, 2, 0, 1), (1, 0, 2, 1), (0, 1, 2, 2), (2, 2, 0, 1)])
+    assert np.allclose(c[:3], c[0], rtol=1e-10) and np.isclose(c[3], c[4], rtol=1e-10)
+    # Cauchy-Schwarz: |Cov(K_01, K_12)| <= sqrt(Var K_01 Var K_12)
+    assert abs(c[0]) <= math.sqrt(F.variance[0, 1] * F.variance[1, 2])
+
+
+def test_pair_batch_does_not_change_results(monkeypatch):
+    ref = resprop.fluctuations(X3, "relu", 3, 64, 1.5, 0.1, gamma=1.0, branch_scale=0.7)
+    monkeypatch.setattr(fl_mod, "BATCH", 1)
+    one = resprop.fluctuations(X3, "relu", 3, 64, 1.5, 0.1, gamma=1.0, branch_scale=0.7)
+    for name in ("variance", "mean_shift", "law_variance"):
+        assert np.allclose(getattr(ref, name), getattr(one, name), rtol=1e-13, atol=1e-15), name
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh", "gelu"])
+def test_quadrature_order_is_converged(activation):
+    """Raising every quadrature order changes nothing beyond 1e-9 (the rule is not a tuning knob)."""
+    K0 = np.array([[0.5, 0.3], [0.3, 3.0]])
+    L = 6
+    args = (np.ones(L), np.ones(L), np.full(L, 1.5), np.full(L, 0.1), _activation(activation), 24)
+    base = propagate_subproblems(K0[None], *args, Rule())
+    fine = propagate_subproblems(K0[None], *args, Rule(radial=80, angular=96))
+    for part in ("V", "M"):
+        a, b = getattr(base, part)["full"], getattr(fine, part)["full"]
+        assert np.abs(a - b).max() <= 1e-9 * np.abs(b).max(), part
+
+
+def test_truncation_estimate_bounds_the_truncation_error():
+    """tanh at gamma = 1 and a large kernel (K ~ 19): the channels converge slowly; the estimate at N (|V_N -
+    V_N/2|) must exceed the true error |V_N - V_160| for every N tried."""
+    phi, L = _activation("tanh"), 10
+    K0 = np.full((1, 1, 1), 3.0)
+    args = (np.ones(L), np.ones(L), np.full(L, 2.0), np.full(L, 0.1), phi)
+    ref = propagate_subproblems(K0, *args, 160, Rule())
+    for N in (16, 24, 32, 48, 64):
+        r = propagate_subproblems(K0, *args, N, Rule())
+        for part in ("V", "M"):
+            full, low, exact = (getattr(r, part)["full"], getattr(r, part)["low"], getattr(ref, part)["full"])
+            assert np.abs(full - low).max() >= np.abs(full - exact).max(), (N, part)
+
+
+def test_channels_are_raised_until_converged():
+    F = resprop.fluctuations(X3, "tanh", 6, 64, 2.0, 0.1, gamma=1.0, rtol=1e-8)
+    assert np.diagonal(F.channels).max() > fl_mod.LADDER[0]
+    diag = np.diag_indices(3)
+    conv = F.variance_truncation[diag] <= 1e-8 * np.abs(F.variance[diag])
+    assert conv.all() or (np.diagonal(F.channels)[~conv] == fl_mod.LADDER[-1]).all()
+
+
+def test_exact_duplicates_are_the_diagonal():
+    X = np.vstack([X3, X3[1]])
+    F = resprop.fluctuations(X, "relu", 3, 64, 1.5, 0.1)
+    assert F.variance[1, 3] == F.variance[1, 1] and F.mean_shift[1, 3] == F.mean_shift[1, 1]
+
+
+def test_expected_kernel_and_standard_deviation():
+    F = resprop.fluctuations(X3, "erf", 2, 256, 1.5, 0.1)
+    assert np.allclose(F.expected_kernel(), F.nngp + F.mean_shift / 256)
+    assert np.allclose(F.standard_deviation() ** 2 * 256, F.variance)
+    assert set(F.to_dict()) >= {"nngp", "mean_shift", "variance", "covariance"} - {"covariance"}
+    assert "_network" not in F.to_dict()
+
+
+# ----------------------------------------------------------------------------------------- Monte Carlo
+def _check_rows(rows):
+    bad = [r for r in rows if not r["agrees"]]
+    assert not bad, "\n".join(f"{r['case']} {r['quantity']} {r['index']}: MC {r['R_inf']:.5g} +- {r['se']:.2g}, "
+                              f"engine {r['theory']:.5g} (z = {r['z']:+.1f})" for r in bad)
+
+
+@pytest.mark.parametrize("cfg", fc.QUICK, ids=[c.label for c in fc.QUICK])
+def test_quick_campaign_agrees_with_simulation(cfg):
+    """Fixed depth, widths 64-512 (covariance) and 16-128 (mean shift), extrapolated: every entry within
+    4 SE + extrapolation systematic + truncation estimate (leading order in 1/width)."""
+    rows = fc.compare(cfg, seed=2027)
+    _check_rows(rows)
+    if cfg.activation in ("relu", "gelu") and cfg.gamma == 1.0:
+        # the check has power: the closure (B.25/B.26) is rejected by the same simulation
+        assert max(abs(r["z_closure"]) for r in rows if r["quantity"] == "variance") > 4.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cfg", fc.FULL, ids=[c.label for c in fc.FULL])
+def test_full_campaign_agrees_with_simulation(cfg):
+    _check_rows(fc.compare(cfg, seed=2027))
