@@ -32,15 +32,32 @@ X3 = np.array([[0.6, 0.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.9, 1.5]])  # unequal no
 @pytest.mark.parametrize("gamma2", [0.5, 0.9])
 @pytest.mark.parametrize("depth", [1, 3, 8])
 def test_one_input_is_pdlt_corrected(activation, gamma2, depth):
-    """P = 1, K^(0) = 1, critical C_W, no bias: variance / K^2 = pdlt.corrected's R(d) and the closure's is B.26."""
+    """P = 1, K^(0) = 1, critical C_W, no bias: variance / K^2 is pdlt.corrected's R(d) -- for ReLU its closed
+    form (degree-2 arc-cosine kernel), for smooth phi its own generated 320-channel recursion on composite
+    Gauss-Legendre coefficients (``channel_trajectory``; ``corrected_ratio`` itself now calls this engine) -- and
+    the closure's is B.26 (PDLT's generated vertex recursion)."""
     from resprop.numeric.theories.pdlt import corrected as pc
 
     C_W = pc.critical_C_W(activation, gamma2)
     X = np.array([[1.0 / math.sqrt(C_W)]])  # K^(0) = C_W x^2 / d_in = 1
     F = resprop.fluctuations(X, activation, depth, 128, C_W, 0.0, gamma=math.sqrt(gamma2), rtol=1e-9)
     K = F.nngp[0, 0]
-    assert F.variance[0, 0] / K**2 == pytest.approx(pc.corrected_ratio(activation, gamma2, depth), rel=2e-7)
+    if activation == "relu":
+        ref = pc.corrected_ratio(activation, gamma2, depth)
+    else:
+        ref = float(pc.channel_trajectory(activation, gamma2, depth).ratio_corrected[-1])
+    assert F.variance[0, 0] / K**2 == pytest.approx(ref, rel=2e-7)
     assert F.closure_variance[0, 0] / K**2 == pytest.approx(pc.b26_ratio(activation, gamma2, depth), rel=1e-10)
+
+
+@pytest.mark.parametrize("activation", ["tanh", "erf", "gelu"])
+def test_pdlt_corrected_smooth_path_is_the_engine_and_agrees_with_its_channel_recursion(activation):
+    from resprop.numeric.theories.pdlt import corrected as pc
+
+    for g2, d in ((0.5, 12), (0.9, 40)):
+        a, b = pc.corrected_trajectory(activation, g2, d), pc.channel_trajectory(activation, g2, d)
+        np.testing.assert_allclose(a.V_corrected, b.V_corrected, rtol=1e-10, atol=1e-14)
+        np.testing.assert_allclose(a.V_b26, b.V_b26, rtol=1e-10, atol=1e-14)
 
 
 @pytest.mark.parametrize("activation", ["relu", "tanh", "erf", "gelu"])

@@ -73,9 +73,11 @@ def _transpose_pairs(T: np.ndarray) -> np.ndarray:
 
 def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: np.ndarray, s: np.ndarray,
                           phi: Callable[[np.ndarray], np.ndarray], channels: int, rule: Rule,
-                          mean_shift: bool = True) -> SubproblemResult:
+                          mean_shift: bool = True,
+                          record: Callable[[int, SubproblemResult], None] | None = None) -> SubproblemResult:
     """Run the recursion for a batch of input kernels K0 (B, p, p) through the layers given by the signed skip
-    gains ``gammas``, g = gamma^2, w = lambda^2 sigma_w2 and s = lambda^2 sigma_b2 (one entry per layer)."""
+    gains ``gammas``, g = gamma^2, w = lambda^2 sigma_w2 and s = lambda^2 sigma_b2 (one entry per layer).
+    ``record(l, result)`` is called with the state of every layer l = 0..L (a trajectory; O(1) extra work)."""
     B, p, _ = K0.shape
     N = int(channels)
     top = max(N + 2, 4) if mean_shift else max(N, 2)
@@ -101,6 +103,8 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
     ch = np.zeros((B, nch, p, p))
     C = {v: np.zeros((B,) + (p,) * 4) for v in VARIANTS}
     M = {v: np.zeros((B, p, p)) for v in VARIANTS}
+    if record is not None:
+        record(0, _result(K, ch, C, M, pos2, fac2, lo))
     for layer in range(len(g)):
         A = np.linalg.cholesky(K)
         Binv = np.linalg.inv(A)
@@ -146,13 +150,21 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
                 new[:, sl_m] = np.einsum("bxy,bcdy->bxcd", block, src[..., sl_m])
             ch = new
         K = Knext
-    # the final layer: Q = Cov(e, S) from the degree-2 channels, S_ef = sum_ij A_ei A_fj (u_i u_j - delta_ij)
+        if record is not None:
+            record(layer + 1, _result(K, ch, C, M, pos2, fac2, lo))
+    return _result(K, ch, C, M, pos2, fac2, lo)
+
+
+def _result(K, ch, C, M, pos2, fac2, lo) -> SubproblemResult:
+    """V = Wick + Q + Q^T + C at the current layer; Q = Cov(e, S) from the degree-2 channels, with
+    S_ef = sum_ij A_ei A_fj (u_i u_j - delta_ij)."""
     A = np.linalg.cholesky(K)
     c2 = ch[:, pos2 - lo] * fac2[None, :, :, None, None]  # (B, i, j, c, d) = E[e_cd (u_i u_j - delta_ij)]
     Q = np.einsum("bei,bfj,bijcd->bcdef", A, A, c2)
     W = wick(K)
     V = {v: W + Q + _transpose_pairs(Q) + C[v] for v in VARIANTS}
-    return SubproblemResult(K=K, V=V, C=C, M=M)
+    return SubproblemResult(K=K.copy(), V=V, C={v: c.copy() for v, c in C.items()},
+                            M={v: m.copy() for v, m in M.items()})
 
 
 def _unit(p: int, i: int) -> np.ndarray:

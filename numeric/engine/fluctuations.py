@@ -28,7 +28,8 @@ from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.fluctuation_recursion import Rule, propagate_subproblems
 from resprop.numeric.engine.results import ResultRecord
 
-__all__ = ["fluctuations", "Fluctuations", "DEFAULT_CHANNELS", "MAX_DEPTH", "MAX_CHANNELS"]
+__all__ = ["fluctuations", "Fluctuations", "trajectory", "Trajectory", "DEFAULT_CHANNELS", "MAX_DEPTH",
+           "MAX_CHANNELS", "LADDER"]
 
 #: Hermite channels kept per subproblem size p (1 input, a pair, 3 or 4 inputs of ``covariance``)
 DEFAULT_CHANNELS = {1: 48, 2: 24, 3: 12, 4: 8}
@@ -318,3 +319,64 @@ def _progress_bar(total: int, progress):
     from tqdm import tqdm
 
     return tqdm(total=total, desc="pairs", unit="pair", delay=1.0, file=sys.stderr)
+
+
+@dataclass(frozen=True)
+class Trajectory(ResultRecord):
+    """:func:`trajectory`: per layer l = 0..L (leading axis) for one set of p <= 4 inputs: the kernel ``K``
+    (L+1, p, p), ``V`` = width Cov[K^_ab, K^_cd] (L+1, p, p, p, p), its closure value ``V_closure`` (B.25/B.26),
+    the law-kernel covariance ``C``, the mean shift ``M`` and ``M_closure`` (L+1, p, p); ``channels`` used and
+    ``truncation`` (L+1,), the largest |V - V(half the channels)| / |V| of the layer."""
+
+    K: np.ndarray
+    V: np.ndarray
+    V_closure: np.ndarray
+    C: np.ndarray
+    M: np.ndarray
+    M_closure: np.ndarray
+    channels: int
+    truncation: np.ndarray
+
+
+def trajectory(K0, gammas, g, w, s, activation: str, *, channels: int | None = None, rtol: float = 1e-10,
+               mean_shift: bool = True) -> Trajectory:
+    """The low-level engine for theory modules that pass the input kernel and the per-layer sequences themselves
+    (PDLT's C_W, C_b, gamma; Fischer's rho): K0 (p, p), p <= 4; ``gammas`` the signed skip gain of each layer,
+    g = gamma^2, w = lambda^2 sigma_w2, s = lambda^2 sigma_b2 (arrays of one length, the depth).  Channels:
+    raised along LADDER until every layer's truncation estimate is below ``rtol`` (or the cap), or as given."""
+    K0 = V.kernel_matrix("K0", K0)
+    p = K0.shape[0]
+    if not 1 <= p <= 4:
+        raise V.ParameterError("K0", f"trajectory takes 1 to 4 inputs, got {p}")
+    seqs = [np.asarray(V.real(name, v), dtype=float).reshape(-1) for name, v in
+            (("gammas", gammas), ("g", g), ("w", w), ("s", s))]
+    if len({len(x) for x in seqs}) != 1:
+        raise V.ParameterError("gammas, g, w, s", "must have one entry per layer each")
+    net = _Network(K0=K0, gammas=seqs[0], g=seqs[1], w=seqs[2], s=seqs[3], phi=_activation(activation.strip()),
+                   rule=Rule())
+    ladder = [_channels(channels, p)] if channels is not None else (
+        [n for n in LADDER if n <= MAX_CHANNELS[p]] if p <= 2 else [DEFAULT_CHANNELS[p]])
+    for n_try in ladder:
+        layers: list = []
+        _run_recorded(net, K0[None], n_try, mean_shift, layers)
+        Vf = np.array([r.V["full"][0] for r in layers])
+        Vl = np.array([r.V["low"][0] for r in layers])
+        scale = np.abs(Vf).reshape(len(layers), -1).max(axis=1)
+        trunc = np.abs(Vf - Vl).reshape(len(layers), -1).max(axis=1) / np.where(scale > 0, scale, 1.0)
+        if trunc.max() <= rtol:
+            break
+    return Trajectory(K=np.array([r.K[0] for r in layers]), V=Vf,
+                      V_closure=np.array([r.V["closure"][0] for r in layers]),
+                      C=np.array([r.C["full"][0] for r in layers]), M=np.array([r.M["full"][0] for r in layers]),
+                      M_closure=np.array([r.M["closure"][0] for r in layers]), channels=n_try, truncation=trunc)
+
+
+def _run_recorded(net: _Network, K0: np.ndarray, channels: int, mean_shift: bool, layers: list) -> None:
+    try:
+        with np.errstate(all="ignore"):
+            propagate_subproblems(K0, net.gammas, net.g, net.w, net.s, net.phi, channels, net.rule,
+                                  mean_shift=mean_shift, record=lambda layer, res: layers.append(res))
+    except np.linalg.LinAlgError:
+        raise V.ParameterError("K0", "the kernel became singular at some layer (inputs with correlation +-1)") from None
+    if not all(np.all(np.isfinite(r.V["full"])) for r in layers):
+        raise V.ParameterError("K0, w, s, depth", "the O(1/width) coefficients leave the float64 range")

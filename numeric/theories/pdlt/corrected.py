@@ -51,8 +51,8 @@ from resprop.numeric.theories.pdlt import residual_mlp as rm
 
 __all__ = ["ALLOWED_ACTIVATIONS", "MAX_DEPTH_SCALE_INVARIANT", "MAX_DEPTH_SMOOTH", "corrected_ratio", "b26_ratio",
            "output_kernel", "critical_C_W", "corrected_trajectory", "b26_trajectory", "arccos2_moment", "nu_corrected",
-           "CorrectedTrajectory", "r_star_corrected", "gamma_star_corrected", "nu_corrected_unit_slope",
-           "li_nica_roy_ratio"]
+           "CorrectedTrajectory", "channel_trajectory", "r_star_corrected", "gamma_star_corrected",
+           "nu_corrected_unit_slope", "li_nica_roy_ratio"]
 
 ALLOWED_ACTIVATIONS = ("relu", "linear", "leaky_relu:<slope>", "tanh", "erf", "gelu")
 #: the scale-invariant closed form is O(depth) vectorised work
@@ -270,8 +270,35 @@ def _kernel_trajectory(ac: _Act, g2: float, depth: int, C_W: float) -> np.ndarra
 
 
 def _smooth_trajectory(ac: _Act, g2: float, depth: int, C_W: float) -> CorrectedTrajectory:
-    """The Hermite-channel recursion (generated ``hermite_channels``) feeding Delta_l into the generated
-    ``vertex_corrected`` recursion; B.26 is the same recursion with Delta = 0."""
+    """The finite-width kernel engine's trajectory (`resprop.numeric.engine.fluctuations.trajectory`: one input,
+    K^(0) = 1, gamma = sqrt(gamma2), w = C_W, no bias), the corrected vertex V_c = V - 2 K^2 and B.26 as its
+    closure; channels raised until the truncation estimate is below 1e-12.  :func:`channel_trajectory` is this
+    module's own generated recursion, kept as the independent reference."""
+    from resprop.numeric.engine.fluctuations import trajectory
+
+    if depth == 0:  # the input alone: Gaussian, V = 0
+        return CorrectedTrajectory(ac.name, g2, 0, C_W, np.ones(1), np.zeros(1), np.zeros(1), 0)
+    tr = trajectory(np.ones((1, 1)), np.full(depth, math.sqrt(g2)), np.full(depth, g2), np.full(depth, C_W),
+                    np.zeros(depth), ac.name, rtol=1e-12, mean_shift=False)
+    K = tr.K[:, 0, 0]
+    if ac.name == "gelu":  # C_W makes K = 1 a fixed point (to round-off of <gelu^2>)
+        K = np.ones(depth + 1)
+    wick = 2.0 * tr.K[:, 0, 0] ** 2
+    return CorrectedTrajectory(ac.name, g2, depth, C_W, K, tr.V[:, 0, 0, 0, 0] - wick,
+                               tr.V_closure[:, 0, 0, 0, 0] - wick, tr.channels)
+
+
+def channel_trajectory(activation: str, gamma2: float, depth: int) -> CorrectedTrajectory:
+    """The reference route for smooth activations: this module's generated Hermite-channel recursion
+    (``hermite_channels``, composite Gauss-Legendre coefficients, up to MAX_CHANNELS) feeding Delta_l into the
+    generated ``vertex_corrected``; B.26 is the same recursion with Delta = 0."""
+    ac, g2 = _activation(activation), _gamma2(gamma2)
+    if ac.kind == "scale_invariant":
+        raise ParameterError("activation", "channel_trajectory is the smooth activations' route (tanh, erf, gelu)")
+    return _channel_trajectory(ac, g2, _depth(depth, MAX_DEPTH_SMOOTH), critical_C_W(activation, g2))
+
+
+def _channel_trajectory(ac: _Act, g2: float, depth: int, C_W: float) -> CorrectedTrajectory:
     gamma = math.sqrt(g2)
     K = _kernel_trajectory(ac, g2, depth, C_W)
     if depth == 0:  # the input alone: Gaussian, V = 0
