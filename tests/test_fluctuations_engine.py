@@ -94,6 +94,23 @@ def test_law_variance_is_fischer_kernel_fluctuations(depth):
     assert F.nngp[0, 0] == pytest.approx(ref.K[-1], rel=1e-12)
 
 
+@pytest.mark.parametrize("activation", ["erf", "tanh"])
+def test_fischer_kernel_fluctuations_beyond_the_cumulant_budget_is_the_engine(activation):
+    """kernel_fluctuations' depth limit for smooth activations is gone: beyond max_depth it calls the engine
+    (_engine_route).  Below it both routes run: the fourth-cumulant quadratures (O(depth^2)) and the engine agree,
+    var_C (readout included) and var_K, at every layer."""
+    from resprop.numeric.theories.fischer import fluctuations as FL
+
+    L = 60
+    a = FL.kernel_fluctuations(1.4, L, 500, 0.3, 1.25, 0.05, activation=activation)
+    b = FL._engine_route(1.4, L, 500, 0.3, 1.25, 0.05, None, None, activation)
+    np.testing.assert_allclose(b.var_K, a.var_K, rtol=1e-6)
+    np.testing.assert_allclose(b.var_C, a.var_C, rtol=1e-6, atol=1e-15)
+    assert np.array_equal(b.K, a.K)
+    deep = FL.kernel_fluctuations(1.4, FL.max_depth(activation) + 5, 500, 0.3, 1.25, 0.05, activation=activation)
+    assert np.all(np.isfinite(deep.var_K)) and np.all(np.diff(deep.var_K) > 0)
+
+
 # ----------------------------------------------------------------------------------------- exact structure
 def test_depth_zero_is_wick():
     F = resprop.fluctuations(X3, "tanh", 0, 64, 1.5, 0.1)

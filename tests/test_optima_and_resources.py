@@ -238,11 +238,13 @@ def test_kernel_fluctuations_depth_2000_in_bounded_memory():
     tracemalloc.stop()
     assert peak < 100 * 2**20
     assert r["var_K"].shape == (2001,) and np.all(np.isfinite(r["var_K"])) and np.all(np.diff(r["var_K"]) > 0)
-    # the dense route would hold (L+2)^2 fourth-cumulant node arrays; erf's budget refuses depth 2000 up front
+    # the dense route would hold (L+2)^2 fourth-cumulant node arrays: erf beyond its cumulant budget goes to the
+    # finite-width kernel engine (O(depth), issue 27), which stops at its own MAX_DEPTH; full=True is refused
     tracemalloc.start()
-    for depth in (2000, 10**5):
-        with pytest.raises(ParameterError, match=r"^depth: must be <= \d+ for activation 'erf'.*GiB"):
-            FL.kernel_fluctuations(0.05, depth, 100, 0.1, 1.25, 0.05)
+    with pytest.raises(ParameterError, match=r"^depth: must be <= \d+ for activation 'erf'.*GiB"):
+        FL.kernel_fluctuations(0.05, 2000, 100, 0.1, 1.25, 0.05, full=True)
+    with pytest.raises(ParameterError, match=r"^depth: must be <= 10000 for activation 'erf'"):
+        FL.kernel_fluctuations(0.05, 10**5, 100, 0.1, 1.25, 0.05)
     with pytest.raises(ParameterError, match=r"^depth: .*full=False"):
         FL.kernel_fluctuations(0.05, 6000, 100, 0.1, 1.25, 0.05, activation="linear", full=True)
     assert tracemalloc.get_traced_memory()[1] < 100 * 2**20

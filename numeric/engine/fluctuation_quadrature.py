@@ -168,6 +168,10 @@ def second_quantization(Mmat: np.ndarray, hb: HermiteBasis, top: int) -> list[np
     E[h_alpha(M u + (I - M M^T)^(1/2) eta) | u] = sum_beta Gamma_(alpha beta) h_beta(u) (Mehler's formula for a
     contraction M).  From the generating function: Gamma_(alpha beta) = sqrt(alpha!/beta!) [t^alpha] (M^T t)^beta."""
     B, p = Mmat.shape[0], hb.p
+    if p == 1:
+        return [(Mmat[:, 0, 0] ** m)[:, None, None] for m in range(1, top + 1)]
+    if p == 2:
+        return _second_quantization_pair(Mmat, hb, top)
     fact = np.array([math.factorial(k) for k in range(top + 1)], dtype=float)
     blocks = []
     prev = {(0,) * p: np.ones((B, 1))}  # beta -> coefficients over degree m-1 multi-indices
@@ -286,3 +290,40 @@ def project(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angular: int, ten
 def _basis_at_nodes(p: int, degree: int, nodes: int) -> np.ndarray:
     u = line_rule(nodes)[0] if p == 1 else tensor_rule(p, nodes)[0]
     return basis(p, degree).evaluate(u)
+
+
+@cache
+def _pair_terms(degree: int, alphas_key: tuple) -> tuple[np.ndarray, ...]:
+    """For p = 2 and one degree m: the terms of Gamma_(alpha beta) = sqrt(alpha!/beta!) sum_k C(b0, k)
+    C(b1, a0 - k) M00^k M10^(b0-k) M01^(a0-k) M11^(b1-a0+k) (the coefficient of t^alpha in
+    (M00 t0 + M10 t1)^b0 (M01 t0 + M11 t1)^b1) as flat arrays: row (alpha), column (beta), coefficient and
+    the four exponents."""
+    alphas = np.array(alphas_key).reshape(-1, 2)
+    rows, cols, coef, e = [], [], [], []
+    for i, (a0, a1) in enumerate(alphas):
+        for j, (b0, b1) in enumerate(alphas):
+            scale = math.sqrt(math.factorial(a0) * math.factorial(a1) / (math.factorial(b0) * math.factorial(b1)))
+            for k in range(max(0, a0 - b1), min(b0, a0) + 1):
+                rows.append(i)
+                cols.append(j)
+                coef.append(scale * math.comb(b0, k) * math.comb(b1, a0 - k))
+                e.append((k, b0 - k, a0 - k, b1 - a0 + k))
+    return (np.array(rows), np.array(cols), np.array(coef), np.array(e, dtype=np.int64).reshape(-1, 4))
+
+
+def _second_quantization_pair(Mmat: np.ndarray, hb: HermiteBasis, top: int) -> list[np.ndarray]:
+    """`second_quantization` for p = 2, vectorised over the batch: powers of the four entries gathered by the
+    precomputed terms of each degree."""
+    B = Mmat.shape[0]
+    entries = (Mmat[:, 0, 0], Mmat[:, 1, 0], Mmat[:, 0, 1], Mmat[:, 1, 1])
+    powers = [np.cumprod(np.concatenate([np.ones((B, 1)), np.repeat(x[:, None], top, axis=1)], axis=1), axis=1)
+              for x in entries]  # (B, top + 1): x^0 .. x^top
+    blocks = []
+    for m in range(1, top + 1):
+        sl = hb.by_degree[m]
+        rows, cols, coef, e = _pair_terms(m, tuple(hb.alphas[sl].ravel().tolist()))
+        vals = coef * powers[0][:, e[:, 0]] * powers[1][:, e[:, 1]] * powers[2][:, e[:, 2]] * powers[3][:, e[:, 3]]
+        n = sl.stop - sl.start
+        flat = (np.arange(B)[:, None] * (n * n) + (rows * n + cols)[None, :]).ravel()
+        blocks.append(np.bincount(flat, weights=vals.ravel(), minlength=B * n * n).reshape(B, n, n))
+    return blocks

@@ -54,6 +54,9 @@ class SubproblemResult:
     V: dict
     C: dict
     M: dict
+    #: width Cov of the previous layer's G^ (the neuron's whole influence U = T + G'[e] on it), all channels;
+    #: None at layer 0
+    U: np.ndarray | None = None
 
 
 def wick(K: np.ndarray) -> np.ndarray:
@@ -105,6 +108,7 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
     M = {v: np.zeros((B, p, p)) for v in VARIANTS}
     if record is not None:
         record(0, _result(K, ch, C, M, pos2, fac2, lo))
+    U = None
     for layer in range(len(g)):
         A = np.linalg.cholesky(K)
         Binv = np.linalg.inv(A)
@@ -128,6 +132,11 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
                     m = m + 0.5 * np.einsum("ba,bxya->bxy", cht[:, sel, i, j] * fac[lo:hi][sel],
                                             fhat[..., pos[lo:hi][sel]])
                 M[v] = gl * M[v] + wl * m
+        if record is not None:  # Var U = Cov(T, T) + G'X + (G'X)^T + G' C G'^T, X = Cov(e, T)
+            X = np.einsum("bacd,bxya->bcdxy", ch, fch)
+            GX = _chi(J2, 0.0, 1.0, X)
+            U = covTT + GX + _transpose_pairs(GX) + _chi(J2, 0.0, 1.0, _transpose_pairs(_chi(J2, 0.0, 1.0,
+                                                                                               C["full"])))
         for v in VARIANTS:
             sel = masks[v]
             X = np.einsum("bacd,bxya->bcdxy", ch[:, sel], fch[..., sel])  # Cov(e_cd, T_xy)
@@ -151,11 +160,11 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
             ch = new
         K = Knext
         if record is not None:
-            record(layer + 1, _result(K, ch, C, M, pos2, fac2, lo))
-    return _result(K, ch, C, M, pos2, fac2, lo)
+            record(layer + 1, _result(K, ch, C, M, pos2, fac2, lo, U))
+    return _result(K, ch, C, M, pos2, fac2, lo, U)
 
 
-def _result(K, ch, C, M, pos2, fac2, lo) -> SubproblemResult:
+def _result(K, ch, C, M, pos2, fac2, lo, U=None) -> SubproblemResult:
     """V = Wick + Q + Q^T + C at the current layer; Q = Cov(e, S) from the degree-2 channels, with
     S_ef = sum_ij A_ei A_fj (u_i u_j - delta_ij)."""
     A = np.linalg.cholesky(K)
@@ -164,7 +173,7 @@ def _result(K, ch, C, M, pos2, fac2, lo) -> SubproblemResult:
     W = wick(K)
     V = {v: W + Q + _transpose_pairs(Q) + C[v] for v in VARIANTS}
     return SubproblemResult(K=K.copy(), V=V, C={v: c.copy() for v, c in C.items()},
-                            M={v: m.copy() for v, m in M.items()})
+                            M={v: m.copy() for v, m in M.items()}, U=U)
 
 
 def _unit(p: int, i: int) -> np.ndarray:

@@ -325,8 +325,9 @@ def _progress_bar(total: int, progress):
 class Trajectory(ResultRecord):
     """:func:`trajectory`: per layer l = 0..L (leading axis) for one set of p <= 4 inputs: the kernel ``K``
     (L+1, p, p), ``V`` = width Cov[K^_ab, K^_cd] (L+1, p, p, p, p), its closure value ``V_closure`` (B.25/B.26),
-    the law-kernel covariance ``C``, the mean shift ``M`` and ``M_closure`` (L+1, p, p); ``channels`` used and
-    ``truncation`` (L+1,), the largest |V - V(half the channels)| / |V| of the layer."""
+    the law-kernel covariance ``C``, the mean shift ``M`` and ``M_closure`` (L+1, p, p); ``U`` (L+1, p, p, p, p):
+    at l >= 1 width Cov of G^ of layer l - 1 (the post-activation kernel feeding layer l), 0 at l = 0; ``channels``
+    used and ``truncation`` (L+1,), the largest |V - V(half the channels)| / |V| of the layer."""
 
     K: np.ndarray
     V: np.ndarray
@@ -334,6 +335,7 @@ class Trajectory(ResultRecord):
     C: np.ndarray
     M: np.ndarray
     M_closure: np.ndarray
+    U: np.ndarray
     channels: int
     truncation: np.ndarray
 
@@ -368,7 +370,9 @@ def trajectory(K0, gammas, g, w, s, activation: str, *, channels: int | None = N
     return Trajectory(K=np.array([r.K[0] for r in layers]), V=Vf,
                       V_closure=np.array([r.V["closure"][0] for r in layers]),
                       C=np.array([r.C["full"][0] for r in layers]), M=np.array([r.M["full"][0] for r in layers]),
-                      M_closure=np.array([r.M["closure"][0] for r in layers]), channels=n_try, truncation=trunc)
+                      M_closure=np.array([r.M["closure"][0] for r in layers]),
+                      U=np.array([np.zeros_like(layers[0].C["full"][0])] + [r.U[0] for r in layers[1:]]),
+                      channels=n_try, truncation=trunc)
 
 
 def _run_recorded(net: _Network, K0: np.ndarray, channels: int, mean_shift: bool, layers: list) -> None:

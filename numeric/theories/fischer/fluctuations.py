@@ -100,7 +100,8 @@ def kernel_fluctuations(input_kernel, depth: int, width: int, rho, sigma_w2, sig
     ``var_K_diagonal_sum`` (the C20 form sum_k G_CC^{kk}) and ``K``, in O(depth) memory.  With ``full`` also
     the dense ``cov_C`` ((L+2) x (L+2), G_CC) and ``G12`` (the propagator block), refused when they would
     exceed MAX_FULL_BYTES.  Depths beyond :func:`max_depth` (the number of fourth cumulants, which grows
-    like depth^2) are refused up front with the work and memory they would need.
+    like depth^2) are refused up front with the work and memory they would need -- except for smooth activations
+    without ``full``, which go to the finite-width kernel engine beyond that depth (O(depth); `_engine_route`).
     """
     L = V.integer("depth", depth, 1, MAX_DEPTH)
     N = V.integer("width", width, 1, 10**15)
@@ -108,6 +109,8 @@ def kernel_fluctuations(input_kernel, depth: int, width: int, rho, sigma_w2, sig
     kern = kernels(activation)
     limit = max_depth(activation)
     pairs = (L + 1) * (L + 2) // 2
+    if L > limit and not full and kern.name not in ("linear", "relu"):
+        return _engine_route(input_kernel, L, N, rho, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out, activation)
     if L > limit:
         dense = 3 * (L + 2) ** 2 * 8
         raise V.ParameterError("depth", f"must be <= {limit} for activation {kern.name!r}: Var K needs "
@@ -165,6 +168,38 @@ def kernel_fluctuations(input_kernel, depth: int, width: int, rho, sigma_w2, sig
     if full:
         out.update(_dense(K, L, N, w, g, kern))
     return KernelFluctuations(depth=L, width=N, **out)
+
+
+def _engine_route(input_kernel, L, N, rho, sigma_w2, sigma_b2, sigma_w2_out, sigma_b2_out,
+                  activation) -> KernelFluctuations:
+    """Depths beyond the fourth-cumulant budget (smooth activations): the finite-width kernel engine
+    (`resprop.numeric.engine.fluctuations.trajectory`, O(depth) work) on the same network -- gamma = 1,
+    lambda = rho, one readout layer (0, sigma_w2_out, sigma_b2_out).  N Var K^(l) is the engine's law-kernel
+    covariance C^(l), N Var C^(l) = w_l^2 Var U^(l-1) (U the neuron's influence on the post-activation kernel);
+    tests compare both routes where the cumulants are affordable."""
+    from resprop.numeric.engine.fluctuations import MAX_DEPTH as ENGINE_MAX_DEPTH
+    from resprop.numeric.engine.fluctuations import trajectory
+
+    if L > ENGINE_MAX_DEPTH:
+        raise V.ParameterError("depth", f"must be <= {ENGINE_MAX_DEPTH} for activation {activation!r} (the "
+                                        f"finite-width kernel engine's O(depth) route beyond {max_depth(activation)} "
+                                        f"layers; the fourth-cumulant route stops there), got {L}")
+    r = response(input_kernel, L, rho, sigma_w2, sigma_b2, sigma_w2_out=sigma_w2_out, sigma_b2_out=sigma_b2_out,
+                 activation=activation)
+    sw, sb, lam2 = float(sigma_w2), float(sigma_b2), float(rho) ** 2
+    swo = sw if sigma_w2_out is None else float(sigma_w2_out)
+    sbo = sb if sigma_b2_out is None else float(sigma_b2_out)
+    gam = np.append(np.ones(L), 0.0)
+    w = np.append(np.full(L, lam2 * sw), swo)
+    s = np.append(np.full(L, lam2 * sb), sbo)
+    name = activation if isinstance(activation, str) else str(activation)
+    tr = trajectory(np.array([[float(r.K[0])]]), gam, gam * gam, w, s, name, rtol=1e-9, mean_shift=False)
+    var_C = np.concatenate([[0.0], w**2 * tr.U[1:, 0, 0, 0, 0]]) / N
+    var_K = tr.C[: L + 1, 0, 0, 0, 0] / N
+    for label, value in (("var_C", var_C), ("var_K", var_K)):
+        V.finite_result("rho, sigma_w2, sigma_b2, input_kernel, depth, activation", value, label)
+    return KernelFluctuations(depth=L, width=N, var_C=var_C, var_K=var_K,
+                              var_K_diagonal_sum=np.cumsum(var_C[: L + 1]), K=r.K)
 
 
 def _dense(K, L, N, w, g, kern) -> dict[str, np.ndarray]:
