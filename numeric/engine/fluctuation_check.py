@@ -62,13 +62,17 @@ class Config:
 
 
 #: the quick campaign: every activation, gamma in {0, 1}, a branch scale and an expression, P = 2-3, depths 1-4
-_Q = dict(widths=(64, 128, 256, 512), samples=(8000,) * 4, mean_samples=(80000, 40000, 20000, 10000))
+def _quick(activation: str, P: int, depth: int, gamma: float, branch_scale: float | str, extra=()) -> Config:
+    return Config(activation, P, depth, gamma, branch_scale, widths=(64, 128, 256, 512), samples=(8000,) * 4,
+                  mean_samples=(80000, 40000, 20000, 10000), extra=extra)
+
+
 QUICK = (
-    Config("relu", 2, 3, 1.0, 0.7, **_Q),
-    Config("tanh", 3, 2, 1.0, 0.8, extra=((0, 1, 1, 2),), **_Q),
-    Config("gelu", 2, 4, 1.0, "1/sqrt(L)", **_Q),
-    Config("erf", 2, 2, 0.0, 1.0, **_Q),
-    Config("sin(x) + x**2/10", 2, 2, 1.0, 0.6, **_Q),
+    _quick("relu", 2, 3, 1.0, 0.7),
+    _quick("tanh", 3, 2, 1.0, 0.8, extra=((0, 1, 1, 2),)),
+    _quick("gelu", 2, 4, 1.0, "1/sqrt(L)"),
+    _quick("erf", 2, 2, 0.0, 1.0),
+    _quick("sin(x) + x**2/10", 2, 2, 1.0, 0.6),
 )
 
 #: the full campaign (docs/fluctuations.md): five activations, gamma in {0, 1}, branch scales, P = 2-4, depths 1-10

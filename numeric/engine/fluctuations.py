@@ -257,10 +257,10 @@ def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamm
     iu, ju = np.triu_indices(P, 1)
     # exact duplicates (a 2 x 2 block of rank one with equal diagonals) are the diagonal element
     dup = (K0[iu, ju] == diag[iu]) & (diag[iu] == diag[ju])
-    for k in np.flatnonzero(dup):
+    for d in np.flatnonzero(dup):
         for name in fields:
-            out[name][iu[k], ju[k]] = out[name][ju[k], iu[k]] = out[name][iu[k], iu[k]]
-        used[iu[k], ju[k]] = used[ju[k], iu[k]] = used[iu[k], iu[k]]
+            out[name][iu[d], ju[d]] = out[name][ju[d], iu[d]] = out[name][iu[d], iu[d]]
+        used[iu[d], ju[d]] = used[ju[d], iu[d]] = used[iu[d], iu[d]]
     iu, ju = iu[~dup], ju[~dup]
     # a pair gets the channels its two inputs needed (within [LADDER[0], MAX_CHANNELS[2]]), or the given count
     d_need = np.diagonal(used)
