@@ -955,6 +955,17 @@ def api_cases() -> list[Case]:
         Case("api:fluctuation_campaign(quadruple out of range)", "error", ("quadruples",),
              call=_api("resprop.numeric.engine.fluctuation_mc.fluctuation_campaign", X2, "erf", 1, 1.2, 0.1,
                        widths=(8, 16, 32), samples=40, seed=0, quadruples=[[0, 1, 0, 2]])),
+        *[Case(f"api:width_scan({label})", "error", (param,),
+               call=_api("resprop.numeric.theories.pdlt.kernel_distribution.width_scan",
+                         "sign(x)" if param == "activation" else "relu", 2, **kw))
+          for label, param, kw in (("widths=[8]", "widths", dict(widths=[8])),
+                                   ("widths=[0,8,16]", "widths", dict(widths=[0, 8, 16])),
+                                   ("samples=3", "samples", dict(widths=[8, 16, 32], samples=3)),
+                                   ("seed=-1", "seed", dict(widths=[8, 16, 32], samples=40, seed=-1)),
+                                   ("histogram_width=5", "histogram_width",
+                                    dict(widths=[8, 16, 32], samples=40, histogram_width=5)),
+                                   ("activation=sign", "activation",
+                                    dict(widths=[8, 16, 32], samples=40, histogram_width=None)))],
         # resprop.fluctuations (issue 27): inputs x and 2x are collinear; with a bias they are not
         Case("api:fluctuations(x,2x,no bias,erf)", "either", ("X",),
              call=_api("resprop.numeric.engine.fluctuations.fluctuations", X2, "erf", 2, 64, 1.2, 0.0), check=_finite),
