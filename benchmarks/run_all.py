@@ -23,7 +23,8 @@ HERE = Path(__file__).resolve().parent
 WAIT_IDLE_S = 120  # each script first waits up to this long for an idle CPU
 SCRIPTS = ["bench_nngp_response.py", "bench_rho_star.py", "bench_simulator.py", "bench_monte_carlo.py", "bench_stable_kernel.py",
            "bench_abcd.py",
-           "bench_peers_nt.py", "bench_kernel_engine.py", "bench_peers_torch.py"]  # the peers need benchmarks/.venv-peers (setup_peers.sh)
+           "bench_peers_nt.py", "bench_kernel_engine.py", "bench_peers_torch.py",  # the peers need benchmarks/.venv-peers (setup_peers.sh)
+           "bench_fluctuations.py"]
 
 
 def main(argv: list[str]) -> int:
