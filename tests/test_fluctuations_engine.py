@@ -68,7 +68,7 @@ def test_two_inputs_are_multi_input_corrected(activation, gamma):
 
     K0 = np.array([[1.0, 0.4], [0.4, 2.0]])
     d, C_W, C_b = 3, 1.3, 0.2
-    ref = mic.multi_input_vertex_corrected(K0, activation, gamma, d, C_W=C_W, C_b=C_b)
+    ref = mic.multi_input_vertex_corrected(K0, activation, gamma, d, C_W=C_W, C_b=C_b, route="quadrature")
     res = propagate_subproblems(K0[None], np.full(d, gamma), np.full(d, gamma**2), np.full(d, C_W), np.full(d, C_b),
                                 _activation(activation), 24, Rule())
     scale = np.abs(ref.V[-1]).max()
@@ -77,6 +77,10 @@ def test_two_inputs_are_multi_input_corrected(activation, gamma):
     assert np.abs(res.V["closure"][0] - wick(res.K)[0] - ref.V_b25[-1]).max() < 1e-10 * scale
     if gamma:  # the correction is there and the test can tell
         assert np.abs(ref.V[-1] - ref.V_b25[-1]).max() > 1e-4 * scale
+    # the module's default route for P = 2 is now this engine (with its Delta): the same numbers
+    auto = mic.multi_input_vertex_corrected(K0, activation, gamma, d, C_W=C_W, C_b=C_b)
+    assert np.abs(auto.V - ref.V).max() < 1e-7 * scale
+    assert np.abs(auto.Delta - ref.Delta).max() <= 1e-6 * max(np.abs(ref.Delta).max(), 1e-300)
 
 
 @pytest.mark.parametrize("depth", [1, 4, 30])

@@ -121,13 +121,18 @@ def test_cross_layer_quadrature_accuracy_near_the_gamma_limit(gamma2, rtol):
 
 
 def test_bad_input_raises_parameter_error():
+    """The O(depth^2) quadrature route (P > 2 inputs) keeps its depth cap and its gamma limits; P <= 2 goes to the
+    finite-width kernel engine (issue 27), which has neither."""
     with pytest.raises(ParameterError) as err:
-        MC.multi_input_vertex_corrected(np.eye(2), "relu", 0.5, MC.MAX_DEPTH + 1)
+        MC.multi_input_vertex_corrected(np.eye(3), "relu", 0.5, MC.MAX_DEPTH + 1)
     assert "depth" in str(err.value)
     for act, g2 in (("relu", 0.96), ("tanh", float(np.nextafter(1.0, 0.0)))):
         with pytest.raises(ParameterError) as err:
-            MC.multi_input_vertex_corrected(np.eye(2), act, math.sqrt(g2), 2)
+            MC.multi_input_vertex_corrected(np.eye(3), act, math.sqrt(g2), 2)
         assert err.value.parameter == "gamma"
+    deep = MC.multi_input_vertex_corrected(np.array([[1.0, 0.3], [0.3, 1.5]]), "relu", math.sqrt(0.96),
+                                           MC.MAX_DEPTH + 1)
+    assert np.all(np.isfinite(deep.V)) and deep.V.shape[0] == MC.MAX_DEPTH + 2
     with pytest.raises(ParameterError) as err:
         MC.cross_layer_moment(np.eye(2), np.eye(3), np.eye(2), "relu")
     assert "K_early" in str(err.value)

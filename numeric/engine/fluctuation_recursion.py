@@ -57,6 +57,9 @@ class SubproblemResult:
     #: width Cov of the previous layer's G^ (the neuron's whole influence U = T + G'[e] on it), all channels;
     #: None at layer 0
     U: np.ndarray | None = None
+    #: Delta of the previous layer: Cov(e, T_perp), T_perp the part of T outside the second chaos (the
+    #: same-neuron cross-layer source the closure drops; PDLT multi_input_corrected's Delta); None at layer 0
+    Delta: np.ndarray | None = None
 
 
 def wick(K: np.ndarray) -> np.ndarray:
@@ -108,7 +111,7 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
     M = {v: np.zeros((B, p, p)) for v in VARIANTS}
     if record is not None:
         record(0, _result(K, ch, C, M, pos2, fac2, lo))
-    U = None
+    U = Delta = None
     for layer in range(len(g)):
         A = np.linalg.cholesky(K)
         Binv = np.linalg.inv(A)
@@ -137,6 +140,8 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
             GX = _chi(J2, 0.0, 1.0, X)
             U = covTT + GX + _transpose_pairs(GX) + _chi(J2, 0.0, 1.0, _transpose_pairs(_chi(J2, 0.0, 1.0,
                                                                                                C["full"])))
+            two = masks["closure"]
+            Delta = X - np.einsum("bacd,bxya->bcdxy", ch[:, two], fch[..., two])
         for v in VARIANTS:
             sel = masks[v]
             X = np.einsum("bacd,bxya->bcdxy", ch[:, sel], fch[..., sel])  # Cov(e_cd, T_xy)
@@ -160,11 +165,11 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
             ch = new
         K = Knext
         if record is not None:
-            record(layer + 1, _result(K, ch, C, M, pos2, fac2, lo, U))
-    return _result(K, ch, C, M, pos2, fac2, lo, U)
+            record(layer + 1, _result(K, ch, C, M, pos2, fac2, lo, U, Delta))
+    return _result(K, ch, C, M, pos2, fac2, lo, U, Delta)
 
 
-def _result(K, ch, C, M, pos2, fac2, lo, U=None) -> SubproblemResult:
+def _result(K, ch, C, M, pos2, fac2, lo, U=None, Delta=None) -> SubproblemResult:
     """V = Wick + Q + Q^T + C at the current layer; Q = Cov(e, S) from the degree-2 channels, with
     S_ef = sum_ij A_ei A_fj (u_i u_j - delta_ij)."""
     A = np.linalg.cholesky(K)
@@ -173,7 +178,7 @@ def _result(K, ch, C, M, pos2, fac2, lo, U=None) -> SubproblemResult:
     W = wick(K)
     V = {v: W + Q + _transpose_pairs(Q) + C[v] for v in VARIANTS}
     return SubproblemResult(K=K.copy(), V=V, C={v: c.copy() for v, c in C.items()},
-                            M={v: m.copy() for v, m in M.items()}, U=U)
+                            M={v: m.copy() for v, m in M.items()}, U=U, Delta=Delta)
 
 
 def _unit(p: int, i: int) -> np.ndarray:

@@ -326,8 +326,10 @@ class Trajectory(ResultRecord):
     """:func:`trajectory`: per layer l = 0..L (leading axis) for one set of p <= 4 inputs: the kernel ``K``
     (L+1, p, p), ``V`` = width Cov[K^_ab, K^_cd] (L+1, p, p, p, p), its closure value ``V_closure`` (B.25/B.26),
     the law-kernel covariance ``C``, the mean shift ``M`` and ``M_closure`` (L+1, p, p); ``U`` (L+1, p, p, p, p):
-    at l >= 1 width Cov of G^ of layer l - 1 (the post-activation kernel feeding layer l), 0 at l = 0; ``channels``
-    used and ``truncation`` (L+1,), the largest |V - V(half the channels)| / |V| of the layer."""
+    at l >= 1 width Cov of G^ of layer l - 1 (the post-activation kernel feeding layer l), 0 at l = 0; ``Delta``
+    (L+1, p, p, p, p): Cov(e^l, T_perp^l), the same-neuron cross-layer source that PDLT's closure drops (0 at
+    l = 0; the last layer's by one more projection); ``channels`` used and ``truncation`` (L+1,), the largest
+    |V - V(half the channels)| / |V| of the layer."""
 
     K: np.ndarray
     V: np.ndarray
@@ -336,6 +338,7 @@ class Trajectory(ResultRecord):
     M: np.ndarray
     M_closure: np.ndarray
     U: np.ndarray
+    Delta: np.ndarray
     channels: int
     truncation: np.ndarray
 
@@ -350,17 +353,26 @@ def trajectory(K0, gammas, g, w, s, activation: str, *, channels: int | None = N
     p = K0.shape[0]
     if not 1 <= p <= 4:
         raise V.ParameterError("K0", f"trajectory takes 1 to 4 inputs, got {p}")
-    seqs = [np.asarray(V.real(name, v), dtype=float).reshape(-1) for name, v in
-            (("gammas", gammas), ("g", g), ("w", w), ("s", s))]
+    seqs = []
+    for name, v in (("gammas", gammas), ("g", g), ("w", w), ("s", s)):
+        arr = np.asarray(v, dtype=float).reshape(-1)  # may be empty: depth 0
+        if arr.size and not np.all(np.isfinite(V.real(name, arr))):
+            raise V.ParameterError(name, "must be finite")
+        seqs.append(arr)
     if len({len(x) for x in seqs}) != 1:
         raise V.ParameterError("gammas, g, w, s", "must have one entry per layer each")
-    net = _Network(K0=K0, gammas=seqs[0], g=seqs[1], w=seqs[2], s=seqs[3], phi=_activation(activation.strip()),
+    # one more layer (a copy of the last) gives the last layer's Delta; its own outputs are dropped
+    ext = [np.append(x, x[-1:]) if len(x) else x for x in seqs]
+    net = _Network(K0=K0, gammas=ext[0], g=ext[1], w=ext[2], s=ext[3], phi=_activation(activation.strip()),
                    rule=Rule())
+    depth = len(seqs[0])
     ladder = [_channels(channels, p)] if channels is not None else (
         [n for n in LADDER if n <= MAX_CHANNELS[p]] if p <= 2 else [DEFAULT_CHANNELS[p]])
     for n_try in ladder:
         layers: list = []
         _run_recorded(net, K0[None], n_try, mean_shift, layers)
+        delta = np.array([np.zeros_like(layers[0].C["full"][0])] + [r.Delta[0] for r in layers[1:]])[1:]
+        layers = layers[:depth + 1]
         Vf = np.array([r.V["full"][0] for r in layers])
         Vl = np.array([r.V["low"][0] for r in layers])
         scale = np.abs(Vf).reshape(len(layers), -1).max(axis=1)
@@ -372,7 +384,7 @@ def trajectory(K0, gammas, g, w, s, activation: str, *, channels: int | None = N
                       C=np.array([r.C["full"][0] for r in layers]), M=np.array([r.M["full"][0] for r in layers]),
                       M_closure=np.array([r.M["closure"][0] for r in layers]),
                       U=np.array([np.zeros_like(layers[0].C["full"][0])] + [r.U[0] for r in layers[1:]]),
-                      channels=n_try, truncation=trunc)
+                      Delta=delta if depth else np.zeros((1,) + (p,) * 4), channels=n_try, truncation=trunc)
 
 
 def _run_recorded(net: _Network, K0: np.ndarray, channels: int, mean_shift: bool, layers: list) -> None:

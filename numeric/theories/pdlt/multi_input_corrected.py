@@ -145,14 +145,27 @@ class CorrectedMultiInputVertex(ResultRecord):
 
 def multi_input_vertex_corrected(input_kernel=None, activation: str = "relu", gamma: float = 0.0, depth: int = 1,
                                  C_W: float | None = None, C_b: float = 0.0, *, X=None,
-                                 C_W_in: float = 1.0) -> CorrectedMultiInputVertex:
+                                 C_W_in: float = 1.0, route: str = "auto") -> CorrectedMultiInputVertex:
     """The corrected K^(l), V^(l) for the layers l = 0..depth (``depth`` residual layers after the input) from
     K^(0) = input_kernel (PDLT's K^(1); or C_b + C_W_in X X^T / n_0), V^(0) = 0; arguments as
-    :func:`resprop.numeric.theories.pdlt.multi_input.multi_input_vertex` (C_W defaults to the critical C_W(gamma));
-    0 <= depth <= MAX_DEPTH."""
-    depth = V.integer("depth", depth, minimum=0, maximum=MAX_DEPTH)
+    :func:`resprop.numeric.theories.pdlt.multi_input.multi_input_vertex` (C_W defaults to the critical C_W(gamma)).
+    ``route="auto"``: P <= 2 inputs go to the finite-width kernel engine (O(depth), 0 <= depth <= its MAX_DEPTH),
+    P > 2 use the O(depth^2) cross-layer quadratures of this module (0 <= depth <= MAX_DEPTH); ``"quadrature"``
+    forces the latter (the independent reference of the tests), ``"engine"`` the former (P <= 4)."""
+    from resprop.numeric.engine.fluctuations import MAX_DEPTH as ENGINE_MAX_DEPTH
+
+    route = V.choice("route", route, ("auto", "engine", "quadrature"))
+    depth = V.integer("depth", depth, minimum=0, maximum=ENGINE_MAX_DEPTH)
     b25 = M.multi_input_vertex(input_kernel, activation, gamma, depth, C_W=C_W, C_b=C_b, X=X, C_W_in=C_W_in)
     Ks, P, g = b25.K, b25.K.shape[1], b25.gamma
+    if route == "engine" and P > 4:
+        raise ParameterError("route", f"the engine's trajectory takes at most 4 inputs, got P = {P}")
+    if route == "engine" or (route == "auto" and P <= 2):
+        return _from_engine(b25, activation, depth)
+    if depth > MAX_DEPTH:
+        raise ParameterError("depth", f"must be <= {MAX_DEPTH} for the quadrature route (O(depth^2) "
+                                      f"four-dimensional quadratures; P <= 2 goes to the finite-width kernel engine "
+                                      f"up to {ENGINE_MAX_DEPTH}), got {depth}")
     if M.resolve_activation(activation).kind == "scale_invariant" and g * g > MAX_GAMMA2_SCALE_INVARIANT:
         raise ParameterError("gamma", f"gamma^2 must be <= {MAX_GAMMA2_SCALE_INVARIANT} for {activation} (the "
                                       f"cross-layer quadrature loses accuracy as gamma -> 1), got {g * g!r}")
@@ -186,6 +199,34 @@ def multi_input_vertex_corrected(input_kernel=None, activation: str = "relu", ga
         raise ParameterError("input_kernel, C_W, C_b, gamma, depth",
                              "the corrected V^(l) leaves the float64 range; use values of moderate size")
     return CorrectedMultiInputVertex(depth=depth, layers=b25.layers, K=Ks, V=Vs, V_b25=b25.V, Delta=Delta,
+                                     covariance=M._covariance(Ks, Vs), covariance_b25=b25.covariance, C_W=b25.C_W,
+                                     C_b=b25.C_b, gamma=g)
+
+
+def _engine_activation(activation: str) -> str:
+    """This module's activation names as the engine's expressions (leaky_relu:a -> Max(x, 0) + a Min(x, 0))."""
+    if activation.startswith("leaky_relu:"):
+        return f"Max(x, 0) + ({float(activation.split(':', 1)[1])!r})*Min(x, 0)"
+    return activation
+
+
+def _from_engine(b25, activation: str, depth: int) -> CorrectedMultiInputVertex:
+    """P <= 2 inputs: the finite-width kernel engine's trajectory (`resprop.numeric.engine.fluctuations.trajectory`,
+    O(depth), any depth up to its MAX_DEPTH; gamma = b25.gamma, w = C_W, s = C_b): V = V_engine - Wick(K) and its
+    Delta.  The O(depth^2) route above stays for P > 2 and as the tests' independent reference
+    (:func:`cross_layer_source`)."""
+    from resprop.numeric.engine.fluctuations import trajectory
+
+    Ks, g, n = b25.K, b25.gamma, depth
+    tr = trajectory(Ks[0], np.full(n, g), np.full(n, g * g), np.full(n, b25.C_W), np.full(n, b25.C_b),
+                    _engine_activation(activation), rtol=1e-10, mean_shift=False)
+    wick = np.einsum("lce,ldf->lcdef", tr.K, tr.K) + np.einsum("lcf,lde->lcdef", tr.K, tr.K)
+    Vs = tr.V - wick
+    Vs[0] = 0.0
+    if not np.all(np.isfinite(Vs)):
+        raise ParameterError("input_kernel, C_W, C_b, gamma, depth",
+                             "the corrected V^(l) leaves the float64 range; use values of moderate size")
+    return CorrectedMultiInputVertex(depth=depth, layers=b25.layers, K=Ks, V=Vs, V_b25=b25.V, Delta=tr.Delta,
                                      covariance=M._covariance(Ks, Vs), covariance_b25=b25.covariance, C_W=b25.C_W,
                                      C_b=b25.C_b, gamma=g)
 
