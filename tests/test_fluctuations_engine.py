@@ -207,6 +207,25 @@ def test_channels_are_raised_until_converged():
     assert conv.all() or (np.diagonal(F.channels)[~conv] == fl_mod.LADDER[-1]).all()
 
 
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_angle_interpolation_agrees_with_the_direct_pairs(monkeypatch, activation):
+    """Normalised inputs (one norm class): the certified angle interpolation (`fluctuation_collapse`) against every
+    pair run directly, within its certification (1e-2 rtol of each field's scale) -- collapse is an internal
+    route, not a different result."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((9, 4))
+    X *= 2.0 / np.linalg.norm(X, axis=1, keepdims=True)
+    monkeypatch.setattr(fl_mod, "COLLAPSE_MIN_PAIRS", 10)
+    args = (X, activation, 3, 64, 1.5, 0.1, 1.0, 0.7)
+    a = resprop.fluctuations(*args, collapse=True)
+    b = resprop.fluctuations(*args, collapse=False)
+    scale_v = np.abs(b.variance).max()
+    scale_m = np.abs(b.mean_shift).max() + math.sqrt(scale_v)
+    for name, scale in (("variance", scale_v), ("law_variance", scale_v), ("closure_variance", scale_v),
+                        ("mean_shift", scale_m), ("closure_mean_shift", scale_m)):
+        assert np.abs(getattr(a, name) - getattr(b, name)).max() <= 1e-2 * a.rtol * scale, name
+
+
 def test_exact_duplicates_are_the_diagonal():
     X = np.vstack([X3, X3[1]])
     F = resprop.fluctuations(X, "relu", 3, 64, 1.5, 0.1)

@@ -63,7 +63,8 @@ class Fluctuations(ResultRecord):
     ``variance``: width Var[K^_ab] at leading order; ``law_variance``: width Var of the law kernel;
     ``variance_truncation``, ``mean_shift_truncation``: |value - the same recursion with half the Hermite
     channels|, the estimate of the channel truncation (an upper bound in every case measured; the channels are
-    raised until it is below ``rtol`` of the value, up to the cap); ``channels``: (P, P) channels used per element;
+    raised until it is below ``rtol`` of the value, up to the cap); ``channels``: (P, P) channels used per element
+    (for interpolated pairs, the most any node of their interpolant used);
     ``closure_variance``, ``closure_mean_shift``: PDLT
     App. B's closure (B.25 / B.26) for the same network."""
 
@@ -194,7 +195,7 @@ def _run(net: _Network, K0: np.ndarray, channels: int, mean_shift: bool):
 
 def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamma=1.0, branch_scale=1.0, *,
                  readout: bool = False, channels: int | None = None, rtol: float = 1e-6,
-                 progress: bool | None = None) -> Fluctuations:
+                 collapse: bool = True, progress: bool | None = None) -> Fluctuations:
     """The kernel of a width-``width`` residual network to O(1/width) (module docstring): mean shift, variance
     and (``.covariance``) covariance of the empirical kernel of the last layer, for inputs X (P, d_in).
 
@@ -203,7 +204,10 @@ def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamm
     ``standard_deviation`` only) and ``channels`` (Hermite channels of the pair recursion; by default raised along
     LADDER until the truncation estimate is below ``rtol`` of each value: per input up to 160 channels, per pair
     up to 64, the larger of its two inputs' counts; a given count is used as is, twice it for the diagonal).
-    ``readout=True`` adds the dense readout layer of ``resprop.kernel(readout=True)``.
+    ``readout=True`` adds the dense readout layer of ``resprop.kernel(readout=True)``.  ``collapse``: where at
+    least COLLAPSE_MIN_PAIRS pairs share their two inputs' norms (normalised data), their elements come from
+    certified piecewise Chebyshev interpolants in the angle (`fluctuation_collapse`, to 1e-2 rtol of each field's
+    scale), so P in the thousands costs O(P^2) plus a few hundred pair recursions; False runs every pair.
     Derivation: docs/design/fluctuations-engine.md (eqs. 3.1-3.9); PDLT App. B (B.23-B.26) and Fischer et al.
     (C18-C20) are its closure and its law-kernel part.  Raises ParameterError (a ValueError naming the parameter)
     for bad input.
@@ -217,6 +221,7 @@ def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamm
     sb = V.scalar("sigma_b2", sigma_b2, V.nonnegative)
     g = V.scalar("gamma", gamma, V.real)
     readout = V.flag("readout", readout)
+    collapse = V.flag("collapse", collapse)
     lam = branch_scales(branch_scale, depth)
     n_ch = _channels(channels, 2)
     rtol = V.scalar("rtol", rtol, lambda name, v: V.interval(name, v, 0.0, 1.0, False, False, "(0, 1)"))
@@ -224,10 +229,12 @@ def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamm
         raise V.ParameterError("activation", f"must be a name or a SymPy expression in x (text), got "
                                              f"{type(activation).__name__}")
     phi = _activation(activation.strip())
-    X = check_inputs(X)
+    X = check_inputs(X, check_memory=False)
     P = X.shape[0]
-    if P > 20_000:
-        raise V.ParameterError("X", f"P = {P} inputs: the pair recursion is O(P^2 depth); at most 20000 inputs")
+    from resprop.numeric.engine.inputs import check_kernel_memory
+
+    # the nine P x P results (nngp and the kernel's own peak, seven float64 fields, the channel counts)
+    check_kernel_memory(P, False, extra=9 * 8 * P * P, name="X")
     K0 = input_kernel(X, sw, sb)
     if not np.all(np.isfinite(K0)):
         raise V.ParameterError("X, sigma_w2", "K^(0) = sigma_w2 X X^T / d_in + sigma_b2 is not finite in float64")
@@ -240,20 +247,27 @@ def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamm
     nngp = kernel(X, activation, depth, sw, sb, g, branch_scale if depth == 0 else lam, readout=readout,
                   progress=False)
 
-    fields = ("variance", "law_variance", "variance_truncation", "mean_shift_truncation", "closure_variance",
-              "mean_shift", "closure_mean_shift")
+    fields = _FIELDS
     out = {k: np.empty((P, P)) for k in fields}
     used = np.zeros((P, P), dtype=np.int64)
     # one-input recursions: channels raised along LADDER until converged (or the given count, doubled)
     ladder = [min(MAX_CHANNELS[1], 2 * n_ch)] if channels is not None else list(LADDER)
-    todo = np.arange(P)
+    # one recursion per norm class (K^(0)_aa equal to CLASS_RTOL; normalised data: one)
+    reps, cls = _norm_classes(diag)
+    rep_out = {k: np.empty((len(reps), len(reps))) for k in fields}
+    rep_used = np.zeros(len(reps), dtype=np.int64)
+    todo = np.arange(len(reps))
     for k, n_try in enumerate(ladder):
-        res = _run(net, diag[todo].reshape(-1, 1, 1), n_try, mean_shift=True)
-        _store(out, res, todo, todo, 0, 0)
-        used[todo, todo] = n_try
-        todo = todo[~_converged(out, todo, todo, rtol)] if k + 1 < len(ladder) else todo[:0]
+        res = _run(net, reps[todo].reshape(-1, 1, 1), n_try, mean_shift=True)
+        _store(rep_out, res, todo, todo, 0, 0)
+        rep_used[todo] = n_try
+        todo = todo[~_converged(rep_out, todo, todo, rtol)] if k + 1 < len(ladder) else todo[:0]
         if not todo.size:
             break
+    ii = np.arange(P)
+    for name in fields:
+        out[name][ii, ii] = np.diagonal(rep_out[name])[cls]
+    used[ii, ii] = rep_used[cls]
     iu, ju = np.triu_indices(P, 1)
     # exact duplicates (a 2 x 2 block of rank one with equal diagonals) are the diagonal element
     dup = (K0[iu, ju] == diag[iu]) & (diag[iu] == diag[ju])
@@ -262,27 +276,130 @@ def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamm
             out[name][iu[d], ju[d]] = out[name][ju[d], iu[d]] = out[name][iu[d], iu[d]]
         used[iu[d], ju[d]] = used[ju[d], iu[d]] = used[iu[d], iu[d]]
     iu, ju = iu[~dup], ju[~dup]
-    # a pair gets the channels its two inputs needed (within [LADDER[0], MAX_CHANNELS[2]]), or the given count
-    d_need = np.diagonal(used)
-    if channels is None:
-        need = np.clip(np.maximum(d_need[iu], d_need[ju]), LADDER[0], MAX_CHANNELS[2])
-    else:
-        need = np.full(len(iu), n_ch)
+    pair_ladder = [n_ch] if channels is not None else [n for n in LADDER if n <= MAX_CHANNELS[2]]
     bar = _progress_bar(len(iu), progress)
-    for n_try in np.unique(need):
-        sel = np.flatnonzero(need == n_try)
-        for start in range(0, len(sel), BATCH):
-            a, b = iu[sel[start:start + BATCH]], ju[sel[start:start + BATCH]]
-            block = np.stack([np.stack([K0[a, a], K0[a, b]], -1), np.stack([K0[a, b], K0[b, b]], -1)], -2)
-            res = _run(net, block, int(n_try), mean_shift=True)
-            _store(out, res, a, b, 0, 1)
-            used[a, b] = used[b, a] = n_try
-            if bar is not None:
-                bar.update(len(a))
+    if collapse:
+        iu, ju = _collapsed(net, K0, diag, iu, ju, out, used, pair_ladder, rtol, bar)
+    for start in range(0, len(iu), BATCH):
+        a, b = iu[start:start + BATCH], ju[start:start + BATCH]
+        block = np.stack([np.stack([K0[a, a], K0[a, b]], -1), np.stack([K0[a, b], K0[b, b]], -1)], -2)
+        values, n_used = _pair_values(net, block, pair_ladder, rtol)
+        for name in fields:
+            out[name][a, b] = out[name][b, a] = values[name]
+        used[a, b] = used[b, a] = n_used
+        if bar is not None:
+            bar.update(len(a))
     if bar is not None:
         bar.close()
     return Fluctuations(nngp=nngp, depth=depth, width=width, activation=activation.strip(), sigma_w2=sw,
                         sigma_b2=sb, gamma=g, branch_scale=lam, channels=used, rtol=rtol, _network=net, **out)
+
+
+#: pairs of one norm-class pair from which the angle interpolation (`fluctuation_collapse`) is used
+COLLAPSE_MIN_PAIRS = 512
+#: inputs whose K^(0)_aa agree to this relative tolerance form one norm class
+CLASS_RTOL = 1e-12
+
+
+def _norm_classes(diag: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Group the K^(0)_aa into classes equal to CLASS_RTOL (relative, chained from the smallest): the classes'
+    values (their smallest member) and each input's class."""
+    order = np.argsort(diag, kind="stable")
+    cls = np.empty(len(diag), dtype=np.int64)
+    reps: list[float] = []
+    for i in order:
+        if not reps or abs(diag[i] - reps[-1]) > CLASS_RTOL * reps[-1]:
+            reps.append(float(diag[i]))
+        cls[i] = len(reps) - 1
+    return np.array(reps), cls
+
+
+def _pair_values(net: _Network, block: np.ndarray, ladder: list, rtol: float) -> tuple[dict, np.ndarray]:
+    """The (0, 1) elements of a batch of two-input problems (B, 2, 2): each pair's channels raised along
+    ``ladder`` until its truncation estimates are below rtol (or the ladder ends); (values, channels used)."""
+    B = block.shape[0]
+    values = {k: np.empty(B) for k in _FIELDS}
+    used = np.zeros(B, dtype=np.int64)
+    todo = np.arange(B)
+    for k, n_try in enumerate(ladder):
+        res = _run(net, block[todo], int(n_try), mean_shift=True)
+        part = _fields(res, 0, 1)
+        for name in _FIELDS:
+            values[name][todo] = part[name]
+        used[todo] = n_try
+        if k + 1 == len(ladder):
+            break
+        todo = todo[~_converged_values(part, rtol)]
+        if not todo.size:
+            break
+    return values, used
+
+
+def _collapsed(net: _Network, K0: np.ndarray, diag: np.ndarray, iu: np.ndarray, ju: np.ndarray, out: dict,
+               used: np.ndarray, ladder: list, rtol: float, bar) -> tuple[np.ndarray, np.ndarray]:
+    """Fill the pairs of every norm-class pair with at least COLLAPSE_MIN_PAIRS members from angle interpolants;
+    return the pairs left to the direct route."""
+    from resprop.numeric.engine import fluctuation_collapse as fc
+
+    reps, cls = _norm_classes(diag)
+    ca, cb = np.minimum(cls[iu], cls[ju]), np.maximum(cls[iu], cls[ju])
+    left = np.ones(len(iu), dtype=bool)
+    for c1, c2 in {(int(x), int(y)) for x, y in zip(ca, cb)}:
+        members = np.flatnonzero((ca == c1) & (cb == c2))
+        if len(members) < COLLAPSE_MIN_PAIRS:
+            continue
+        a, b = iu[members], ju[members]
+        r0 = np.clip(K0[a, b] / np.sqrt(diag[a] * diag[b]), -1.0, 1.0)
+        theta = np.arccos(r0)
+        inner = (theta > fc.THETA_FLOOR) & (theta < np.pi - fc.THETA_FLOOR)
+        if not inner.any():
+            continue
+        ka, kb = float(reps[c1]), float(reps[c2])
+        n_max = [0]
+
+        def evaluate(t: np.ndarray, ka=ka, kb=kb, n_max=n_max) -> dict:
+            kab = np.cos(t) * np.sqrt(ka * kb)
+            block = np.stack([np.stack([np.full_like(t, ka), kab], -1), np.stack([kab, np.full_like(t, kb)], -1)],
+                             -2)
+            values, n_used = _pair_values(net, block, ladder, rtol)
+            n_max[0] = max(n_max[0], int(n_used.max()))
+            return values
+
+        values, done = fc.interpolate_pairs(evaluate, theta[inner], tol=1e-2 * rtol)
+        sel = members[inner][done]
+        pa, pb = iu[sel], ju[sel]
+        for name in _FIELDS:
+            v = values[name][done]
+            if name.endswith("truncation"):
+                v = np.abs(v)
+            out[name][pa, pb] = out[name][pb, pa] = v
+        used[pa, pb] = used[pb, pa] = n_max[0]
+        left[sel] = False
+        if bar is not None:
+            bar.update(len(sel))
+    return iu[left], ju[left]
+
+
+_FIELDS = ("variance", "law_variance", "variance_truncation", "mean_shift_truncation", "closure_variance",
+           "mean_shift", "closure_mean_shift")
+
+
+def _fields(res, i: int, j: int) -> dict:
+    return {
+        "variance": res.V["full"][:, i, j, i, j],
+        "law_variance": res.C["full"][:, i, j, i, j],
+        "variance_truncation": np.abs(res.V["full"][:, i, j, i, j] - res.V["low"][:, i, j, i, j]),
+        "mean_shift_truncation": np.abs(res.M["full"][:, i, j] - res.M["low"][:, i, j]),
+        "closure_variance": res.V["closure"][:, i, j, i, j],
+        "mean_shift": res.M["full"][:, i, j],
+        "closure_mean_shift": res.M["closure"][:, i, j],
+    }
+
+
+def _converged_values(v: dict, rtol: float) -> np.ndarray:
+    var = np.abs(v["variance"])
+    return ((v["variance_truncation"] <= rtol * var)
+            & (v["mean_shift_truncation"] <= rtol * (np.abs(v["mean_shift"]) + np.sqrt(var))))
 
 
 def _converged(out: dict, a: np.ndarray, b: np.ndarray, rtol: float) -> np.ndarray:
@@ -296,16 +413,7 @@ def _converged(out: dict, a: np.ndarray, b: np.ndarray, rtol: float) -> np.ndarr
 
 def _store(out: dict, res, a: np.ndarray, b: np.ndarray, i: int, j: int) -> None:
     """Write a batch's (i, j) entries into the P x P outputs at (a, b) and (b, a)."""
-    values = {
-        "variance": res.V["full"][:, i, j, i, j],
-        "law_variance": res.C["full"][:, i, j, i, j],
-        "variance_truncation": np.abs(res.V["full"][:, i, j, i, j] - res.V["low"][:, i, j, i, j]),
-        "mean_shift_truncation": np.abs(res.M["full"][:, i, j] - res.M["low"][:, i, j]),
-        "closure_variance": res.V["closure"][:, i, j, i, j],
-        "mean_shift": res.M["full"][:, i, j],
-        "closure_mean_shift": res.M["closure"][:, i, j],
-    }
-    for name, v in values.items():
+    for name, v in _fields(res, i, j).items():
         out[name][a, b] = v
         out[name][b, a] = v
 
