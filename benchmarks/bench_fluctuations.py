@@ -64,7 +64,6 @@ import pstats
 import statistics
 import sys
 import time
-import tracemalloc
 from functools import partial
 from pathlib import Path
 
@@ -140,18 +139,8 @@ def timed(fn):
 
 
 def traced_peak(fn) -> int:
-    """tracemalloc peak (bytes above the traced baseline) of one call."""
-    import gc
-
-    gc.collect()
-    tracemalloc.start()
-    tracemalloc.reset_peak()
-    base, _ = tracemalloc.get_traced_memory()
-    value = fn()
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    del value
-    return int(peak - base)
+    """tracemalloc peak (bytes above the traced baseline) of one call (`_common.peak_memory`)."""
+    return int(round(C.peak_memory(fn)["peak_MiB"] * 2**20))
 
 
 def _pairs(P: int) -> int:

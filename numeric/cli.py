@@ -257,6 +257,14 @@ def _as_options(exc, options: dict[str, str]):
     return ParameterError(names, str(exc).split(": ", 1)[1])
 
 
+def _branch_scale(text: str):
+    """--branch-scale: a number, or the text of a SymPy expression in l and L (checked by the engine)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 def cmd_kernel(args) -> int:
     """resprop kernel: the NNGP (and NTK) of a residual network for inputs read from a .npy file, into a .npz
     written through resprop.numeric.engine.output (path checked first, atomic, manifest, lock; never over a
@@ -280,11 +288,7 @@ def cmd_kernel(args) -> int:
     if args.dtype != "float64":
         raise V.ParameterError("--dtype", "applies to --out K.zarr or K.npy (a .npz holds float64)")
     pub = Publication(args.out, "file", "resprop kernel")  # the path is checked before any work
-    branch = args.branch_scale
-    try:
-        branch = float(branch)
-    except ValueError:
-        pass  # a SymPy expression in l and L
+    branch = _branch_scale(args.branch_scale)
     options = {"X": "--inputs", "activation": "--activation", "depth": "--depth", "sigma_w2": "--sigma-w2",
                "sigma_b2": "--sigma-b2", "gamma": "--gamma", "branch_scale": "--branch-scale", "backend": "--backend"}
     try:
@@ -321,11 +325,7 @@ def cmd_fluctuations(args) -> int:
     if Path(args.out).suffix != ".npz":
         raise V.ParameterError("--out", f"must be a .npz file, got {args.out!r}")
     pub = Publication(args.out, "file", "resprop fluctuations")  # the path is checked before any work
-    branch = args.branch_scale
-    try:
-        branch = float(branch)
-    except ValueError:
-        pass  # a SymPy expression in l and L
+    branch = _branch_scale(args.branch_scale)
     options = {"X": "--inputs", "activation": "--activation", "depth": "--depth", "width": "--width",
                "sigma_w2": "--sigma-w2", "sigma_b2": "--sigma-b2", "gamma": "--gamma",
                "branch_scale": "--branch-scale", "channels": "--channels", "pairs": "--pairs", "rtol": "--rtol"}
@@ -379,11 +379,7 @@ def _kernel_to_store(args) -> int:
     from resprop.numeric.engine.output import check_output_path
 
     check_output_path(args.out, "dir" if args.out.endswith(".zarr") else "file")  # before reading the inputs
-    branch = args.branch_scale
-    try:
-        branch = float(branch)
-    except ValueError:
-        pass
+    branch = _branch_scale(args.branch_scale)
     try:
         X = read_inputs(args.inputs, ntk=args.ntk, name="--inputs", check_memory=False)
         try:
