@@ -107,7 +107,8 @@ class Fluctuations(ResultRecord):
         """width Cov[K^_ab, K^_cd] at leading order for index quadruples ``pairs`` (M, 4) of ints (a, b, c, d) in
         [0, P): one recursion on the 1-4 distinct inputs of each quadruple (O(depth) per quadruple; 3 and 4
         distinct inputs use a tensor Gauss-Hermite rule, ``channels`` default 12 and 8; one or two distinct inputs use
-        the channels of their ``variance`` element, so covariance([(a, b, a, b)]) is variance[a, b])."""
+        the channels of their ``variance`` element, so covariance([(a, b, a, b)]) is variance[a, b] to round-off --
+        or, for pairs filled by the angle interpolation (``collapse``), within its certification, 1e-2 rtol)."""
         P = self.nngp.shape[0]
         q = _quadruples(pairs, P)
         out = np.empty(len(q))
