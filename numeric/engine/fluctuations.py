@@ -281,15 +281,18 @@ def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamm
     bar = _progress_bar(len(iu), progress)
     if collapse:
         iu, ju = _collapsed(net, K0, diag, iu, ju, out, used, pair_ladder, rtol, bar)
-    for start in range(0, len(iu), BATCH):
-        a, b = iu[start:start + BATCH], ju[start:start + BATCH]
-        block = np.stack([np.stack([K0[a, a], K0[a, b]], -1), np.stack([K0[a, b], K0[b, b]], -1)], -2)
-        values, n_used = _pair_values(net, block, pair_ladder, rtol)
-        for name in fields:
-            out[name][a, b] = out[name][b, a] = values[name]
-        used[a, b] = used[b, a] = n_used
-        if bar is not None:
-            bar.update(len(a))
+    first = _ladder_start(pair_ladder, np.diagonal(used)[iu], np.diagonal(used)[ju])
+    for k0 in np.unique(first):
+        group = np.flatnonzero(first == k0)
+        for start in range(0, len(group), BATCH):
+            a, b = iu[group[start:start + BATCH]], ju[group[start:start + BATCH]]
+            block = np.stack([np.stack([K0[a, a], K0[a, b]], -1), np.stack([K0[a, b], K0[b, b]], -1)], -2)
+            values, n_used = _pair_values(net, block, pair_ladder[int(k0):], rtol)
+            for name in fields:
+                out[name][a, b] = out[name][b, a] = values[name]
+            used[a, b] = used[b, a] = n_used
+            if bar is not None:
+                bar.update(len(a))
     if bar is not None:
         bar.close()
     return Fluctuations(nngp=nngp, depth=depth, width=width, activation=activation.strip(), sigma_w2=sw,
@@ -300,6 +303,14 @@ def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamm
 COLLAPSE_MIN_PAIRS = 512
 #: inputs whose K^(0)_aa agree to this relative tolerance form one norm class
 CLASS_RTOL = 1e-12
+
+
+def _ladder_start(ladder: list, need_a: np.ndarray, need_b: np.ndarray) -> np.ndarray:
+    """Where a pair starts on its ladder: at the largest rung not above half the channels its two inputs needed
+    (a pair's channels decay like its inputs'; the rungs below would be run and discarded), at least the first."""
+    target = np.maximum(need_a, need_b) // 2
+    rungs = np.asarray(ladder)
+    return np.maximum(np.searchsorted(rungs, target, side="right") - 1, 0)
 
 
 def _norm_classes(diag: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -357,12 +368,15 @@ def _collapsed(net: _Network, K0: np.ndarray, diag: np.ndarray, iu: np.ndarray, 
             continue
         ka, kb = float(reps[c1]), float(reps[c2])
         n_max = [0]
+        diag_need = np.diagonal(used)
+        k0 = int(_ladder_start(ladder, np.array([diag_need[a].max()]), np.array([diag_need[b].max()]))[0])
+        rungs = ladder[k0:]
 
-        def evaluate(t: np.ndarray, ka=ka, kb=kb, n_max=n_max) -> dict:
+        def evaluate(t: np.ndarray, ka=ka, kb=kb, n_max=n_max, rungs=rungs) -> dict:
             kab = np.cos(t) * np.sqrt(ka * kb)
             block = np.stack([np.stack([np.full_like(t, ka), kab], -1), np.stack([kab, np.full_like(t, kb)], -1)],
                              -2)
-            values, n_used = _pair_values(net, block, ladder, rtol)
+            values, n_used = _pair_values(net, block, rungs, rtol)
             n_max[0] = max(n_max[0], int(n_used.max()))
             return values
 
