@@ -257,6 +257,20 @@ def _as_options(exc, options: dict[str, str]):
     return ParameterError(names, str(exc).split(": ", 1)[1])
 
 
+def _add_network_options(p) -> None:
+    """--sigma-w2, --sigma-b2 (old spellings --weight-var, --bias-var), --gamma and --branch-scale of the network of
+    resprop.kernel, shared by `resprop kernel` and `resprop fluctuations`."""
+    from resprop.generated.parameters import declared
+    from resprop.numeric.cli_support import add_parameter_option
+
+    add_parameter_option(p, declared("residual", "sigma_w2"), required=True, metavar="S", deprecated=("--weight-var",))
+    add_parameter_option(p, declared("residual", "sigma_b2"), required=True, metavar="B", deprecated=("--bias-var",))
+    add_parameter_option(p, declared("residual", "gamma"), default=1.0, metavar="G")
+    p.add_argument("--branch-scale", default="1", metavar="LAMBDA",
+                   help="branch scale lambda_l of block l: a finite number or a SymPy expression in l (1..L) and L, "
+                        "e.g. '1/sqrt(L)'; default: 1")
+
+
 def _branch_scale(text: str):
     """--branch-scale: a number, or the text of a SymPy expression in l and L (checked by the engine)."""
     try:
@@ -557,7 +571,6 @@ def cmd_predict(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from resprop import __version__
-    from resprop.generated.parameters import declared
     from resprop.numeric.cli_support import VOCABULARY, add_deprecated_alias, add_parameter_option
 
     parser = _Parser(prog="resprop", description=__doc__)
@@ -615,12 +628,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="erf, relu, tanh, gelu, silu, linear or a SymPy expression in x, e.g. 'sin(x)'")
     add_parameter_option(p, "depth", required=True, metavar="L",
                          help="0 gives the input kernel K^(0) itself (with --readout: one dense layer on it)")
-    add_parameter_option(p, declared("residual", "sigma_w2"), required=True, metavar="S", deprecated=("--weight-var",))
-    add_parameter_option(p, declared("residual", "sigma_b2"), required=True, metavar="B", deprecated=("--bias-var",))
-    add_parameter_option(p, declared("residual", "gamma"), default=1.0, metavar="G")
-    p.add_argument("--branch-scale", default="1", metavar="LAMBDA",
-                   help="branch scale lambda_l of block l: a finite number or a SymPy expression in l (1..L) and L, "
-                        "e.g. '1/sqrt(L)'; default: 1")
+    _add_network_options(p)
     p.add_argument("--ntk", action="store_true", help="also compute the NTK (array 'ntk')")
     p.add_argument("--quiet", action="store_true", help="no progress bar (shown on stderr after a second otherwise)")
     p.add_argument("--readout", action="store_true",
@@ -666,12 +674,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_parameter_option(p, "width", required=True, metavar="N",
                          help="enters expected_kernel and standard_deviation; the other arrays are the "
                               "width-independent O(1/n) coefficients")
-    add_parameter_option(p, declared("residual", "sigma_w2"), required=True, metavar="S", deprecated=("--weight-var",))
-    add_parameter_option(p, declared("residual", "sigma_b2"), required=True, metavar="B", deprecated=("--bias-var",))
-    add_parameter_option(p, declared("residual", "gamma"), default=1.0, metavar="G")
-    p.add_argument("--branch-scale", default="1", metavar="LAMBDA",
-                   help="branch scale lambda_l of block l: a finite number or a SymPy expression in l (1..L) and L, "
-                        "e.g. '1/sqrt(L)'; default: 1")
+    _add_network_options(p)
     p.add_argument("--readout", action="store_true",
                    help="add the dense readout y = W_out phi(h_L) + b_out (same S, B); default: the kernel of h_L")
     p.add_argument("--channels", type=int, default=None, metavar="N",
