@@ -5,10 +5,12 @@ activations onto the orthonormal Hermite polynomials ``h_alpha(u) = prod_i He_{a
 standard normal vector u of dimension p = 1..4 (the whitened coordinates of a pair or quadruple of inputs,
 docs/design/fluctuations-engine.md section 4).  The rules here integrate such products:
 
-* p = 1 and p = 2: a polar product rule whose angular pieces end where an input's pre-activation vanishes, so that
-  an activation with a kink at 0 (ReLU, leaky ReLU, |x|) is integrated piece by piece with spectral accuracy; the
-  radial rule is the Gauss rule of the weight ``r^(p-1) exp(-r^2/2)`` on [0, inf) (Lanczos on a fine
-  discretisation of the weight);
+* p = 1: the two half-lines, each with the Gauss rule of the weight exp(-r^2/2) on [0, inf) (`radial_rule`:
+  Lanczos on a fine discretisation of the weight), so a kink at 0 is integrated piece by piece;
+* p = 2: in whitened coordinates (A lower triangular) the first input's breakpoint is u0 = 0 (the half-line rules)
+  and the second's is u1 = c(u0) (Gauss-Legendre on either side), so ReLU, leaky ReLU and |x| are integrated piece
+  by piece with spectral accuracy; the product basis factorises and the projection is two contractions
+  (`_pair_projection`);
 * p = 3, 4: the tensor Gauss-Hermite rule (kinks are then integrated to algebraic accuracy only).
 
 :class:`HermiteBasis` enumerates the multi-indices by total degree and evaluates the basis at the nodes.
@@ -22,7 +24,7 @@ from functools import cache
 
 import numpy as np
 
-__all__ = ["HermiteBasis", "basis", "radial_rule", "pair_rule", "line_rule", "tensor_rule", "project",
+__all__ = ["HermiteBasis", "basis", "radial_rule", "line_rule", "tensor_rule", "project",
            "hermite_functions"]
 
 
@@ -64,36 +66,11 @@ def radial_rule(p: int, nodes: int) -> tuple[np.ndarray, np.ndarray]:
     return E, weights / weights.sum()
 
 
-@cache
-def _legendre(nodes: int) -> tuple[np.ndarray, np.ndarray]:
-    t, w = np.polynomial.legendre.leggauss(nodes)
-    return (t + 1.0) / 2.0, w / 2.0
-
-
 def line_rule(radial: int) -> tuple[np.ndarray, np.ndarray]:
     """p = 1: nodes (Q, 1) and weights (Q,) of a standard normal, the two half-lines integrated separately."""
     r, w = radial_rule(1, radial)
     u = np.concatenate([r, -r])[:, None]
     return u, np.concatenate([w, w]) / 2.0
-
-
-def pair_rule(A: np.ndarray, radial: int, angular: int) -> tuple[np.ndarray, np.ndarray]:
-    """p = 2: nodes (B, Q, 2) and weights (B, Q) of N(0, I_2) for a batch of lower-triangular factors A (B, 2, 2) of
-    the pairs' covariances; the angle range is cut where (A u)_c = 0 for c = 0, 1 (four arcs, ``angular`` Gauss-
-    Legendre nodes each), so piecewise activations with a breakpoint at 0 are integrated piece by piece."""
-    B = A.shape[0]
-    th1 = np.arctan2(-A[:, 1, 0], A[:, 1, 1]) % np.pi  # input 1's zero line; input 0's is the vertical pi/2
-    cuts = np.sort(np.stack([np.full(B, np.pi / 2), th1, np.full(B, 1.5 * np.pi), th1 + np.pi], axis=1), axis=1)
-    starts = cuts
-    lengths = np.diff(np.concatenate([cuts, cuts[:, :1] + 2 * np.pi], axis=1), axis=1)  # (B, 4)
-    t, wt = _legendre(angular)
-    theta = (starts[:, :, None] + lengths[:, :, None] * t).reshape(B, -1)  # (B, 4 * angular)
-    w_theta = (lengths[:, :, None] * wt / (2 * np.pi)).reshape(B, -1)
-    r, wr = radial_rule(2, radial)
-    c, s = np.cos(theta), np.sin(theta)
-    u = np.stack([c[:, :, None] * r, s[:, :, None] * r], axis=-1).reshape(B, -1, 2)
-    w = (w_theta[:, :, None] * wr).reshape(B, -1)
-    return u, w
 
 
 @cache
@@ -139,12 +116,7 @@ class HermiteBasis:
 
     def evaluate(self, u: np.ndarray) -> np.ndarray:
         """h_alpha(u) for nodes u (..., p): an array (..., size)."""
-        he = np.empty(u.shape + (self.degree + 1,))
-        he[..., 0] = 1.0
-        if self.degree:
-            he[..., 1] = u
-        for k in range(1, self.degree):
-            he[..., k + 1] = (u * he[..., k] - math.sqrt(k) * he[..., k - 1]) / math.sqrt(k + 1)
+        he = hermite_functions(u, self.degree)  # (..., p, degree + 1)
         out = he[..., 0, self.alphas[:, 0]]
         for i in range(1, self.p):
             out = out * he[..., i, self.alphas[:, i]]
