@@ -109,11 +109,11 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
     ch = np.zeros((B, nch, p, p))
     C = {v: np.zeros((B,) + (p,) * 4) for v in VARIANTS}
     M = {v: np.zeros((B, p, p)) for v in VARIANTS}
+    A = np.linalg.cholesky(K)
     if record is not None:
-        record(0, _result(K, ch, C, M, pos2, fac2, lo))
+        record(0, _result(K, A, ch, C, M, pos2, fac2, lo))
     U = Delta = None
     for layer in range(len(g)):
-        A = np.linalg.cholesky(K)
         Binv = np.linalg.inv(A)
         fhat, EFF = fq.project(A, phi, hb, rule.radial, rule.angular, rule.tensor)
         G = fhat[..., 0]
@@ -135,17 +135,14 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
                     m = m + 0.5 * np.einsum("ba,bxya->bxy", cht[:, sel, i, j] * fac[lo:hi][sel],
                                             fhat[..., pos[lo:hi][sel]])
                 M[v] = gl * M[v] + wl * m
-        if record is not None:  # Var U = Cov(T, T) + G'X + (G'X)^T + G' C G'^T, X = Cov(e, T)
-            X = np.einsum("bacd,bxya->bcdxy", ch, fch)
-            GX = _chi(J2, 0.0, 1.0, X)
+        X = {v: np.einsum("bacd,bxya->bcdxy", ch[:, masks[v]], fch[..., masks[v]]) for v in VARIANTS}  # Cov(e, T)
+        if record is not None:  # Var U = Cov(T, T) + G'X + (G'X)^T + G' C G'^T; Delta = X minus its chaos-2 part
+            GX = _chi(J2, 0.0, 1.0, X["full"])
             U = covTT + GX + _transpose_pairs(GX) + _chi(J2, 0.0, 1.0, _transpose_pairs(_chi(J2, 0.0, 1.0,
                                                                                                C["full"])))
-            two = masks["closure"]
-            Delta = X - np.einsum("bacd,bxya->bcdxy", ch[:, two], fch[..., two])
+            Delta = X["full"] - X["closure"]
         for v in VARIANTS:
-            sel = masks[v]
-            X = np.einsum("bacd,bxya->bcdxy", ch[:, sel], fch[..., sel])  # Cov(e_cd, T_xy)
-            chiX = _chi(J2, gl, wl, X)
+            chiX = _chi(J2, gl, wl, X[v])
             chiC = _chi(J2, gl, wl, C[v])
             chiCchi = _chi(J2, gl, wl, _transpose_pairs(chiC))
             C[v] = chiCchi + wl * (chiX + _transpose_pairs(chiX)) + wl * wl * covTT
@@ -153,26 +150,26 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
         # channels: v = chi[ch] + w fhat, then Gamma(gamma A_next^-1 A)
         src = _chi(J2, gl, wl, ch.transpose(0, 2, 3, 1)) + wl * fch  # (B, p, p, nch)
         gam = float(gammas[layer])
+        A_next = np.linalg.cholesky(Knext)
         if gam == 0.0:
             ch = np.zeros_like(ch)
         else:
-            Mmat = gam * np.linalg.solve(np.linalg.cholesky(Knext), A)
+            Mmat = gam * np.linalg.solve(A_next, A)
             blocks = fq.second_quantization(Mmat, hb, N)
             new = np.empty_like(ch)
             for m_deg, block in enumerate(blocks, start=1):
                 sl_m = slice(hb.by_degree[m_deg].start - lo, hb.by_degree[m_deg].stop - lo)
                 new[:, sl_m] = np.einsum("bxy,bcdy->bxcd", block, src[..., sl_m])
             ch = new
-        K = Knext
+        K, A = Knext, A_next
         if record is not None:
-            record(layer + 1, _result(K, ch, C, M, pos2, fac2, lo, U, Delta))
-    return _result(K, ch, C, M, pos2, fac2, lo, U, Delta)
+            record(layer + 1, _result(K, A, ch, C, M, pos2, fac2, lo, U, Delta))
+    return _result(K, A, ch, C, M, pos2, fac2, lo, U, Delta)
 
 
-def _result(K, ch, C, M, pos2, fac2, lo, U=None, Delta=None) -> SubproblemResult:
-    """V = Wick + Q + Q^T + C at the current layer; Q = Cov(e, S) from the degree-2 channels, with
-    S_ef = sum_ij A_ei A_fj (u_i u_j - delta_ij)."""
-    A = np.linalg.cholesky(K)
+def _result(K, A, ch, C, M, pos2, fac2, lo, U=None, Delta=None) -> SubproblemResult:
+    """V = Wick + Q + Q^T + C at the current layer (A its Cholesky factor); Q = Cov(e, S) from the degree-2
+    channels, with S_ef = sum_ij A_ei A_fj (u_i u_j - delta_ij)."""
     c2 = ch[:, pos2 - lo] * fac2[None, :, :, None, None]  # (B, i, j, c, d) = E[e_cd (u_i u_j - delta_ij)]
     Q = np.einsum("bei,bfj,bijcd->bcdef", A, A, c2)
     W = wick(K)
