@@ -22,7 +22,6 @@ from functools import cache
 from typing import Any
 
 import numpy as np
-import sympy as sp
 
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.fluctuation_recursion import Rule, propagate_subproblems
@@ -152,8 +151,8 @@ def _channels(channels, p: int) -> int:
 
 @cache
 def _activation(text: str):
-    """A NumPy callable of a checked activation; refuses a jump (no finite G') and breakpoints away from 0 (the
-    quadrature splits its pieces at 0 only)."""
+    """The NumPy phi of the simulator (`fluctuation_mc.activation_function`) for a checked activation; refuses a
+    jump (no finite G') and breakpoints away from 0 (the quadrature splits its pieces at 0 only)."""
     from resprop.numeric.engine.activation_check import check_activation
 
     checked = check_activation(text)
@@ -165,23 +164,18 @@ def _activation(text: str):
         raise V.ParameterError("activation", f"{checked.expr} has breakpoints away from 0; the fluctuation engine "
                                              "integrates piecewise activations exactly only when every breakpoint "
                                              "is at 0 (relu, abs(x), Max(x, 0) + x/10, ...)")
-    import scipy.special
+    from resprop.numeric.engine.fluctuation_mc import activation_function
 
-    from resprop.derive.activations import x
-
-    fn = sp.lambdify(x, checked.pw, modules=[{"erf": scipy.special.erf, "erfc": scipy.special.erfc}, "numpy"])
-
-    def phi(z: np.ndarray) -> np.ndarray:
-        return np.broadcast_to(np.asarray(fn(z), dtype=float), z.shape)
-
-    return phi
+    return activation_function(text)
 
 
-def _run(net: _Network, K0: np.ndarray, channels: int, mean_shift: bool):
+def _run(net: _Network, K0: np.ndarray, channels: int, mean_shift: bool, record=None):
+    """propagate_subproblems with the engine's errors: a singular pair (LinAlgError) and values beyond float64 are
+    ParameterErrors naming the inputs."""
     try:
         with np.errstate(all="ignore"):
             res = propagate_subproblems(K0, net.gammas, net.g, net.w, net.s, net.phi, channels, net.rule,
-                                        mean_shift=mean_shift)
+                                        mean_shift=mean_shift, record=record)
     except np.linalg.LinAlgError:
         raise V.ParameterError("X", "two inputs have correlation +-1 at some layer (collinear or nearly so) "
                                     "other than exact duplicates; the O(1/width) expansion of such a pair is not "
@@ -412,18 +406,16 @@ def _fields(res, i: int, j: int) -> dict:
 
 
 def _converged_values(v: dict, rtol: float) -> np.ndarray:
+    """Whether the truncation estimates are below rtol: of |variance| for the variance, of |mean_shift| +
+    sqrt|variance| (the kernel's own scale; the mean shift may vanish) for the mean shift."""
     var = np.abs(v["variance"])
     return ((v["variance_truncation"] <= rtol * var)
             & (v["mean_shift_truncation"] <= rtol * (np.abs(v["mean_shift"]) + np.sqrt(var))))
 
 
 def _converged(out: dict, a: np.ndarray, b: np.ndarray, rtol: float) -> np.ndarray:
-    """Whether the truncation estimates of the elements (a, b) are below rtol: of |variance| for the variance, of
-    |mean_shift| + K^(0)-free scale |variance|^(1/2) for the mean shift (which may vanish)."""
-    var = np.abs(out["variance"][a, b])
-    ok_v = out["variance_truncation"][a, b] <= rtol * var
-    ok_m = out["mean_shift_truncation"][a, b] <= rtol * (np.abs(out["mean_shift"][a, b]) + np.sqrt(var))
-    return ok_v & ok_m
+    """`_converged_values` of the elements (a, b) of the P x P outputs."""
+    return _converged_values({name: out[name][a, b] for name in _FIELDS}, rtol)
 
 
 def _store(out: dict, res, a: np.ndarray, b: np.ndarray, i: int, j: int) -> None:
@@ -511,11 +503,9 @@ def trajectory(K0, gammas, g, w, s, activation: str, *, channels: int | None = N
 
 
 def _run_recorded(net: _Network, K0: np.ndarray, channels: int, mean_shift: bool, layers: list) -> None:
+    """`_run` keeping every layer's state in ``layers`` (the errors name K0, the input of `trajectory`)."""
     try:
-        with np.errstate(all="ignore"):
-            propagate_subproblems(K0, net.gammas, net.g, net.w, net.s, net.phi, channels, net.rule,
-                                  mean_shift=mean_shift, record=lambda layer, res: layers.append(res))
-    except np.linalg.LinAlgError:
-        raise V.ParameterError("K0", "the kernel became singular at some layer (inputs with correlation +-1)") from None
-    if not all(np.all(np.isfinite(r.V["full"])) for r in layers):
-        raise V.ParameterError("K0, w, s, depth", "the O(1/width) coefficients leave the float64 range")
+        _run(net, K0, channels, mean_shift, record=lambda layer, res: layers.append(res))
+    except V.ParameterError as exc:
+        raise V.ParameterError("K0" if exc.parameter == "X" else "K0, w, s, depth", str(exc).split(": ", 1)[1]) \
+            from None
