@@ -249,19 +249,10 @@ def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamm
     ladder = [min(MAX_CHANNELS[1], 2 * n_ch)] if channels is not None else list(LADDER)
     # one recursion per norm class (K^(0)_aa equal to CLASS_RTOL; normalised data: one)
     reps, cls = _norm_classes(diag)
-    rep_out = {k: np.empty((len(reps), len(reps))) for k in fields}
-    rep_used = np.zeros(len(reps), dtype=np.int64)
-    todo = np.arange(len(reps))
-    for k, n_try in enumerate(ladder):
-        res = _run(net, reps[todo].reshape(-1, 1, 1), n_try, mean_shift=True)
-        _store(rep_out, res, todo, todo, 0, 0)
-        rep_used[todo] = n_try
-        todo = todo[~_converged(rep_out, todo, todo, rtol)] if k + 1 < len(ladder) else todo[:0]
-        if not todo.size:
-            break
+    rep_values, rep_used = _ladder_values(net, reps.reshape(-1, 1, 1), ladder, rtol, (0, 0))
     ii = np.arange(P)
     for name in fields:
-        out[name][ii, ii] = np.diagonal(rep_out[name])[cls]
+        out[name][ii, ii] = rep_values[name][cls]
     used[ii, ii] = rep_used[cls]
     iu, ju = np.triu_indices(P, 1)
     # exact duplicates (a 2 x 2 block of rank one with equal diagonals) are the diagonal element
@@ -321,7 +312,13 @@ def _norm_classes(diag: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _pair_values(net: _Network, block: np.ndarray, ladder: list, rtol: float) -> tuple[dict, np.ndarray]:
-    """The (0, 1) elements of a batch of two-input problems (B, 2, 2): each pair's channels raised along
+    """The (0, 1) elements of a batch of two-input problems (B, 2, 2), by `_ladder_values`."""
+    return _ladder_values(net, block, ladder, rtol, (0, 1))
+
+
+def _ladder_values(net: _Network, block: np.ndarray, ladder: list, rtol: float, element: tuple[int, int]
+                   ) -> tuple[dict, np.ndarray]:
+    """The ``element`` of a batch of 1- or 2-input problems (B, p, p): each problem's channels raised along
     ``ladder`` until its truncation estimates are below rtol (or the ladder ends); (values, channels used)."""
     B = block.shape[0]
     values = {k: np.empty(B) for k in _FIELDS}
@@ -329,7 +326,7 @@ def _pair_values(net: _Network, block: np.ndarray, ladder: list, rtol: float) ->
     todo = np.arange(B)
     for k, n_try in enumerate(ladder):
         res = _run(net, block[todo], int(n_try), mean_shift=True)
-        part = _fields(res, 0, 1)
+        part = _fields(res, *element)
         for name in _FIELDS:
             values[name][todo] = part[name]
         used[todo] = n_try
@@ -411,18 +408,6 @@ def _converged_values(v: dict, rtol: float) -> np.ndarray:
     var = np.abs(v["variance"])
     return ((v["variance_truncation"] <= rtol * var)
             & (v["mean_shift_truncation"] <= rtol * (np.abs(v["mean_shift"]) + np.sqrt(var))))
-
-
-def _converged(out: dict, a: np.ndarray, b: np.ndarray, rtol: float) -> np.ndarray:
-    """`_converged_values` of the elements (a, b) of the P x P outputs."""
-    return _converged_values({name: out[name][a, b] for name in _FIELDS}, rtol)
-
-
-def _store(out: dict, res, a: np.ndarray, b: np.ndarray, i: int, j: int) -> None:
-    """Write a batch's (i, j) entries into the P x P outputs at (a, b) and (b, a)."""
-    for name, v in _fields(res, i, j).items():
-        out[name][a, b] = v
-        out[name][b, a] = v
 
 
 def _progress_bar(total: int, progress):
