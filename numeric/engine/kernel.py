@@ -102,11 +102,16 @@ def _input_kernel_upper(X: np.ndarray, sigma_w2: float, sigma_b2: float) -> np.n
     results.  The same values as `input_kernel` to round-off (sigma_w2 / d_in is applied to the dot product)."""
     from scipy.linalg import blas
 
+    from resprop.numeric.engine.blas_threads import one_blas_thread
+
     P, d = X.shape
     K0 = np.full((P, P), float(sigma_b2))
-    # K0.T is Fortran-ordered: syrk's "lower" triangle of it is K0's upper triangle; trans=1 on X.T gives X X^T
-    done = blas.dsyrk(float(sigma_w2) / d, np.asarray(X, dtype=np.float64).T, beta=1.0, c=K0.T, trans=1, lower=1,
-                      overwrite_c=1)
+    # K0.T is Fortran-ordered: syrk's "lower" triangle of it is K0's upper triangle; trans=1 on X.T gives X X^T.
+    # One BLAS thread: a threaded syrk leaves OpenBLAS threads spinning on the cores the engine's pool is about
+    # to use (blas_threads)
+    with one_blas_thread():
+        done = blas.dsyrk(float(sigma_w2) / d, np.asarray(X, dtype=np.float64).T, beta=1.0, c=K0.T, trans=1,
+                          lower=1, overwrite_c=1)
     if not np.shares_memory(done, K0):  # pragma: no cover - a BLAS wrapper that copied: take its result
         K0 = np.ascontiguousarray(done.T)
     return K0

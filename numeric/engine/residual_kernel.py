@@ -891,11 +891,9 @@ def _used(fn: Callable, callbacks: dict[str, Callable]) -> dict[str, Callable]:
 
 
 def _one_blas_thread():
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - scikit-learn (a dependency) brings threadpoolctl
-        return contextlib.nullcontext()
-    return threadpool_limits(1, user_api="blas")
+    from resprop.numeric.engine.blas_threads import one_blas_thread
+
+    return one_blas_thread()
 
 
 def _progress_bar(total: int, unit: str = "tile-layer"):

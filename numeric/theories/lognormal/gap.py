@@ -501,13 +501,9 @@ class PairSums(ResultRecord):
 
 
 def _one_blas_thread():
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl ships with scikit-learn
-        import contextlib
+    from resprop.numeric.engine.blas_threads import one_blas_thread
 
-        return contextlib.nullcontext()
-    return threadpool_limits(1, user_api="blas")
+    return one_blas_thread()
 
 
 def simulate_pairs(width: int, depth: int, alpha: float, lam: float, samples: int, seed: int, blocks: int = 40,

@@ -184,12 +184,9 @@ def _depth_independent(scaling, depth: int) -> bool:
 
 def _single_blas():
     """One BLAS thread: on a loaded 2-core machine threaded OpenBLAS eigh was measured 40x slower."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl ships with scikit-learn
-        import contextlib
-        return contextlib.nullcontext()
-    return threadpool_limits(1, user_api="blas")
+    from resprop.numeric.engine.blas_threads import one_blas_thread
+
+    return one_blas_thread()
 
 
 # --------------------------------------------------------------------------- zonal engine

@@ -24,7 +24,6 @@ neural-tangents.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -43,11 +42,9 @@ MAX_DEPTH = 10**6  # as field_theory.MAX_DEPTH; one layer costs ~10-50 us at sma
 
 
 def _one_blas_thread():
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover  (installed with scikit-learn)
-        return contextlib.nullcontext()
-    return threadpool_limits(1, user_api="blas")
+    from resprop.numeric.engine.blas_threads import one_blas_thread
+
+    return one_blas_thread()
 
 
 def _kernel_matrix(K0) -> tuple[np.ndarray, Callable[[], bool]]:
