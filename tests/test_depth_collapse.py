@@ -76,8 +76,36 @@ def test_collapsed_against_the_textbook_erf_duals():
     assert _max_rel(K, Kr) <= 2e-13 and _max_rel(T, Tr) <= 2e-13
 
 
+def test_relu_nngp_collapsed_in_the_angle_equals_layered_and_the_textbook_arccos_kernel(monkeypatch):
+    """ReLU's map is built in u = 1 - 2 arccos(rho) / pi: against the layered run (duplicates, antipodal pairs,
+    three norm classes, and a depth past HOMOGENEOUS_BLOCK so that the sampling run rescales between blocks), and
+    against the arc-cosine kernel (Cho & Saul 2009) iterated in a plain NumPy loop."""
+    monkeypatch.setattr(RK, "COLLAPSE_MIN_P", 2)
+    for radii, depth in (((1.0,), 64), ((0.5, 1.0, 2.0), 64), ((1.0,), RK.HOMOGENEOUS_BLOCK + 44)):
+        X = _sphere(240, 20, 5, radii)
+        X[1] = X[0]
+        X[4] = -X[len(radii) + 1]
+        col, a, b = _runs(X, "relu", depth, False, lam=0.5, sb=0.0)
+        assert col is not None and col.angular and col.estimate <= DC.RTOL
+        assert _max_rel(a.K * np.exp(a.log_scale_K), b.K * np.exp(b.log_scale_K)) <= DC.RTOL
+        for i, j in ((0, 1), (4, len(radii) + 1)):
+            assert abs(a.K[i, j] * np.exp(a.log_scale_K) - b.K[i, j] * np.exp(b.log_scale_K)) <= \
+                1e-14 * abs(b.K[i, j] * np.exp(b.log_scale_K))
+    X = _sphere(400, 16, 6)
+    K = resprop.kernel(X, "relu", 120, 1.0, 0.05, branch_scale=0.3)
+    Kr = X @ X.T / X.shape[1] + 0.05
+    for _ in range(120):
+        q = np.sqrt(np.outer(np.diagonal(Kr), np.diagonal(Kr)))
+        t = np.arccos(np.clip(Kr / q, -1, 1))
+        Kr = Kr + 0.09 * (q * (np.sin(t) + (np.pi - t) * np.cos(t)) / (2 * np.pi) + 0.05)
+    K0 = X @ X.T / X.shape[1] + 0.05
+    seq = (np.ones(120), np.full(120, 0.09), np.full(120, 0.09 * 0.05))
+    assert DC.build(np.diagonal(K0).copy(), None, seq, "nngp", RK.recursions("relu")) is not None  # collapsed
+    assert _max_rel(K, Kr) <= 2e-13
+
+
 @pytest.mark.parametrize("why, act, mode, radii, depth", [
-    ("relu (rescaled between blocks; arc-cosine kernel not smooth at u = 1)", "relu", "nngp", (1.0,), 64),
+    ("relu NTK (the layered reference's arccos is noisy near u = 1)", "relu", "ntk", (1.0,), 64),
     ("the response (rescaled by its own diagonal)", "erf", "response", (1.0,), 64),
     ("more than MAX_CLASSES norms", "erf", "nngp", tuple(np.linspace(0.5, 2, DC.MAX_CLASSES + 1)), 64),
     ("shallow: the layers cost less", "erf", "nngp", (1.0,), DC.MIN_LAYERS - 1),

@@ -23,8 +23,11 @@ keeps only the terms it needs: its highest terms are dropped while their |c_k| s
 the change, `truncated`) before it is certified, so a map of moderate depth sums ~15 terms, not 33. The end points u
 = +-1 are nodes, so the layered values there are reproduced exactly.  It gives up (the caller runs the layers) above
 ``MAX_PIECES`` pieces, when the depth is below ``MIN_LAYERS`` (the layers cost less than the evaluation) or the
-build would cost more than ``BUILD_SHARE`` of the layered run; and it is not used for homogeneous activations (ReLU:
-rescaled between blocks) or the response (rescaled by its own diagonal).
+build would cost more than ``BUILD_SHARE`` of the layered run; and it is not used for the response (rescaled by its
+own diagonal).  The homogeneous activations (ReLU) have arc-cosine kernels with a square-root branch point at
+rho = +-1, so their maps are built in the angle, u = 1 - 2 arccos(rho) / pi (`angle_variable`), where they are
+analytic; their runs rescale between blocks, and the sampled values are multiplied back exactly.  Only their NNGP
+is collapsed: the NTK's samples are not smooth to RTOL near rho = 1 (see `build`).
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ from dataclasses import dataclass, replace
 import numba
 import numpy as np
 
+from resprop.generated.residual_compiled import _acos  # the generated arccosine (<= 1.09 ulp, vectorisable)
 from resprop.numeric.engine.mirror import mirror_columns
 
 #: most distinct diagonal values (classes) for which the map is collapsed (m (m + 1) / 2 interpolants)
@@ -59,6 +63,7 @@ MIN_LAYERS = 32
 BUILD_SHARE = 0.25
 #: columns per block in the evaluation (its work arrays stay in L1)
 JB = 512
+TWO_OVER_PI = 2.0 / math.pi
 
 
 @dataclass
@@ -87,6 +92,9 @@ class Collapsed:
     estimate: float
     #: coef[1] is Theta^(L) itself (`with_theta_from_k`), not A with B in coef[2]
     direct: bool = False
+    #: the maps are functions of the angle: u = 1 - 2 theta / pi, theta = arccos(K^(0)_ab / sqrt(q_a q_b))
+    #: (homogeneous activations, `angle_variable`), not of the correlation u = K^(0)_ab / sqrt(q_a q_b)
+    angular: bool = False
 
     @property
     def pieces(self) -> int:
@@ -166,9 +174,27 @@ def _layout(m: int, n_entries: list[int]) -> tuple[int, dict[tuple[int, int], tu
     return m * M, where
 
 
-def _sample(reps, pairs, xs: list[np.ndarray], two: bool, sequences, mode: str, rec):
+def correlation(u: np.ndarray, angular: bool) -> np.ndarray:
+    """The correlation K^(0)_ab / sqrt(q_a q_b) at the map's variable u: u itself, or cos(pi (1 - u) / 2) when the
+    maps are functions of the angle (exactly +-1 at u = +-1)."""
+    return np.cos(0.5 * np.pi * (1.0 - u)) if angular else u
+
+
+def angle_variable(rec) -> bool:
+    """Whether the maps of ``rec`` are built in the angle: the arc-cosine kernels of the homogeneous activations
+    (ReLU: E[phi phi] = q (sin t + (pi - t) cos t) / (2 pi) at rho = cos t, Cho & Saul 2009) have a square-root
+    branch point at rho = +-1, so the L-layer map is not analytic in rho there, but it is in t: one layer takes
+    t to arccos(rho'(t)) with 1 - rho'(t) = t^2 h(t), h analytic and h(0) > 0, so t' = t sqrt(h(t)) k(t^2 h(t))
+    is analytic on [0, pi], and so is the composition of L layers."""
+    from resprop.numeric.engine import residual_kernel as RK
+
+    return rec.name in RK.HOMOGENEOUS
+
+
+def _sample(reps, pairs, xs: list[np.ndarray], two: bool, sequences, mode: str, rec, angular: bool = False):
     """Run the layers on the values xs[p] (in units of u) of every class pair p: (values (F, n_p) per pair,
-    final diagonals K and second of each class) or None when the run rescaled or left the float64 range."""
+    final diagonals K and second of each class) or None when the run left the float64 range.  A run that rescaled
+    between blocks (homogeneous activations) is multiplied back by its powers of two (exact)."""
     from resprop.numeric.engine import residual_kernel as RK
 
     m = reps.size
@@ -180,7 +206,7 @@ def _sample(reps, pairs, xs: list[np.ndarray], two: bool, sequences, mode: str, 
     S0 = K0.copy()
     for (i, j), u in zip(pairs, xs):
         rr, cc = where[(i, j)]
-        x = u * math.sqrt(reps[i] * reps[j])
+        x = correlation(u, angular) * math.sqrt(reps[i] * reps[j])
         k = u.size
         K0[rr[:k], cc[:k]] = x
         if two:
@@ -188,14 +214,18 @@ def _sample(reps, pairs, xs: list[np.ndarray], two: bool, sequences, mode: str, 
             S0[rr[:k], cc[:k]] = 0.0   # B: the map of Theta^(0) = 0
             S0[rr[k:], cc[k:]] = 1.0   # A + B
     out = RK.propagate(K0, S0 if two else None, sequences, mode, rec, collapse=False)
-    if out.log_scale_K != 0.0 or out.log_scale_second != 0.0:
-        return None
+    K_out = out.K
     second = out.second if out.second is not None else np.zeros((0, 0))
+    with np.errstate(over="ignore"):
+        if out.log_scale_K != 0.0:  # the scales are powers of two (Schedule.exp2_K): ldexp is exact
+            K_out = np.ldexp(K_out, round(out.log_scale_K / math.log(2.0)))
+        if out.log_scale_second != 0.0:
+            second = np.ldexp(second, round(out.log_scale_second / math.log(2.0)))
     vals = []
     for (i, j), u in zip(pairs, xs):
         rr, cc = where[(i, j)]
         k = u.size
-        fK = out.K[rr[:k], cc[:k]]
+        fK = K_out[rr[:k], cc[:k]]
         if two:
             B = second[rr[:k], cc[:k]]
             vals.append(np.stack([fK, second[rr[k:], cc[k:]] - B, B]))
@@ -203,7 +233,9 @@ def _sample(reps, pairs, xs: list[np.ndarray], two: bool, sequences, mode: str, 
             vals.append(fK[None])
     if not all(np.all(np.isfinite(v)) for v in vals):
         return None
-    diag = out.K[np.arange(0, size, M), np.arange(0, size, M)]
+    if not (np.all(np.isfinite(K_out.diagonal())) and (not two or np.all(np.isfinite(second.diagonal())))):
+        return None
+    diag = K_out[np.arange(0, size, M), np.arange(0, size, M)]
     sdiag = second[np.arange(0, size, M), np.arange(0, size, M)] if two else None
     return vals, diag, sdiag
 
@@ -216,7 +248,14 @@ def build(d0: np.ndarray, sd0: np.ndarray | None, sequences, mode: str, rec, rto
 
     L = len(sequences[0])
     P = d0.size if P is None else P
-    if mode == "response" or rec.name in RK.HOMOGENEOUS or L < MIN_LAYERS or rec.expr is not None:
+    if mode == "response" or L < MIN_LAYERS or rec.expr is not None:
+        return None
+    angular = angle_variable(rec)
+    if angular and mode != "nngp":
+        # the NTK of an arc-cosine kernel needs J'(rho) = (pi - arccos rho) / pi, and the layered reference computes
+        # rho = K_ab / sqrt(K_aa K_bb) to an ulp: near rho = 1 its arccos is off by up to sqrt(2 ulp) ~ 2e-8, so the
+        # samples of A and B carry ~1e-9 .. 1e-11 of noise near u = 1 (measured: the last Chebyshev coefficients
+        # stall at 6.6e-11 of the scale on every piece [1 - h, 1]) and cannot certify a map to RTOL: run the layers
         return None
     found = norm_classes(d0, RK.EQUAL_DIAGONAL_RTOL) if classes is None else classes
     if found is None:
@@ -244,7 +283,7 @@ def build(d0: np.ndarray, sd0: np.ndarray | None, sequences, mode: str, rec, rto
         used += sum(x.size for x in pts) * (2 if two else 1)
         if used > budget:
             return None
-        got = _sample(reps, pairs, [x if x.size else np.zeros(1) for x in pts], two, sequences, mode, rec)
+        got = _sample(reps, pairs, [x if x.size else np.zeros(1) for x in pts], two, sequences, mode, rec, angular)
         if got is not None:
             diag, sdiag = got[1], got[2]
         return None if got is None else got[0]
@@ -325,18 +364,18 @@ def build(d0: np.ndarray, sd0: np.ndarray | None, sequences, mode: str, rec, rto
         cell_piece[p] = np.repeat(np.arange(starts[p], starts[p + 1], dtype=index), cells)
     assert diag is not None
     return Collapsed(labels, reps, pair, 1.0 / np.sqrt(reps[labels]), starts, cell_piece, left, np.array(halves),
-                     coef, np.ascontiguousarray(np.stack(ends, axis=1)), diag, sdiag, two, worst)
+                     coef, np.ascontiguousarray(np.stack(ends, axis=1)), diag, sdiag, two, worst, angular=angular)
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
 def _evaluate_tile(K, S, r0, r1, c0, c1, o_r, o_c, mirror, classes, inv_root, pair, cell_piece, left, half, coef,
-                   ends, two, single, direct):
+                   ends, two, single, direct, angular):
     """Replace K (and S) on a tile by the collapsed maps, in place: u = K / sqrt(q_a q_b) clipped into [-1, 1],
     its piece from the uniform cell grid, K <- F(u), S <- A(u) S + B(u) by Clenshaw's recurrence, over blocks of JB
     columns whose elements are grouped by piece (each group runs with its coefficients as scalars).  ``single``:
     one class and one piece (equal norms, a smooth map), so that a block needs no piece lookup or grouping (the
     same operations per element).  ``direct``: coef[1] is Theta^(L) itself (S is only
-    written), else S <- A(u) S + B(u).
+    written), else S <- A(u) S + B(u).  ``angular``: the maps' variable is 1 - 2 arccos(u) / pi (`angle_variable`).
 
     The tile is rows r0:r1, columns c0:c1 of the upper triangle; K and S hold the element (i, j) at
     [i - o_r, j - o_c] (the whole matrices: o_r = o_c = 0; a tile's own array: its corner).  Column blocks are the
@@ -368,7 +407,10 @@ def _evaluate_tile(K, S, r0, r1, c0, c1, o_r, o_c, mirror, classes, inv_root, pa
                 hw = half[0]
                 for t in range(m):
                     u[t] = K[i - o_r, j0 + t - o_c] * ra * inv_root[j0 + t]
-                    y[t] = min(max((min(max(u[t], -1.0), 1.0) - lo) / hw - 1.0, -1.0), 1.0)
+                    uc = min(max(u[t], -1.0), 1.0)
+                    if angular:
+                        uc = 1.0 - TWO_OVER_PI * _acos(uc)
+                    y[t] = min(max((uc - lo) / hw - 1.0, -1.0), 1.0)
                 for f in range(nf):
                     _clenshaw_run(coef[f, 0], y[:m], b1, b2, res[f, :m])
                 _ends(res, u, classes, pair, ca, ends, j0, 0, m, nf)
@@ -381,6 +423,8 @@ def _evaluate_tile(K, S, r0, r1, c0, c1, o_r, o_c, mirror, classes, inv_root, pa
                 p = pair[ca, classes[b]]
                 u[t] = K[i - o_r, j0 + t - o_c] * ra * inv_root[b]
                 uc = min(max(u[t], -1.0), 1.0)
+                if angular:
+                    uc = 1.0 - TWO_OVER_PI * _acos(uc)
                 cell = min(int((uc + 1.0) * (0.5 * cells)), cells - 1)
                 pc = cell_piece[p, cell]
                 piece[t] = pc
@@ -501,7 +545,7 @@ def evaluate_tile(col: Collapsed, K: np.ndarray, S: np.ndarray | None, r0: int, 
     o_r, o_c = (0, 0) if whole else (r0, c0)
     return bool(_evaluate_tile(K, S if col.two else np.zeros((1, 1)), r0, r1, c0, c1, o_r, o_c, whole, col.classes,
                                col.inv_root, col.pair, col.cell_piece, col.left, col.half, col.coef, col.ends,
-                               col.two, single, col.direct))
+                               col.two, single, col.direct, col.angular))
 
 
 def times_u(c: np.ndarray) -> np.ndarray:
@@ -521,7 +565,7 @@ def with_theta_from_k(col: Collapsed) -> Collapsed:
     coefficients there are sqrt(q_a q_b) (centre a_k + half (y A)_k) + b_k (`times_u`), one degree more than A's:
     the evaluation sums two series per element instead of three.  Exact algebra on the certified pieces (the
     error of G is at most |x| times that of A plus that of B); the ends are A(+-1) (+-sqrt(q_a q_b)) + B(+-1)."""
-    if not col.two or col.direct:
+    if not col.two or col.direct or col.angular:  # x = sqrt(q_a q_b) cos(pi (1 - u) / 2) is no polynomial in u
         return col
     n_pairs = col.starts.size - 1
     s = np.empty(n_pairs)

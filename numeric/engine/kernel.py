@@ -27,6 +27,7 @@ such as ``"1/sqrt(L)"`` (Stable ResNet).  The recursions are the generated ones
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from functools import lru_cache
 
@@ -37,6 +38,8 @@ from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.residual_kernel import propagate, recursions
 
 MAX_DEPTH = 10**6
+#: P^2 d from which K^(0)'s syrk runs on one BLAS thread (`_input_kernel_upper`): P = 1000, d = 100 is 1e8
+SYRK_ONE_THREAD = 1 << 22
 _l, _L = sp.symbols("l L", positive=True, integer=True)
 #: inputs that decide whether the kernels stay in float64 range (named when they do not)
 _RANGE_NAMES = "X, sigma_w2, sigma_b2, gamma, branch_scale, depth"
@@ -108,8 +111,9 @@ def _input_kernel_upper(X: np.ndarray, sigma_w2: float, sigma_b2: float) -> np.n
     K0 = np.full((P, P), float(sigma_b2))
     # K0.T is Fortran-ordered: syrk's "lower" triangle of it is K0's upper triangle; trans=1 on X.T gives X X^T.
     # One BLAS thread: a threaded syrk leaves OpenBLAS threads spinning on the cores the engine's pool is about
-    # to use (blas_threads)
-    with one_blas_thread():
+    # to use (blas_threads); a small one (below SYRK_ONE_THREAD products) measured the same either way, and the
+    # limit's bookkeeping (~2 KB) would count against a small output's peak
+    with one_blas_thread() if P * P * d >= SYRK_ONE_THREAD else contextlib.nullcontext():
         done = blas.dsyrk(float(sigma_w2) / d, np.asarray(X, dtype=np.float64).T, beta=1.0, c=K0.T, trans=1,
                           lower=1, overwrite_c=1)
     if not np.shares_memory(done, K0):  # pragma: no cover - a BLAS wrapper that copied: take its result

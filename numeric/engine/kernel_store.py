@@ -286,7 +286,8 @@ def _collapsed_tile(run: _CollapsedRun, net: Network, writer: _Writer, t: RK.Til
     from resprop.numeric.engine.depth_collapse import evaluate_tile
 
     K = net.k0_tile(*t)
-    S = np.empty_like(K) if net.mode != "nngp" else None
+    # Theta^(0) = K^(0): written whole when the map gives Theta^(L) itself, else A Theta^(0) + B from a copy
+    S = (np.empty_like(K) if run.col.direct else K.copy()) if net.mode != "nngp" else None
     evaluate_tile(run.col, K, S, *t, whole=False)
     K, S = _finish_tile(run, t, K, S)
     writer.write("nngp", t, K)

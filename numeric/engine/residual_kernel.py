@@ -728,7 +728,8 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
 
     ``collapse``: when the inputs' norms take few values, the L-layer map of a pair is built once as a Chebyshev
     interpolant and evaluated over the triangle (`depth_collapse`; to 1e-13, when it pays: P >= COLLAPSE_MIN_P,
-    not for ReLU or the response); False always runs the layers."""
+    not for the response; ReLU's NNGP map is built in the angle arccos rho, its NTK runs the layers); False
+    always runs the layers."""
     L, P = len(sequences[0]), K0.shape[0]
     two = mode != "nngp"
     # second0 given as K0 itself (the NTK's Theta^(0) = K^(0)): the state gets its own array only where it is
@@ -838,7 +839,8 @@ def _collapsed(col, K0: np.ndarray, second0: Any, P: int, two: bool, in_place: b
     S_out: np.ndarray | None
     if same:  # Theta^(L) = G(u), one series (`with_theta_from_k`), written into a new array
         col = with_theta_from_k(col)
-        S_out = np.empty((P, P))
+        # a map of the angle (ReLU) keeps A and B: Theta^(L) = A Theta^(0) + B from a copy of Theta^(0) = K^(0)
+        S_out = np.empty((P, P)) if col.direct else np.array(K0, dtype=float)
     else:
         S_out = (second0 if in_place else np.array(second0, dtype=float)) if two else None
     tiles = band_tiles(P, strip) if tile is None else tile_grid(P, tile)
