@@ -474,6 +474,13 @@ def render_compiled_module(d: Derivation, derivation_path: str) -> str | None:
                   sequences=(specs or elementwise)[0].sequences, elementwise=elementwise)
 
 
+def render_fluctuation_module() -> str:
+    """generated/fluctuation_step.py: one layer of the finite-width kernel recursion (`derive/fluctuations.py`)."""
+    from resprop.derive import fluctuations
+
+    return render("fluctuation_module.py.j2", **fluctuations.context())
+
+
 def render_gauss_hermite_module() -> str:
     return render("gauss_hermite.py.j2", panels_1d=PANELS_1D, half_width=HALF_WIDTH_1D, order_2d=GH_ORDER_2D,
                   gl_order=GL_ORDER, z_max=Z_MAX, z_edges=Z_EDGES, feature=FEATURE, j_max=J_MAX, block_2d=BLOCK_2D,
@@ -612,7 +619,7 @@ def generated_files(slugs=None, progress=None) -> dict[str, str]:
     files: dict[str, str] = {}
     if "foundation" in chosen:
         files = {"gauss_hermite.py": render_gauss_hermite_module(), "_domain.py": render_domain_module(),
-                 "parameters.py": render_parameters_module()}
+                 "parameters.py": render_parameters_module(), "fluctuation_step.py": render_fluctuation_module()}
         for name in GENERATED_ACTIVATIONS:
             files[f"activation_{name}.py"] = render_activation_module(name)
     for slug in (s for s in chosen if s != "foundation"):

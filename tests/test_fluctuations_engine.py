@@ -262,3 +262,22 @@ def test_quick_campaign_agrees_with_simulation(cfg):
 @pytest.mark.parametrize("cfg", fc.FULL, ids=[c.label for c in fc.FULL])
 def test_full_campaign_agrees_with_simulation(cfg):
     _check_rows(fc.compare(cfg, seed=2027))
+
+
+@pytest.mark.parametrize("activation", ["erf", "relu", "tanh"])
+def test_a_subproblem_restricted_to_some_inputs_is_the_smaller_subproblem(activation):
+    """A pair's (a triple's) law depends only on its own inputs: the 4-input recursion restricted to three inputs
+    equals the 3-input one, and that restricted to two the pair's, to round-off (same channels).  Inputs of
+    variance ~1.4 and correlation ~0.75, where a tensor Gauss-Hermite rule (14 nodes per dimension, the p >= 3 rule
+    before the rotated pair projections) was 0.4% off in G and 12% in C."""
+    from resprop.numeric.engine.fluctuations import trajectory
+
+    K0 = np.array([[1.4, 1.05, 1.0, 0.9], [1.05, 1.4, 1.02, 0.8], [1.0, 1.02, 1.3, 0.95], [0.9, 0.8, 0.95, 1.2]])
+    runs = {p: trajectory(K0[:p, :p], np.ones(3), np.ones(3), np.full(3, 1.2), np.full(3, 0.2), activation,
+                          channels=8) for p in (2, 3, 4)}
+    for big, small in ((4, 3), (3, 2)):
+        k = (slice(0, small),) * 2
+        for name in ("V", "C"):
+            a, b = getattr(runs[big], name)[-1][k + k], getattr(runs[small], name)[-1]
+            assert np.abs(a - b).max() <= 1e-12 * np.abs(b).max(), (name, big, small)
+        assert np.abs(runs[big].M[-1][k] - runs[small].M[-1]).max() <= 1e-12 * np.abs(runs[small].M[-1]).max()

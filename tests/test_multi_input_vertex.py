@@ -325,3 +325,36 @@ def test_fischer_printed_c13_response_misses_cross_element_terms():
     _, z_full = _fischer_compare(2, np.pi / 4, "relu", 200, 30000, seed=51, depth=3)
     _, z_c13 = _fischer_compare(2, np.pi / 4, "relu", 200, 30000, seed=51, depth=3, response="c13")
     assert z_full < 4.5 and z_c13 > 8
+
+
+@pytest.mark.parametrize("P, theta, activation", [(2, np.pi / 3, "erf"), (3, np.pi / 4, "tanh"), (2, np.pi / 2, "relu"),
+                                                  (3, np.pi / 3, "erf")])
+def test_fischer_engine_route_equals_the_cumulant_route(P, theta, activation):
+    """Fischer's multi-input fluctuations by the finite-width kernel engine (two-time covariances of the law kernel)
+    against the fourth cumulants and forward substitution of the quadrature route, layers 0-3, every element of
+    Cov(C^(l), C^(m)) and Cov(K^(l)): two algorithms, agreeing to the quadrature's accuracy (~1e-5 relative for the
+    cross-layer cumulants of strongly correlated layers, module docstring of fischer/multi_input.py) plus, at P = 3,
+    three times the engine's own truncation estimate (its fixed 12 channels)."""
+    from resprop.numeric.engine.fluctuations import trajectory
+    from resprop.numeric.theories.fischer import multi_input as F
+
+    _, K0 = _fischer_inputs(P, theta)
+    e = F.multi_input_fluctuations(K0, 3, 300, activation=activation, route="engine", **FIG2)
+    q = F.multi_input_fluctuations(K0, 3, 300, activation=activation, route="quadrature", **FIG2)
+    w, s = FIG2["rho"] ** 2 * FIG2["sigma_w2"], FIG2["rho"] ** 2 * FIG2["sigma_b2"]
+    est = float(trajectory(K0, np.ones(3), np.ones(3), np.full(3, w), np.full(3, s), activation,
+                           mean_shift=False).truncation.max())
+    np.testing.assert_allclose(e.K, q.K, rtol=1e-12)
+    for a, b in ((e.cov_C, q.cov_C), (e.cov_K, q.cov_K)):
+        assert np.abs(a - b).max() <= (2e-5 + 3 * est) * np.abs(b).max()
+    assert np.abs(e.cov_C[0]).max() == 0.0 and np.abs(e.cov_C[:, 0]).max() == 0.0  # C^(0) is data
+
+
+def test_fischer_engine_route_refuses_the_printed_response():
+    from resprop.numeric.engine.validation import ParameterError
+    from resprop.numeric.theories.fischer import multi_input as F
+
+    with pytest.raises(ParameterError, match="route"):
+        F.multi_input_fluctuations([[1.0]], 2, 100, 0.5, 1.0, 0.1, response="c13", route="engine")
+    with pytest.raises(ParameterError, match="route"):
+        F.multi_input_fluctuations([[1.0]], 2, 100, 0.5, 1.0, 0.1, route="fast")

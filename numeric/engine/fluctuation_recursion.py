@@ -16,6 +16,10 @@ propagate with the second quantisation Gamma(gamma A_(l+1)^-1 A_l) (`fluctuation
 Every derivative of a Gaussian expectation is a Hermite projection by integration by parts:
 E[d^beta f h_alpha] = sqrt((alpha + beta)!/alpha!) E[f h_(alpha+beta)] (derivatives in u).
 
+The update terms (Wick, chi, the covariance and mean-shift updates, the Hermite raising factors) are derived in
+SymPy by `derive/fluctuations.py` and emitted into `resprop.generated.fluctuation_step`; this module supplies the
+Gaussian projections and the channels and runs the layers.
+
 Functionals are stored as full symmetric p x p matrices (index pairs ordered), C, Q, V as (p, p, p, p).
 Channels of degree 1..N are kept; ``V`` uses all of them, ``V_low`` only degrees <= N - 2 (the truncation
 estimate |V - V_low|) and ``V_closure`` only degree 2 (B.23's closure: B.25 / B.26 in resprop's variables).
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from resprop.generated import fluctuation_step as step
 from resprop.numeric.engine import fluctuation_quadrature as fq
 
 __all__ = ["Rule", "SubproblemResult", "propagate_subproblems", "wick"]
@@ -60,30 +65,30 @@ class SubproblemResult:
     #: Delta of the previous layer: Cov(e, T_perp), T_perp the part of T outside the second chaos (the
     #: same-neuron cross-layer source the closure drops; PDLT multi_input_corrected's Delta); None at layer 0
     Delta: np.ndarray | None = None
+    #: with ``two_time``: Cov(e^k, e^l) for l = 0..k (B, k + 1, p, p, p, p), k this layer (all channels); the
+    #: law kernel's two-time covariance width Cov[K~^k, K~^l]
+    two_time: np.ndarray | None = None
 
 
-def wick(K: np.ndarray) -> np.ndarray:
-    """Wick(K)_(cd)(ef) = K_ce K_df + K_cf K_de for K (B, p, p): width Cov of the empirical kernel of n iid
-    Gaussian neurons."""
-    return np.einsum("bce,bdf->bcdef", K, K) + np.einsum("bcf,bde->bcdef", K, K)
-
-
-def _chi(J2: np.ndarray, g: float, w: float, X: np.ndarray) -> np.ndarray:
-    """chi acting on the first index pair of X (B, p, p, ...): g X + (w/2) sum_ef J2[cd, ef] X[ef, ...]."""
-    return g * X + 0.5 * w * np.einsum("bcdef,bef...->bcd...", J2, X)
-
-
-def _transpose_pairs(T: np.ndarray) -> np.ndarray:
-    return T.transpose(0, 3, 4, 1, 2)
+#: width Cov of the empirical kernel of n iid Gaussian neurons (generated: Isserlis' pairings)
+wick = step.wick
+_chi = step.chi
+_transpose_pairs = step.transpose_pairs
 
 
 def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: np.ndarray, s: np.ndarray,
                           phi: Callable[[np.ndarray], np.ndarray], channels: int, rule: Rule,
                           mean_shift: bool = True,
-                          record: Callable[[int, SubproblemResult], None] | None = None) -> SubproblemResult:
+                          record: Callable[[int, SubproblemResult], None] | None = None,
+                          two_time: bool = False) -> SubproblemResult:
     """Run the recursion for a batch of input kernels K0 (B, p, p) through the layers given by the signed skip
     gains ``gammas``, g = gamma^2, w = lambda^2 sigma_w2 and s = lambda^2 sigma_b2 (one entry per layer).
-    ``record(l, result)`` is called with the state of every layer l = 0..L (a trajectory; O(1) extra work)."""
+    ``record(l, result)`` is called with the state of every layer l = 0..L (a trajectory; O(1) extra work).
+
+    ``two_time``: also the two-time covariances Y_kl = Cov(e^k, e^l), l <= k (``SubproblemResult.two_time``):
+    Y_(k+1)l = chi^k[Y_kl] + w_(k+1) Cov(T^k, e^l), where Cov(T^k, e^l) = sum_alpha E[T^k h_alpha(u^k)]
+    E[e^l h_alpha(u^k)] and the channels of a past influence e^l are carried to layer k by the second quantisation
+    alone (zeta^(k+1) = gamma zeta^k + lambda xi with xi independent of the past).  O(depth^2) work."""
     B, p, _ = K0.shape
     N = int(channels)
     top = max(N + 2, 4) if mean_shift else max(N, 2)
@@ -95,7 +100,8 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
     pairs = [(i, j) for i in range(p) for j in range(p)]
     e2 = {(i, j): _unit(p, i) + _unit(p, j) for i, j in pairs}
     pos2 = np.array([[hb.position(e2[i, j]) for j in range(p)] for i in range(p)])
-    fac2 = np.where(np.eye(p, dtype=bool), np.sqrt(2.0), 1.0)  # sqrt((e_i + e_j)!)
+    zero = np.zeros(p, np.int64)
+    fac2 = np.array([[step.hermite_shift_factor(zero, e2[i, j]) for j in range(p)] for i in range(p)])
     if mean_shift:
         shifts = {ij: hb.shifted(e2[ij], N) for ij in pairs}  # alpha (deg <= N) -> alpha + e_i + e_j
         idx4 = np.empty((p,) * 4, dtype=np.int64)
@@ -103,7 +109,7 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
         for ijkl in np.ndindex(*(p,) * 4):
             beta = sum((_unit(p, t) for t in ijkl), np.zeros(p, np.int64))
             idx4[ijkl] = hb.position(beta)
-            fac4[ijkl] = np.sqrt(np.prod([float(np.prod(np.arange(1, b + 1))) for b in beta]))
+            fac4[ijkl] = step.hermite_shift_factor(np.zeros(p, np.int64), beta)  # sqrt(beta!)
 
     K = np.array(K0, dtype=float)
     ch = np.zeros((B, nch, p, p))
@@ -111,8 +117,11 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
     M = {v: np.zeros((B, p, p)) for v in VARIANTS}
     A = np.linalg.cholesky(K)
     if record is not None:
-        record(0, _result(K, A, ch, C, M, pos2, fac2, lo))
+        record(0, _result(K, A, ch, C, M, pos2, fac2, lo, two_time=np.stack([C["full"]], axis=1) if two_time
+                          else None))
     U = Delta = None
+    frozen: list[np.ndarray] = []  # the channels of e^l, l < layer, carried to the current layer (two_time)
+    Y = [C["full"].copy()] if two_time else []  # Cov(e^layer, e^l), l = 0..layer
     for layer in range(len(g)):
         Binv = np.linalg.inv(A)
         fhat, EFF = fq.project(A, phi, hb, rule.radial, rule.angular, rule.tensor)
@@ -128,46 +137,57 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
             D4 = fhat[..., idx4] * fac4  # (B, p, p, p, p, p, p)
             for v in VARIANTS:
                 Ct = np.einsum("bie,bjf,bkg,blh,befgh->bijkl", Binv, Binv, Binv, Binv, C[v])
-                m = 0.5 * np.einsum("bxyef,bef->bxy", J2, M[v]) + 0.125 * np.einsum("bxyijkl,bijkl->bxy", D4, Ct)
+                m = step.mean_shift_source(J2, M[v], D4, Ct)
                 for (i, j) in pairs:
                     pos, fac = shifts[i, j]
                     sel = masks[v]
-                    m = m + 0.5 * np.einsum("ba,bxya->bxy", cht[:, sel, i, j] * fac[lo:hi][sel],
-                                            fhat[..., pos[lo:hi][sel]])
-                M[v] = gl * M[v] + wl * m
+                    m = m + step.same_neuron_source(cht[:, sel, i, j] * fac[lo:hi][sel], fhat[..., pos[lo:hi][sel]])
+                M[v] = step.mean_shift_update(M[v], m, gl, wl)
         X = {v: np.einsum("bacd,bxya->bcdxy", ch[:, masks[v]], fch[..., masks[v]]) for v in VARIANTS}  # Cov(e, T)
         if record is not None:  # Var U = Cov(T, T) + G'X + (G'X)^T + G' C G'^T; Delta = X minus its chaos-2 part
             GX = _chi(J2, 0.0, 1.0, X["full"])
             U = covTT + GX + _transpose_pairs(GX) + _chi(J2, 0.0, 1.0, _transpose_pairs(_chi(J2, 0.0, 1.0,
                                                                                                C["full"])))
             Delta = X["full"] - X["closure"]
+        if two_time:  # Y_(layer+1) l = chi[Y_layer l] + w Cov(T, e^l), l <= layer; then Y_(layer+1)(layer+1) = C
+            past = frozen + [ch]
+            Y = [_chi(J2, gl, wl, Y[i]) + wl * _transpose_pairs(np.einsum("bacd,bxya->bcdxy", past[i], fch))
+                 for i in range(len(past))]
         for v in VARIANTS:
-            chiX = _chi(J2, gl, wl, X[v])
-            chiC = _chi(J2, gl, wl, C[v])
-            chiCchi = _chi(J2, gl, wl, _transpose_pairs(chiC))
-            C[v] = chiCchi + wl * (chiX + _transpose_pairs(chiX)) + wl * wl * covTT
-        Knext = gl * K + wl * G + sl
+            C[v] = step.covariance_update(J2, gl, wl, C[v], X[v], covTT)
+        if two_time:
+            Y.append(C["full"].copy())
+        Knext = step.kernel_update(K, G, gl, wl, sl)
         # channels: v = chi[ch] + w fhat, then Gamma(gamma A_next^-1 A)
         src = _chi(J2, gl, wl, ch.transpose(0, 2, 3, 1)) + wl * fch  # (B, p, p, nch)
         gam = float(gammas[layer])
         A_next = np.linalg.cholesky(Knext)
+        if two_time:
+            frozen = frozen + [ch]
         if gam == 0.0:
             ch = np.zeros_like(ch)
+            frozen = [np.zeros_like(f) for f in frozen]
         else:
             Mmat = gam * np.linalg.solve(A_next, A)
             blocks = fq.second_quantization(Mmat, hb, N)
-            new = np.empty_like(ch)
-            for m_deg, block in enumerate(blocks, start=1):
-                sl_m = slice(hb.by_degree[m_deg].start - lo, hb.by_degree[m_deg].stop - lo)
-                new[:, sl_m] = np.einsum("bxy,bcdy->bxcd", block, src[..., sl_m])
-            ch = new
+
+            def carried(source):  # Gamma(gamma A_next^-1 A) on channels laid out (B, p, p, nch)
+                new = np.empty((B, nch, p, p))
+                for m_deg, block in enumerate(blocks, start=1):
+                    sl_m = slice(hb.by_degree[m_deg].start - lo, hb.by_degree[m_deg].stop - lo)
+                    new[:, sl_m] = np.einsum("bxy,bcdy->bxcd", block, source[..., sl_m])
+                return new
+
+            ch = carried(src)
+            frozen = [carried(f.transpose(0, 2, 3, 1)) for f in frozen]
         K, A = Knext, A_next
         if record is not None:
-            record(layer + 1, _result(K, A, ch, C, M, pos2, fac2, lo, U, Delta))
-    return _result(K, A, ch, C, M, pos2, fac2, lo, U, Delta)
+            record(layer + 1, _result(K, A, ch, C, M, pos2, fac2, lo, U, Delta,
+                                      np.stack(Y, axis=1) if two_time else None))
+    return _result(K, A, ch, C, M, pos2, fac2, lo, U, Delta, np.stack(Y, axis=1) if two_time else None)
 
 
-def _result(K, A, ch, C, M, pos2, fac2, lo, U=None, Delta=None) -> SubproblemResult:
+def _result(K, A, ch, C, M, pos2, fac2, lo, U=None, Delta=None, two_time=None) -> SubproblemResult:
     """V = Wick + Q + Q^T + C at the current layer (A its Cholesky factor); Q = Cov(e, S) from the degree-2
     channels, with S_ef = sum_ij A_ei A_fj (u_i u_j - delta_ij)."""
     c2 = ch[:, pos2 - lo] * fac2[None, :, :, None, None]  # (B, i, j, c, d) = E[e_cd (u_i u_j - delta_ij)]
@@ -175,7 +195,7 @@ def _result(K, A, ch, C, M, pos2, fac2, lo, U=None, Delta=None) -> SubproblemRes
     W = wick(K)
     V = {v: W + Q + _transpose_pairs(Q) + C[v] for v in VARIANTS}
     return SubproblemResult(K=K.copy(), V=V, C={v: c.copy() for v, c in C.items()},
-                            M={v: m.copy() for v, m in M.items()}, U=U, Delta=Delta)
+                            M={v: m.copy() for v, m in M.items()}, U=U, Delta=Delta, two_time=two_time)
 
 
 def _unit(p: int, i: int) -> np.ndarray:

@@ -169,13 +169,13 @@ def _activation(text: str):
     return activation_function(text)
 
 
-def _run(net: _Network, K0: np.ndarray, channels: int, mean_shift: bool, record=None):
+def _run(net: _Network, K0: np.ndarray, channels: int, mean_shift: bool, record=None, two_time: bool = False):
     """propagate_subproblems with the engine's errors: a singular pair (LinAlgError) and values beyond float64 are
     ParameterErrors naming the inputs."""
     try:
         with np.errstate(all="ignore"):
             res = propagate_subproblems(K0, net.gammas, net.g, net.w, net.s, net.phi, channels, net.rule,
-                                        mean_shift=mean_shift, record=record)
+                                        mean_shift=mean_shift, record=record, two_time=two_time)
     except np.linalg.LinAlgError:
         raise V.ParameterError("X", "two inputs have correlation +-1 at some layer (collinear or nearly so) "
                                     "other than exact duplicates; the O(1/width) expansion of such a pair is not "
@@ -441,15 +441,19 @@ class Trajectory(ResultRecord):
     Delta: np.ndarray
     channels: int
     truncation: np.ndarray
+    #: with ``two_time=True``: width Cov[K~^k_ab, K~^l_cd] of the law kernel (L+1, L+1, p, p, p, p), else None
+    two_time: np.ndarray | None = None
 
 
 def trajectory(K0, gammas, g, w, s, activation: str, *, channels: int | None = None, rtol: float = 1e-10,
-               mean_shift: bool = True) -> Trajectory:
+               mean_shift: bool = True, two_time: bool = False) -> Trajectory:
     """The low-level engine for theory modules that pass the input kernel and the per-layer sequences themselves
     (PDLT's C_W, C_b, gamma; Fischer's rho): K0 (p, p), p <= 4; ``gammas`` the signed skip gain of each layer,
     g = gamma^2, w = lambda^2 sigma_w2, s = lambda^2 sigma_b2 (arrays of one length, the depth).  Channels:
-    raised along LADDER until every layer's truncation estimate is below ``rtol`` (or the cap), or as given."""
+    raised along LADDER until every layer's truncation estimate is below ``rtol`` (or the cap), or as given.
+    ``two_time``: also the law kernel's two-time covariances (``Trajectory.two_time``; O(depth^2) work)."""
     K0 = V.kernel_matrix("K0", K0)
+    two_time = V.flag("two_time", two_time)
     p = K0.shape[0]
     if not 1 <= p <= 4:
         raise V.ParameterError("K0", f"trajectory takes 1 to 4 inputs, got {p}")
@@ -470,7 +474,7 @@ def trajectory(K0, gammas, g, w, s, activation: str, *, channels: int | None = N
         [n for n in LADDER if n <= MAX_CHANNELS[p]] if p <= 2 else [DEFAULT_CHANNELS[p]])
     for n_try in ladder:
         layers: list = []
-        _run_recorded(net, K0[None], n_try, mean_shift, layers)
+        _run_recorded(net, K0[None], n_try, mean_shift, layers, two_time)
         delta = np.array([np.zeros_like(layers[0].C["full"][0])] + [r.Delta[0] for r in layers[1:]])[1:]
         layers = layers[:depth + 1]
         Vf = np.array([r.V["full"][0] for r in layers])
@@ -484,13 +488,27 @@ def trajectory(K0, gammas, g, w, s, activation: str, *, channels: int | None = N
                       C=np.array([r.C["full"][0] for r in layers]), M=np.array([r.M["full"][0] for r in layers]),
                       M_closure=np.array([r.M["closure"][0] for r in layers]),
                       U=np.array([np.zeros_like(layers[0].C["full"][0])] + [r.U[0] for r in layers[1:]]),
-                      Delta=delta if depth else np.zeros((1,) + (p,) * 4), channels=n_try, truncation=trunc)
+                      Delta=delta if depth else np.zeros((1,) + (p,) * 4), channels=n_try, truncation=trunc,
+                      two_time=_two_time(layers) if two_time else None)
 
 
-def _run_recorded(net: _Network, K0: np.ndarray, channels: int, mean_shift: bool, layers: list) -> None:
+def _two_time(layers: list) -> np.ndarray:
+    """width Cov[K~^k, K~^l] for k, l = 0..L from the recorded Cov(e^k, e^l), l <= k (the transpose above)."""
+    n, p = len(layers), layers[0].K.shape[-1]
+    out = np.empty((n, n) + (p,) * 4)
+    for k, r in enumerate(layers):
+        assert r.two_time is not None
+        for l in range(k + 1):
+            out[k, l] = r.two_time[0, l]
+            out[l, k] = r.two_time[0, l].transpose(2, 3, 0, 1)
+    return out
+
+
+def _run_recorded(net: _Network, K0: np.ndarray, channels: int, mean_shift: bool, layers: list,
+                  two_time: bool = False) -> None:
     """`_run` keeping every layer's state in ``layers`` (the errors name K0, the input of `trajectory`)."""
     try:
-        _run(net, K0, channels, mean_shift, record=lambda layer, res: layers.append(res))
+        _run(net, K0, channels, mean_shift, record=lambda layer, res: layers.append(res), two_time=two_time)
     except V.ParameterError as exc:
         raise V.ParameterError("K0" if exc.parameter == "X" else "K0, w, s, depth", str(exc).split(": ", 1)[1]) \
             from None

@@ -220,7 +220,9 @@ def _from_engine(b25, activation: str, depth: int) -> CorrectedMultiInputVertex:
     Ks, g, n = b25.K, b25.gamma, depth
     tr = trajectory(Ks[0], np.full(n, g), np.full(n, g * g), np.full(n, b25.C_W), np.full(n, b25.C_b),
                     _engine_activation(activation), rtol=1e-10, mean_shift=False)
-    wick = np.einsum("lce,ldf->lcdef", tr.K, tr.K) + np.einsum("lcf,lde->lcdef", tr.K, tr.K)
+    from resprop.generated.fluctuation_step import wick as wick_of
+
+    wick = wick_of(tr.K)  # the layers as the batch axis
     Vs = tr.V - wick
     Vs[0] = 0.0
     if not np.all(np.isfinite(Vs)):
