@@ -62,6 +62,27 @@ def test_upper_input_kernel_matches_the_gemm_route(P, d, sw, sb, scale, seed):
     assert np.all(np.abs(up[iu] - ref[iu]) <= (d + 4) * eps * bound[iu])
 
 
+@pytest.mark.parametrize("P, d, workers", [(700, 30, 1), (700, 30, 2), (1500, 8, 2)])
+def test_banded_input_kernel_matches_the_gemm_route_and_not_the_thread_count(P, d, workers, monkeypatch):
+    """Above SYRK_ONE_THREAD products K^(0) is computed in fixed row bands (`_input_kernel_bands`): its upper triangle
+    within the same round-off bound of `input_kernel`, and the same bits on one or two threads."""
+    from resprop.numeric.engine import residual_kernel as RK
+
+    assert P * P * d >= kmod.SYRK_ONE_THREAD
+    X = np.random.default_rng(P + d).standard_normal((P, d)) * 1.7
+    sw, sb = 1.3, 0.07
+    ref = kmod.input_kernel(X, sw, sb)
+    monkeypatch.setattr(RK, "workers", lambda: workers)
+    up = kmod._input_kernel_upper(X, sw, sb)
+    monkeypatch.setattr(RK, "workers", lambda: 1)
+    one = kmod._input_kernel_upper(X, sw, sb)
+    iu = np.triu_indices(P)
+    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
+    bound = sw / d * np.outer(norms, norms) + sb
+    assert np.all(np.abs(up[iu] - ref[iu]) <= (d + 5) * np.finfo(float).eps * bound[iu])
+    assert np.array_equal(up[iu], one[iu])
+
+
 def test_bounded_is_the_cauchy_schwarz_bound():
     X = np.random.default_rng(0).standard_normal((5, 3))
     assert kmod._bounded(X, 1.0, 0.1)

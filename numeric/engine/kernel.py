@@ -27,7 +27,6 @@ such as ``"1/sqrt(L)"`` (Stable ResNet).  The recursions are the generated ones
 """
 from __future__ import annotations
 
-import contextlib
 import math
 from functools import lru_cache
 
@@ -38,8 +37,11 @@ from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.residual_kernel import propagate, recursions
 
 MAX_DEPTH = 10**6
-#: P^2 d from which K^(0)'s syrk runs on one BLAS thread (`_input_kernel_upper`): P = 1000, d = 100 is 1e8
+#: P^2 d from which K^(0) is computed in bands on the engine's threads (`_input_kernel_bands`); P = 1000, d = 100
+#: is 1e8.  Below it one syrk (a small one measured the same either way)
 SYRK_ONE_THREAD = 1 << 22
+#: row bands of the upper triangle in `_input_kernel_bands`
+SYRK_BANDS = 16
 _l, _L = sp.symbols("l L", positive=True, integer=True)
 #: inputs that decide whether the kernels stay in float64 range (named when they do not)
 _RANGE_NAMES = "X, sigma_w2, sigma_b2, gamma, branch_scale, depth"
@@ -99,25 +101,64 @@ def input_kernel(X, sigma_w2, sigma_b2) -> np.ndarray:
 
 
 def _input_kernel_upper(X: np.ndarray, sigma_w2: float, sigma_b2: float) -> np.ndarray:
-    """K^(0) of `input_kernel` with only its upper triangle (diagonal included) computed, by BLAS syrk
-    (sigma_w2 / d_in X X^T + sigma_b2: half the products of X X^T and no pass over P x P values besides the fill);
-    below the diagonal it holds sigma_b2.  For the engine, which reads the upper triangle only and mirrors its
-    results.  The same values as `input_kernel` to round-off (sigma_w2 / d_in is applied to the dot product)."""
+    """K^(0) of `input_kernel` with only its upper triangle (diagonal included) computed; below the diagonal it
+    holds values the engine never reads (it reads the upper triangle only and mirrors its results).  The same values
+    as `input_kernel` to round-off.
+
+    Below SYRK_ONE_THREAD products, one BLAS syrk (sigma_w2 / d_in X X^T + sigma_b2: half the products of X X^T,
+    sigma_w2 / d_in applied to the dot product; sigma_b2 below the diagonal).  Above, `_input_kernel_bands`."""
     from scipy.linalg import blas
 
-    from resprop.numeric.engine.blas_threads import one_blas_thread
-
     P, d = X.shape
+    if P * P * d >= SYRK_ONE_THREAD:
+        return _input_kernel_bands(X, sigma_w2, sigma_b2)
     K0 = np.full((P, P), float(sigma_b2))
-    # K0.T is Fortran-ordered: syrk's "lower" triangle of it is K0's upper triangle; trans=1 on X.T gives X X^T.
-    # One BLAS thread: a threaded syrk leaves OpenBLAS threads spinning on the cores the engine's pool is about
-    # to use (blas_threads); a small one (below SYRK_ONE_THREAD products) measured the same either way, and the
-    # limit's bookkeeping (~2 KB) would count against a small output's peak
-    with one_blas_thread() if P * P * d >= SYRK_ONE_THREAD else contextlib.nullcontext():
-        done = blas.dsyrk(float(sigma_w2) / d, np.asarray(X, dtype=np.float64).T, beta=1.0, c=K0.T, trans=1,
-                          lower=1, overwrite_c=1)
+    # K0.T is Fortran-ordered: syrk's "lower" triangle of it is K0's upper triangle; trans=1 on X.T gives X X^T
+    done = blas.dsyrk(float(sigma_w2) / d, np.asarray(X, dtype=np.float64).T, beta=1.0, c=K0.T, trans=1, lower=1,
+                      overwrite_c=1)
     if not np.shares_memory(done, K0):  # pragma: no cover - a BLAS wrapper that copied: take its result
         K0 = np.ascontiguousarray(done.T)
+    return K0
+
+
+def _input_kernel_bands(X: np.ndarray, sigma_w2: float, sigma_b2: float) -> np.ndarray:
+    """`_input_kernel_upper` for large inputs: the upper triangle in row bands (`residual_kernel.strips`, about
+    SYRK_BANDS of them: a fixed split, so the values do not depend on the thread count), band rows lo:hi and
+    columns lo:P by one GEMM of the band's rows scaled by sigma_w2 / d_in against the rows lo:P, written in place
+    (numpy's matmul with ``out=`` a view of K^(0)), then sigma_b2 added; the bands on the engine's threads with one
+    BLAS thread each.  No copy of X (an augmented copy would be (d_in + 1) / P of the output: 10% at P = 1000,
+    d_in = 100).
+
+    Why not one threaded syrk: OpenBLAS leaves its worker threads spinning for ~0.1 s after a threaded call, on the
+    cores the engine's pool is about to use (`blas_threads`), and one single-threaded syrk took 28 ms of a 95 ms
+    call (erf NNGP + NTK, P = 4000, L = 50, equal norms).  K^(0) starts as np.zeros (pages mapped on first write, by
+    the band's thread); below the diagonal it is 0 except inside each band's diagonal block."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from resprop.numeric.engine.blas_threads import one_blas_thread
+    from resprop.numeric.engine.residual_kernel import strips, workers
+
+    P, d = X.shape
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    alpha, bias = float(sigma_w2) / d, float(sigma_b2)
+    K0 = np.zeros((P, P))
+    bands = strips(P, max(1, P * P // (2 * SYRK_BANDS)))
+
+    def band(rows: tuple[int, int]) -> None:
+        lo, hi = rows
+        out = K0[lo:hi, lo:]
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.matmul(X[lo:hi] * alpha, X[lo:].T, out=out)  # the band's rows scaled: an (hi - lo) x d temporary
+            out += bias
+
+    n = min(workers(), len(bands))
+    with one_blas_thread():
+        if n > 1:
+            with ThreadPoolExecutor(n) as pool:
+                list(pool.map(band, bands))
+        else:
+            for rows in bands:
+                band(rows)
     return K0
 
 
