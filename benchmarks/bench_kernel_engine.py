@@ -180,9 +180,10 @@ def tanh_matched_accuracy(tmp: Path) -> dict:
 def _empty_table_cache() -> None:
     """Forget the rho tables (`dual_tables`' byte-bounded cache): a tanh configuration's first call then pays for
     its own tables, as a user's first call at those parameters does."""
-    from resprop.numeric.engine import dual_tables
+    from resprop.numeric.engine import dual_tables, residual_kernel
 
     dual_tables._table.cache_clear()
+    residual_kernel._PACKED.clear()  # and their packed copies
 
 
 def run_config(P: int, L: int, act: str, tmp: Path, quick: bool, unequal: bool = False) -> dict:

@@ -56,3 +56,20 @@ def test_a_deep_tabulated_run_keeps_its_tables_and_stays_near_the_output():
     X *= np.sqrt((0.1 - 0.05) * 100 / 1.25) / np.linalg.norm(X, axis=1, keepdims=True)
     extra = _peak_over_output(X, "tanh", 200, False)
     assert extra <= 0.10, f"peak is the output + {100 * extra:.1f}%"
+
+
+def test_packed_tables_are_reused_and_change_nothing():
+    """The compiled kernels' packed rho tables are cached by block (`residual_kernel._PACKED`): a second call with
+    the same layers' tables reuses them, and the numbers are the same bits with and without the cache."""
+    from resprop.numeric.engine import residual_kernel as RK
+
+    X = _rows(64, True, seed=3)
+    call = lambda: resprop.kernel(X, "tanh", 40, 1.25, 0.05, branch_scale=0.3)  # noqa: E731
+    RK._PACKED.clear()
+    first = call()
+    hits = RK._PACKED.hits
+    second = call()
+    assert RK._PACKED.hits > hits
+    RK._PACKED.clear()
+    third = call()
+    assert np.array_equal(first, second) and np.array_equal(first, third)
