@@ -24,10 +24,12 @@ def _s(t: float) -> str:
 
 
 def _provenance(rec: dict, machine: dict) -> str:
-    dirty = " + uncommitted changes" if machine.get("resprop_sources_dirty") else ""
+    # the script's own commit (run_all keeps it: a commit made while run_all ran differs from the run's start)
+    commit = rec.get("resprop_commit", machine.get("resprop_commit", "?"))
+    dirty = " + uncommitted changes" if rec.get("resprop_sources_dirty", machine.get("resprop_sources_dirty")) else ""
     when = f" {rec['timestamp']}" if rec.get("timestamp") else ""
     return (f"_Measured{when} on {machine.get('processor', '?')}, {machine.get('cpu_count', '?')} cores, "
-            f"resprop {machine.get('resprop_commit', '?')}{dirty}; script wall time {rec['script_wall_s']:.0f} s._")
+            f"resprop {commit}{dirty}; script wall time {rec['script_wall_s']:.0f} s._")
 
 
 def peers_nt_table(rec: dict, machine: dict) -> str:

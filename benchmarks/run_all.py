@@ -50,7 +50,10 @@ def main(argv: list[str]) -> int:
                 report["failed"].append(script)
                 continue
             rec = json.loads(out.read_text())
-            rec.pop("machine", None)  # identical to the top-level record except the load sample
+            own = rec.pop("machine", None) or {}  # the top-level record's, except the load sample and the commit:
+            for key in ("resprop_commit", "resprop_sources_dirty"):  # a commit made during the run shows here
+                if key in own:
+                    rec[key] = own[key]
             report["benchmarks"][name] = rec
     report["total_wall_s"] = time.perf_counter() - t0
     dest = HERE / "results" / "latest.json"
