@@ -328,7 +328,7 @@ def test_fischer_printed_c13_response_misses_cross_element_terms():
 
 
 @pytest.mark.parametrize("P, theta, activation", [(2, np.pi / 3, "erf"), (3, np.pi / 4, "tanh"), (2, np.pi / 2, "relu"),
-                                                  (3, np.pi / 3, "erf")])
+                                                  pytest.param(3, np.pi / 3, "erf", marks=pytest.mark.slow)])
 def test_fischer_engine_route_equals_the_cumulant_route(P, theta, activation):
     """Fischer's multi-input fluctuations by the finite-width kernel engine (two-time covariances of the law kernel)
     against the fourth cumulants and forward substitution of the quadrature route, layers 0-3, every element of
