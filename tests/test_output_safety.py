@@ -308,7 +308,10 @@ def _previous_report(out: Path) -> dict[str, bytes]:
     return snapshot(out)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+# SIGINT under -m slow: tests/test_reproduce.py::test_ctrl_c_keeps_the_previous_complete_report sends it in the
+# default suite (26 s each; the default suite stays under 15 minutes on 2 cores)
+@pytest.mark.parametrize("sig", [pytest.param(signal.SIGINT, marks=pytest.mark.slow), signal.SIGTERM],
+                         ids=["SIGINT", "SIGTERM"])
 def test_signal_during_reproduce_keeps_the_previous_report(sig, tmp_path):
     out = tmp_path / "report"
     before = _previous_report(out)
