@@ -143,13 +143,14 @@ def _schedule_cost(X: np.ndarray, act: str, depth: int) -> dict:
     from resprop.numeric.engine import kernel as KN
     from resprop.numeric.engine import kernel_store as KS
     from resprop.numeric.engine import residual_kernel as RK
+    from resprop.numeric.engine.blas_threads import one_blas_thread
 
     lam = KN.branch_scales(LAM, depth)
     net = KS.Network(X, SW2, SB2, RK.recursions(act), KN._sequences(depth, 1.0, lam, SW2, SB2, False), "ntk")
     before = _status("VmRSS")
     Path("/proc/self/clear_refs").write_text("5")
     t0 = time.perf_counter()
-    with RK._one_blas_thread():
+    with one_blas_thread():
         lazy = KS._LazyBlocks(net, None)
         n = 0
         while lazy.get(n) is not None:

@@ -11,7 +11,9 @@ docs/design/fluctuations-engine.md section 4).  The rules here integrate such pr
   and the second's is u1 = c(u0) (Gauss-Legendre on either side), so ReLU, leaky ReLU and |x| are integrated piece
   by piece with spectral accuracy; the product basis factorises and the projection is two contractions
   (`_pair_projection`);
-* p = 3, 4: the tensor Gauss-Hermite rule (kinks are then integrated to algebraic accuracy only).
+* p = 3, 4: the pair rule in coordinates rotated onto each pair of inputs, moved back by the second quantisation
+  of the rotation; fourth moments over three inputs add a split Gauss-Legendre rule in the third coordinate, over
+  four a tensor Gauss-Hermite rule in rotated coordinates (`_rotated_projection`).
 
 :class:`HermiteBasis` enumerates the multi-indices by total degree and evaluates the basis at the nodes.
 """
@@ -23,6 +25,8 @@ from dataclasses import dataclass, field
 from functools import cache
 
 import numpy as np
+
+from resprop.generated.fluctuation_step import raising  # derived: derive/fluctuations.py
 
 __all__ = ["HermiteBasis", "basis", "radial_rule", "line_rule", "tensor_rule", "project",
            "hermite_functions"]
@@ -108,8 +112,6 @@ class HermiteBasis:
         n = self.by_degree[upto].stop
         target = self.alphas[:n] + beta
         pos = np.array([self.index[tuple(t)] for t in target])
-        from resprop.generated.fluctuation_step import raising  # derived: derive/fluctuations.py
-
         fac = np.ones(n)
         for i in range(self.p):
             for k in range(int(beta[i])):
@@ -205,15 +207,7 @@ def _pair_projection(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angular:
     contractions: O(Q0 Q1 D) per function instead of O(Q0 Q1 D^2)."""
     B = A.shape[0]
     D = hb.degree
-    r, wr = radial_rule(1, radial)
-    u0 = np.concatenate([-r[::-1], r])
-    w0 = np.concatenate([wr[::-1], wr]) / 2.0
-    c = np.clip(-A[:, 1, 0, None] * u0 / A[:, 1, 1, None], -SPAN, SPAN)  # (B, Q0)
-    t, wt = _split_legendre(angular)
-    left = (c[..., None] - (-SPAN)) / 2
-    right = (SPAN - c[..., None]) / 2
-    u1 = np.concatenate([-SPAN + left * (t + 1), c[..., None] + right * (t + 1)], axis=-1)  # (B, Q0, Q1)
-    w1 = np.concatenate([left * wt, right * wt], axis=-1) * np.exp(-u1 * u1 / 2) / math.sqrt(2 * math.pi)
+    u0, w0, u1, w1 = _pair_nodes(A, radial, angular)  # (Q0,), (Q0,), (B, Q0, Q1), (B, Q0, Q1)
     z0 = A[:, 0, 0, None] * u0  # (B, Q0)
     z1 = A[:, 1, 0, None, None] * u0[:, None] + A[:, 1, 1, None, None] * u1
     p0 = phi(z0)
@@ -248,24 +242,21 @@ def project(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angular: int, ten
         return _pair_projection(A, phi, hb, radial, angular)
     if p >= 3:
         return _rotated_projection(A, phi, hb, radial, angular, tensor)
-    if p == 1:
-        u, w = line_rule(radial)
-    else:
-        u, w = tensor_rule(p, tensor)
+    u, w = line_rule(radial)  # p = 1
     z = np.einsum("qi,bci->bqc", u, A)
     ph = phi(z)
     F = ph[:, :, :, None] * ph[:, :, None, :]
     FW = F * w[None, :, None, None]
-    H = _basis_at_nodes(p, hb.degree, radial if p == 1 else tensor)
+    H = _basis_at_nodes(hb.degree, radial)
     fhat = np.matmul(FW.reshape(B, -1, p * p).transpose(0, 2, 1), H).reshape(B, p, p, -1)
     covTT = np.matmul(FW.reshape(B, -1, p * p).transpose(0, 2, 1), F.reshape(B, -1, p * p))
     return fhat, covTT.reshape((B,) + (p,) * 4)
 
 
 @cache
-def _basis_at_nodes(p: int, degree: int, nodes: int) -> np.ndarray:
-    u = line_rule(nodes)[0] if p == 1 else tensor_rule(p, nodes)[0]
-    return basis(p, degree).evaluate(u)
+def _basis_at_nodes(degree: int, nodes: int) -> np.ndarray:
+    """The p = 1 basis at the nodes of ``line_rule(nodes)``."""
+    return basis(1, degree).evaluate(line_rule(nodes)[0])
 
 
 @cache
@@ -331,18 +322,14 @@ def _split_line(m: np.ndarray, s: np.ndarray, nodes: int) -> tuple[np.ndarray, n
 
 
 def _pair_nodes(A2: np.ndarray, radial: int, angular: int):
-    """The nodes of `_pair_projection`'s rule for a batch of 2 x 2 lower-triangular factors: (u0 (Q0,), u1 (B, Q0,
-    Q1), weights (B, Q0, Q1) including both densities)."""
+    """The rule of `_pair_projection` for a batch of 2 x 2 lower-triangular factors: u0 (Q0,) and its weights w0
+    (the two half-line rules, breakpoint of zeta_0 at u0 = 0), u1 (B, Q0, Q1) and its weights w1 with the density
+    (`_split_line` at zeta_1's breakpoint u1 = -A10 u0 / A11)."""
     r, wr = radial_rule(1, radial)
     u0 = np.concatenate([-r[::-1], r])
     w0 = np.concatenate([wr[::-1], wr]) / 2.0
-    c = np.clip(-A2[:, 1, 0, None] * u0 / A2[:, 1, 1, None], -SPAN, SPAN)
-    t, wt = _split_legendre(angular)
-    left = (c[..., None] + SPAN) / 2
-    right = (SPAN - c[..., None]) / 2
-    u1 = np.concatenate([-SPAN + left * (t + 1), c[..., None] + right * (t + 1)], axis=-1)
-    w1 = np.concatenate([left * wt, right * wt], axis=-1) * np.exp(-u1 * u1 / 2) / math.sqrt(2 * math.pi)
-    return u0, u1, w0[None, :, None] * w1
+    u1, w1 = _split_line(A2[:, 1, 0, None] * u0, A2[:, 1, 1, None], angular)
+    return u0, w0, u1, w1
 
 
 def _rotated_projection(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angular: int, tensor: int):
@@ -386,24 +373,29 @@ def _rotated_projection(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angul
                 key = tuple(idx[t] for t in ijkl)
                 EFF[(slice(None),) + key] = eff2[(slice(None),) + ijkl]
                 known[key] = True
+    triples: dict[tuple[int, ...], tuple] = {}  # the nodes and phi values of each triple of inputs, built once
     for key in np.ndindex(*(p,) * 4):
         if known[key]:
             continue
-        inputs = sorted(set(key))
+        inputs = tuple(sorted(set(key)))
         counts = [key.count(i) for i in inputs]
         if len(inputs) == 3:
-            # the two of the first coordinates: any two of the three; the third conditionally, power counts[2]
-            Q, R = _rotation(A, tuple(inputs))
-            u0, u1, w = _pair_nodes(np.transpose(R[:, :2, :2], (0, 2, 1)), radial, angular)
-            z0 = R[:, 0, 0, None, None] * u0[None, :, None]
-            z1 = R[:, 0, 1, None, None] * u0[None, :, None] + R[:, 1, 1, None, None] * u1
-            m3 = R[:, 0, 2, None, None] * u0[None, :, None] + R[:, 1, 2, None, None] * u1
-            s3 = R[:, 2, 2, None, None]
-            v3, w3 = _split_line(m3, s3, angular)
-            inner = np.sum(w3 * phi(m3[..., None] + s3[..., None] * v3) ** counts[2], axis=-1)
-            value = np.sum(w * phi(z0) ** counts[0] * phi(z1) ** counts[1] * inner, axis=(1, 2))
+            # the first two inputs on the pair rule, the third conditionally: E[phi_3^k | v_1, v_2], k = 1, 2
+            if inputs not in triples:
+                _, R = _rotation(A, inputs)
+                u0, w0, u1, w1 = _pair_nodes(np.transpose(R[:, :2, :2], (0, 2, 1)), radial, angular)
+                z0 = R[:, 0, 0, None, None] * u0[None, :, None]
+                z1 = R[:, 0, 1, None, None] * u0[None, :, None] + R[:, 1, 1, None, None] * u1
+                m3 = R[:, 0, 2, None, None] * u0[None, :, None] + R[:, 1, 2, None, None] * u1
+                s3 = R[:, 2, 2, None, None]
+                v3, w3 = _split_line(m3, s3, angular)
+                p3 = phi(m3[..., None] + s3[..., None] * v3)
+                triples[inputs] = (w0[None, :, None] * w1, phi(z0), phi(z1),
+                                   {k: np.sum(w3 * p3 ** k, axis=-1) for k in (1, 2)})
+            w, p0, p1, inner = triples[inputs]
+            value = np.sum(w * p0 ** counts[0] * p1 ** counts[1] * inner[counts[2]], axis=(1, 2))
         else:  # four distinct inputs: the tensor rule in the rotated coordinates
-            Q, R = _rotation(A, tuple(inputs))
+            _, R = _rotation(A, inputs)
             u, wt = tensor_rule(p, tensor + 6)
             z = np.einsum("qi,bij->bqj", u, R)  # zeta_j = sum_i R_ij v_i
             value = np.einsum("q,bq->b", wt, np.prod(phi(z), axis=-1))

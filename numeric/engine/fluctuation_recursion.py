@@ -150,9 +150,8 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
                                                                                                C["full"])))
             Delta = X["full"] - X["closure"]
         if two_time:  # Y_(layer+1) l = chi[Y_layer l] + w Cov(T, e^l), l <= layer; then Y_(layer+1)(layer+1) = C
-            past = frozen + [ch]
-            Y = [_chi(J2, gl, wl, Y[i]) + wl * _transpose_pairs(np.einsum("bacd,bxya->bcdxy", past[i], fch))
-                 for i in range(len(past))]
+            cross = [np.einsum("bacd,bxya->bcdxy", f, fch) for f in frozen] + [X["full"]]  # Cov(e^l, T), l <= layer
+            Y = [_chi(J2, gl, wl, y) + wl * _transpose_pairs(x) for y, x in zip(Y, cross)]
         for v in VARIANTS:
             C[v] = step.covariance_update(J2, gl, wl, C[v], X[v], covTT)
         if two_time:

@@ -46,6 +46,7 @@ import numpy as np
 
 from resprop.numeric.engine import residual_kernel as RK
 from resprop.numeric.engine import validation as V
+from resprop.numeric.engine.blas_threads import one_blas_thread
 
 #: side of the square tiles (and of the Zarr chunks): 2048^2 float64 = 32 MiB per array
 TILE = 2048
@@ -269,7 +270,7 @@ def _collapsed_run(net: Network) -> _CollapsedRun | None:
         return None
     d0 = net.diagonal0()
     two = net.mode != "nngp"
-    with RK._one_blas_thread():
+    with one_blas_thread():
         col = depth_collapse.build(d0, d0.copy() if two else None, net.sequences, net.mode, net.rec, P=net.P)
     if col is None:
         return None
@@ -364,7 +365,7 @@ def write_kernel(net: Network, out, dtype: str = "float64", tile: int = TILE, wo
         try:
             lazy = None
             if run is None:
-                with RK._one_blas_thread():
+                with one_blas_thread():
                     lazy = _LazyBlocks(net, block, pool, n_threads)
                     first = lazy.get(0)
             scratch = lazy is not None and first is not None and first.stop < lazy.L
@@ -436,7 +437,7 @@ def _run_local(net, lazy, tiles, writer, done_dir, pool, progress) -> None:
 
     bar = _progress_bar(len(tiles) * _n_stages(lazy), unit="tile") if progress else None
     try:
-        with RK._one_blas_thread():
+        with one_blas_thread():
             for b_from, stage, final in _stages(lazy):
                 b_last = b_from + max(len(stage), 1) - 1
                 todo = _todo(done_dir, b_last, tiles)
@@ -468,7 +469,7 @@ def _run_collapsed_local(net, run, tiles, writer, done_dir, pool, progress) -> N
             _collapsed_tile(run, net, writer, t)
             _mark(done_dir, 0, t)
 
-        with RK._one_blas_thread():
+        with one_blas_thread():
             for _ in (pool.map(work, todo) if pool is not None else map(work, todo)):
                 if bar is not None:
                     bar.update(1)
@@ -486,7 +487,7 @@ def _dask_tile(t: RK.Tile, net: Network, fingerprint: str, root: str, fmt: str, 
                ) -> RK.Tile:
     """One tile on a Dask worker: the schedule followed block by block once per worker process (the driver's
     block bounds, BLAS on one thread), the tile computed and written into the store."""
-    with RK._one_blas_thread(), np.errstate(all="ignore"):
+    with one_blas_thread(), np.errstate(all="ignore"):
         lazy = _WORKER_CACHE.get(fingerprint)
         if lazy is None or lazy.index > b_from:
             _WORKER_CACHE.clear()
@@ -514,7 +515,7 @@ class _NpyWorkerWriter(_Writer):
 def _dask_collapsed_tile(t: RK.Tile, net: Network, run: _CollapsedRun, root: str, fmt: str, dtype: str, tile: int,
                          done_dir: str | None) -> RK.Tile:
     """One tile through the collapsed maps on a Dask worker (the driver's maps: the same bits as locally)."""
-    with RK._one_blas_thread(), np.errstate(all="ignore"):
+    with one_blas_thread(), np.errstate(all="ignore"):
         writer = _Writer(Path(root), fmt, net.P, net.ntk, dtype, tile, False, {}) if fmt == ".zarr" else \
             _NpyWorkerWriter(Path(root), net.P, dtype, False)
         _collapsed_tile(run, net, writer, t)

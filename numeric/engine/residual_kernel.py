@@ -45,6 +45,7 @@ import sympy as sp
 
 import resprop.generated.residual_recursions as gen
 from resprop.numeric.engine import table_family
+from resprop.numeric.engine.blas_threads import one_blas_thread
 from resprop.numeric.engine.bytes_lru import BytesLRU
 
 MODES = ("nngp", "ntk", "response")
@@ -790,7 +791,7 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
                         n_workers, keep_rows=record_layers)
     # BLAS (the general path's Hermite coefficients, ~P x 400 x 400 per layer) runs one thread: our pool already
     # uses the cores, and two-thread OpenBLAS measured 3-10x slower per call on a loaded 2-core machine
-    blas = _one_blas_thread() if rec.expr is not None else contextlib.nullcontext()
+    blas = one_blas_thread() if rec.expr is not None else contextlib.nullcontext()
     blas.__enter__()
     try:
         for blk in schedule.blocks():
@@ -919,10 +920,6 @@ def _used(fn: Callable, callbacks: dict[str, Callable]) -> dict[str, Callable]:
     return {name: callbacks[name] for name in _callback_names(fn)}
 
 
-def _one_blas_thread():
-    from resprop.numeric.engine.blas_threads import one_blas_thread
-
-    return one_blas_thread()
 
 
 def _progress_bar(total: int, unit: str = "tile-layer"):
@@ -961,3 +958,4 @@ def _mirror(M: np.ndarray, tiles: list[Tile]) -> None:
 
 __all__ = ["propagate", "recursions", "closed_form_names", "ActivationRecursions", "Propagated", "MODES", "strips",
            "Schedule", "Block", "run_block", "run_block_pieces", "tile_grid", "band_tiles", "default_block"]
+

@@ -136,17 +136,18 @@ def multi_input_fluctuations(input_kernel, depth: int, width: int, rho, sigma_w2
     sb = V.scalar("sigma_b2", sigma_b2, V.nonnegative)
     K0 = Q._kernel_matrix(input_kernel, None, 1.0, 0.0)
     P = K0.shape[0]
-    w = rho_ * rho_ * sw  # a product overflows to inf (caught here), where ** would raise OverflowError
-    if not (math.isfinite(w) and math.isfinite(rho_ * rho_ * sb)):
+    # products overflow to inf (caught here), where ** would raise OverflowError
+    w, s = rho_ * rho_ * sw, rho_ * rho_ * sb
+    if not (math.isfinite(w) and math.isfinite(s)):
         raise ParameterError("rho, sigma_w2, sigma_b2", "rho^2 sigma_w2 or rho^2 sigma_b2 is not finite in float64")
     if route == "engine" or (route == "auto" and response == "full" and P <= 2):
-        return _engine_route(K0, L, N, rho_, sw, sb, activation)
+        return _engine_route(K0, L, N, w, s, activation)
     # NNGP (B9-B10) and the Jacobians J^(l) = d<phi phi>/dK at K^(l)
     Ks, Cs, Js = [K0], [K0.copy()], []
     for _ in range(L):
         g, _f, q = Q._moments(Ks[-1], ac)
         Js.append(Q._derivative(Ks[-1], g, q))
-        C = w * g + rho_ * rho_ * sb
+        C = w * g + s
         Cs.append(C)
         Ks.append(Ks[-1] + C)
     Ks_a, Cs_a = np.array(Ks), np.array(Cs)
@@ -181,9 +182,9 @@ def multi_input_fluctuations(input_kernel, depth: int, width: int, rho, sigma_w2
                                   cov_C=cov.reshape(L + 1, L + 1, *shape), cov_K=cov_K.reshape(L + 1, *shape))
 
 
-def _engine_route(K0: np.ndarray, L: int, N: int, rho: float, sw: float, sb: float,
-                  activation: str) -> MultiInputFluctuations:
-    """`multi_input_fluctuations` by the finite-width kernel engine: gamma = 1, lambda = rho, no readout; the law
+def _engine_route(K0: np.ndarray, L: int, N: int, w: float, s: float, activation: str) -> MultiInputFluctuations:
+    """`multi_input_fluctuations` by the finite-width kernel engine: gamma = 1, lambda = rho (w = rho^2 sigma_w2,
+    s = rho^2 sigma_b2), no readout; the law
     kernel's two-time covariance Y_kl = N Cov(K~^k, K~^l) gives Cov(C^k, C^l) = (Y_kl - Y_(k-1)l - Y_k(l-1) +
     Y_(k-1)(l-1)) / N (C^(0) = K^(0) is data) and Cov(K^l, K^l) = Y_ll / N."""
     from resprop.numeric.engine.fluctuations import trajectory
@@ -192,10 +193,6 @@ def _engine_route(K0: np.ndarray, L: int, N: int, rho: float, sw: float, sb: flo
         raise ParameterError("input_kernel", f"the engine route takes 1 to 4 inputs, got {K0.shape[0]}")
     name = "x" if activation == "linear" else activation
     names = "rho, sigma_w2, sigma_b2, input_kernel, depth"
-    with np.errstate(over="ignore", invalid="ignore"):
-        w, s = rho * rho * sw, rho * rho * sb
-    if not (math.isfinite(w) and math.isfinite(s)):
-        raise ParameterError(names, "rho^2 sigma_w2 or rho^2 sigma_b2 is not finite in float64")
     try:
         tr = trajectory(K0, np.ones(L), np.ones(L), np.full(L, w), np.full(L, s), name, mean_shift=False,
                         two_time=True)
@@ -211,8 +208,8 @@ def _engine_route(K0: np.ndarray, L: int, N: int, rho: float, sw: float, sb: flo
     Ks = tr.K
     Cs = np.concatenate([Ks[:1], np.diff(Ks, axis=0)])
     if not (np.all(np.isfinite(Ks)) and np.all(np.isfinite(cov_C))):
-        raise ParameterError("rho, sigma_w2, sigma_b2, input_kernel, depth", "the kernel leaves the float64 range")
-    cov_K = np.array([Y[l, l] for l in range(L + 1)]) / N
+        raise ParameterError(names, "the kernel leaves the float64 range")
+    cov_K = Y[np.arange(L + 1), np.arange(L + 1)] / N
     return MultiInputFluctuations(depth=L, width=N, K=Ks, C=Cs, cov_C=cov_C, cov_K=cov_K)
 
 

@@ -32,6 +32,7 @@ from functools import cache
 import numpy as np
 
 from resprop.numeric.engine import validation as V
+from resprop.numeric.engine.blas_threads import one_blas_thread
 from resprop.numeric.engine.results import ResultRecord
 
 __all__ = ["Increments", "simulate_increments", "GapDecomposition", "decompose", "diagonal_expansion",
@@ -500,10 +501,6 @@ class PairSums(ResultRecord):
     AR: np.ndarray
 
 
-def _one_blas_thread():
-    from resprop.numeric.engine.blas_threads import one_blas_thread
-
-    return one_blas_thread()
 
 
 def simulate_pairs(width: int, depth: int, alpha: float, lam: float, samples: int, seed: int, blocks: int = 40,
@@ -537,7 +534,7 @@ def simulate_pairs(width: int, depth: int, alpha: float, lam: float, samples: in
     Asum = np.zeros((b, d))
     au, lu = _unit(a, lm)
     scale = lm * math.sqrt(2.0 / n) if model == "chain" else lm / math.sqrt(n)
-    with _one_blas_thread():
+    with one_blas_thread():
         for (blk, s, e), child in zip(pieces, ss.spawn(len(pieces))):
             rng = np.random.default_rng(child)
             m = e - s

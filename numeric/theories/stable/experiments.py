@@ -42,6 +42,7 @@ from scipy.special import expit  # noqa: E402
 import resprop.numeric.theories.stable.generated.stable as gs  # noqa: E402
 from resprop.numeric.engine import residual_kernel as RK  # noqa: E402
 from resprop.numeric.engine import validation as V  # noqa: E402
+from resprop.numeric.engine.blas_threads import one_blas_thread  # noqa: E402
 from resprop.numeric.engine.results import ResultRecord  # noqa: E402
 from resprop.numeric.engine.validation import ParameterError  # noqa: E402
 from resprop.numeric.theories.stable import stable_resnet as sr  # noqa: E402
@@ -182,13 +183,6 @@ def _depth_independent(scaling, depth: int) -> bool:
                for L in sorted({1, 2, max(1, depth // 2), depth}))
 
 
-def _single_blas():
-    """One BLAS thread: on a loaded 2-core machine threaded OpenBLAS eigh was measured 40x slower."""
-    from resprop.numeric.engine.blas_threads import one_blas_thread
-
-    return one_blas_thread()
-
-
 # --------------------------------------------------------------------------- zonal engine
 def zonal_kernel_maps(c, depths, scaling="uniform", sigma_w2: float = 2.0, sigma_b2: float = 0.0,
                       norm2_over_d: float = 1.0) -> dict[int, ZonalKernels]:
@@ -310,7 +304,8 @@ def top_eigenvalues(K, k: int) -> np.ndarray:
     K = np.asarray(K, float)
     P = K.shape[0]
     k = min(V.integer("k", k, 1), P)
-    with _single_blas():  # full divide-and-conquer; the MRRR subset driver was not faster here
+    # one BLAS thread: on a loaded 2-core machine threaded OpenBLAS eigh was measured 40x slower
+    with one_blas_thread():  # full divide-and-conquer; the MRRR subset driver was not faster here
         ev = sla.eigh(K, eigvals_only=True, driver="evd")[::-1][:k]
     return ev / ev[0]
 
@@ -430,7 +425,7 @@ def digits_classification(depths=(50, 200, 1000), scalings=SCALINGS, n_train: in
         for L in depths:
             C = K[L].correlation
             assert C is not None  # asked for with keys=("correlation",)
-            with _single_blas():
+            with one_blas_thread():
                 lam, U = sla.eigh(C[:n_train, :n_train], driver="evd")
                 UY = U.T @ Y
                 KU = C[n_train:, :n_train] @ U
@@ -671,7 +666,7 @@ def make_stable_figures(out: Path, quick: bool = False, seed: int = 0) -> list[P
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     cfg = _settings(quick)
-    with _single_blas():
+    with one_blas_thread():
         paths = [_fig1(out / STABLE_FIGURE_NAMES[0], cfg["fig1_uniform_depths"])]
         sp_ = spectra(cfg["spectra_depths"], P=cfg["spectra_P"], seed=seed)
         paths.append(_fig2(out / STABLE_FIGURE_NAMES[1], sp_))

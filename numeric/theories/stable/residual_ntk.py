@@ -33,6 +33,7 @@ import numpy as np
 
 from resprop.numeric.engine import residual_kernel as RK
 from resprop.numeric.engine import validation as V
+from resprop.numeric.engine.blas_threads import one_blas_thread
 from resprop.numeric.engine.results import ResultRecord
 
 __all__ = ["nngp_ntk", "ACTIVATIONS"]
@@ -41,10 +42,6 @@ ACTIVATIONS = ("erf", "relu")
 MAX_DEPTH = 10**6  # as field_theory.MAX_DEPTH; one layer costs ~10-50 us at small P
 
 
-def _one_blas_thread():
-    from resprop.numeric.engine.blas_threads import one_blas_thread
-
-    return one_blas_thread()
 
 
 def _kernel_matrix(K0) -> tuple[np.ndarray, Callable[[], bool]]:
@@ -69,7 +66,7 @@ def _kernel_matrix(K0) -> tuple[np.ndarray, Callable[[], bool]]:
         jitter = np.array(arr)
         jitter[np.diag_indices_from(jitter)] += 1e-10 * scale
         try:
-            with _one_blas_thread():  # threaded BLAS stalls badly when another process holds a core
+            with one_blas_thread():  # threaded BLAS stalls badly when another process holds a core
                 np.linalg.cholesky(jitter)
         except np.linalg.LinAlgError:
             return False

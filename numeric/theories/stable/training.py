@@ -309,9 +309,10 @@ def nngp_table1(depths=(10, 100, 200, 1100), seeds=(0, 1, 2), n_train: int = 300
     Q_NN (first split), and the posterior-mean test accuracy (mean and spread over the seeds' splits) in float32
     and float64; NaN marks a numerical error.  The kernel is computed once on a fixed pool of images
     (``resprop.kernel``, float64; a ParameterError there is float64 overflow) and the splits index into it."""
+    from resprop.numeric.engine.blas_threads import one_blas_thread
     from resprop.numeric.engine.kernel import kernel
     from resprop.numeric.theories.stable import stable_resnet as sr
-    from resprop.numeric.theories.stable.experiments import _single_blas, load_digits_sphere
+    from resprop.numeric.theories.stable.experiments import load_digits_sphere
 
     X, lab = load_digits_sphere()
     pool = n_train + n_val + n_test
@@ -346,7 +347,7 @@ def nngp_table1(depths=(10, 100, 200, 1100), seeds=(0, 1, 2), n_train: int = 300
                         notes.append("kernel not finite in float64")
                         continue
                     order = np.concatenate([tr, va, te])
-                    with _single_blas():  # threaded BLAS on small matrices oversubscribes two cores
+                    with one_blas_thread():  # threaded BLAS on small matrices oversubscribes two cores
                         a, s2, note = _posterior_accuracy(K[np.ix_(order, order)], n_train, n_val, labp[tr],
                                                           labp[va], labp[te], grid, dtype)
                     accs.append(a)
@@ -357,7 +358,7 @@ def nngp_table1(depths=(10, 100, 200, 1100), seeds=(0, 1, 2), n_train: int = 300
                 row[f"note_{name}"] = sorted(set(n for n in notes if n))
             if K is not None:
                 perm = np.random.default_rng(seeds[0]).permutation(pool)[:n_train]
-                with _single_blas():
+                with one_blas_thread():
                     row["cond_float64"] = float(np.linalg.cond(K[np.ix_(perm, perm)]))
             else:
                 row["cond_float64"] = math.nan
