@@ -293,3 +293,33 @@ def test_covariance_truncation_estimate_bounds_the_change_with_more_channels():
     assert np.array_equal(values, F.covariance(quads))
     finer = F.covariance(quads, channels=20)
     assert np.all(np.abs(values - finer) <= est) and np.all(est > 0)
+
+
+def test_pair_second_quantization_is_the_expanded_binomial_sum():
+    """Gamma(M) of a 2 x 2 matrix, built degree by degree in the orthonormal basis, against the definition
+    sqrt(alpha!/beta!) [t^alpha] (M^T t)^beta expanded by the binomial theorem in exact rationals (degrees 1..24,
+    a generic, a singular and a rotation matrix)."""
+    from fractions import Fraction
+
+    from resprop.numeric.engine import fluctuation_quadrature as fq
+
+    top = 24
+    hb = fq.basis(2, top)
+    mats = [np.array([[0.75, -0.5], [0.25, 1.25]]), np.array([[0.5, 1.0], [0.25, 0.5]]),
+            np.array([[0.6, -0.8], [0.8, 0.6]])]
+    blocks = fq.second_quantization(np.stack(mats), hb, top)
+    for b, M in enumerate(mats):
+        m00, m10, m01, m11 = (Fraction(float(x)) for x in (M[0, 0], M[1, 0], M[0, 1], M[1, 1]))
+        for m in (1, 2, 7, 24):
+            alphas = hb.alphas[hb.by_degree[m]].tolist()
+            worst = 0.0
+            for i, (a0, a1) in enumerate(alphas):
+                for j, (b0, b1) in enumerate(alphas):
+                    # [t^alpha] (m00 t0 + m10 t1)^b0 (m01 t0 + m11 t1)^b1
+                    coeff = sum(math.comb(b0, k) * math.comb(b1, a0 - k) * m00 ** k * m10 ** (b0 - k)
+                                * m01 ** (a0 - k) * m11 ** (b1 - a0 + k)
+                                for k in range(max(0, a0 - b1), min(b0, a0) + 1))
+                    exact = float(coeff) * math.sqrt(math.factorial(a0) * math.factorial(a1)
+                                                     / (math.factorial(b0) * math.factorial(b1)))
+                    worst = max(worst, abs(blocks[m - 1][b, i, j] - exact) / (1.0 + abs(exact)))
+            assert worst < 1e-12, (b, m, worst)

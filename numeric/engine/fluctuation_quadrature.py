@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass, field
 from functools import cache
 
+import numba
 import numpy as np
 
 from resprop.generated.fluctuation_step import raising  # derived: derive/fluctuations.py
@@ -212,25 +213,63 @@ def _pair_projection(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angular:
     z1 = A[:, 1, 0, None, None] * u0[:, None] + A[:, 1, 1, None, None] * u1
     p0 = phi(z0)
     p1 = phi(z1)
-    F = np.empty(u1.shape + (2, 2))
-    F[..., 0, 0] = (p0 * p0)[..., None]
-    F[..., 0, 1] = F[..., 1, 0] = p0[..., None] * p1
-    F[..., 1, 1] = p1 * p1
-    Fw = (F * w1[..., None, None]).reshape(u1.shape + (4,))
-    # stage[b, q0, cd, j] = sum_q1 Fw h_j(u1), the recurrence run once (no (B, Q0, Q1, D + 1) array)
-    stage = np.empty(u1.shape[:2] + (4, D + 1))
-    prev, cur = np.zeros_like(u1), np.ones_like(u1)
-    for k in range(D + 1):
-        stage[..., k] = np.matmul(Fw.transpose(0, 1, 3, 2), cur[..., None])[..., 0]
-        prev, cur = cur, (u1 * cur - math.sqrt(k) * prev) / math.sqrt(k + 1)
+    # F_00 = p0^2, F_01 = F_10 = p0 p1, F_11 = p1^2: along u1 only w1, w1 p1 and w1 p1^2 are contracted
+    g = np.stack([w1, w1 * p1, w1 * p1 * p1], axis=2)  # (B, Q0, 3, Q1)
+    stage = _line_moments(g, np.ascontiguousarray(u1), D)  # (B, Q0, 3, D + 1)
+    outer = np.stack([p0 * p0, p0, np.ones_like(p0)], axis=-1)[..., None] * stage  # times the u0-only factors
     he0 = hermite_functions(u0, D) * w0[:, None]  # (Q0, D + 1)
-    full = np.matmul(he0.T, stage.reshape(B, len(u0), -1))  # (B, D + 1, 4 (D + 1))
-    full = full.reshape(B, D + 1, 2, 2, D + 1)
+    full = np.matmul(he0.T, outer.reshape(B, len(u0), -1)).reshape(B, D + 1, 3, D + 1)
+    full = full[:, :, [0, 1, 1, 2]].reshape(B, D + 1, 2, 2, D + 1)
     fhat = full[:, hb.alphas[:, 0], :, :, hb.alphas[:, 1]]  # (n, B, 2, 2): advanced indices first
     fhat = np.moveaxis(fhat, 0, -1)
-    FW = (Fw * w0[None, :, None, None]).reshape(B, -1, 4)
-    covTT = np.matmul(FW.transpose(0, 2, 1), F.reshape(B, -1, 4)).reshape(B, 2, 2, 2, 2)
+    # E[F_cd F_ef] from S_r = sum_q1 w1 p1^r: the entries are p0^(4 - r) S_r, r the number of p1 factors
+    pw = w1.copy()
+    S = []
+    for r in range(5):
+        S.append(pw.sum(axis=2))
+        pw = pw * p1
+    moments = np.stack([(w0 * p0 ** (4 - r) * S[r]).sum(axis=1) for r in range(5)], axis=-1)  # (B, 5)
+    count = np.array([0, 1, 1, 2])  # p1 factors of F_00, F_01, F_10, F_11
+    covTT = moments[:, count[:, None] + count[None, :]].reshape(B, 2, 2, 2, 2)
     return fhat, covTT
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
+def _line_moments(g: np.ndarray, u: np.ndarray, degree: int) -> np.ndarray:  # pragma: no cover - compiled
+    """out[b, q, c, k] = sum_j g[b, q, c, j] h_k(u[b, q, j]) for the three weight rows c and k = 0..degree: the
+    inner contraction of `_pair_projection`, the Hermite recurrence run along the nodes j (vectorised) with no
+    (..., degree + 1) array of basis values."""
+    B, Q0, _, Q1 = g.shape
+    out = np.empty((B, Q0, 3, degree + 1))
+    a = np.empty(degree + 1)
+    c = np.empty(degree + 1)
+    for k in range(degree + 1):
+        a[k] = 1.0 / np.sqrt(k + 1.0)
+        c[k] = np.sqrt(k + 0.0) / np.sqrt(k + 1.0)
+    cur = np.empty(Q1)
+    prev = np.empty(Q1)
+    for b in range(B):
+        for q in range(Q0):
+            for j in range(Q1):
+                cur[j] = 1.0
+                prev[j] = 0.0
+            for k in range(degree + 1):
+                s0 = 0.0
+                s1 = 0.0
+                s2 = 0.0
+                for j in range(Q1):
+                    h = cur[j]
+                    s0 += g[b, q, 0, j] * h
+                    s1 += g[b, q, 1, j] * h
+                    s2 += g[b, q, 2, j] * h
+                out[b, q, 0, k] = s0
+                out[b, q, 1, k] = s1
+                out[b, q, 2, k] = s2
+                for j in range(Q1):
+                    nxt = u[b, q, j] * cur[j] * a[k] - c[k] * prev[j]
+                    prev[j] = cur[j]
+                    cur[j] = nxt
+    return out
 
 
 def project(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angular: int, tensor: int):
@@ -259,40 +298,35 @@ def _basis_at_nodes(degree: int, nodes: int) -> np.ndarray:
     return basis(1, degree).evaluate(line_rule(nodes)[0])
 
 
-@cache
-def _pair_terms(degree: int, alphas_key: tuple) -> tuple[np.ndarray, ...]:
-    """For p = 2 and one degree m: the terms of Gamma_(alpha beta) = sqrt(alpha!/beta!) sum_k C(b0, k)
-    C(b1, a0 - k) M00^k M10^(b0-k) M01^(a0-k) M11^(b1-a0+k) (the coefficient of t^alpha in
-    (M00 t0 + M10 t1)^b0 (M01 t0 + M11 t1)^b1) as flat arrays: row (alpha), column (beta), coefficient and
-    the four exponents."""
-    alphas = np.array(alphas_key).reshape(-1, 2)
-    rows, cols, coef, e = [], [], [], []
-    for i, (a0, a1) in enumerate(alphas):
-        for j, (b0, b1) in enumerate(alphas):
-            scale = math.sqrt(math.factorial(a0) * math.factorial(a1) / (math.factorial(b0) * math.factorial(b1)))
-            for k in range(max(0, a0 - b1), min(b0, a0) + 1):
-                rows.append(i)
-                cols.append(j)
-                coef.append(scale * math.comb(b0, k) * math.comb(b1, a0 - k))
-                e.append((k, b0 - k, a0 - k, b1 - a0 + k))
-    return (np.array(rows), np.array(cols), np.array(coef), np.array(e, dtype=np.int64).reshape(-1, 4))
-
-
 def _second_quantization_pair(Mmat: np.ndarray, hb: HermiteBasis, top: int) -> list[np.ndarray]:
-    """`second_quantization` for p = 2, vectorised over the batch: powers of the four entries gathered by the
-    precomputed terms of each degree."""
+    """`second_quantization` for p = 2, vectorised over the batch, built degree by degree in the orthonormal
+    basis: with alpha = (m - i, i) and beta = (m - j, j) (the order of `basis`), multiplying (M^T t)^(beta - e)
+    by one more linear form gives
+
+        Gamma_m[i, j] = (M01 sqrt(m - i) Gamma_(m-1)[i, j-1] + M11 sqrt(i) Gamma_(m-1)[i-1, j-1]) / sqrt(j),  j >= 1
+        Gamma_m[i, 0] = (M00 sqrt(m - i) Gamma_(m-1)[i, 0] + M10 sqrt(i) Gamma_(m-1)[i-1, 0]) / sqrt(m),
+
+    O(m^2) per degree (the expanded sum over k is O(m^3)); the factors sqrt(alpha!/beta!) enter one ratio at a
+    time, so no binomial or factorial is formed."""
     B = Mmat.shape[0]
-    entries = (Mmat[:, 0, 0], Mmat[:, 1, 0], Mmat[:, 0, 1], Mmat[:, 1, 1])
-    powers = [np.cumprod(np.concatenate([np.ones((B, 1)), np.repeat(x[:, None], top, axis=1)], axis=1), axis=1)
-              for x in entries]  # (B, top + 1): x^0 .. x^top
+    m00, m10, m01, m11 = (Mmat[:, 0, 0, None, None], Mmat[:, 1, 0, None, None], Mmat[:, 0, 1, None, None],
+                          Mmat[:, 1, 1, None, None])
+    prev = np.ones((B, 1, 1))
     blocks = []
     for m in range(1, top + 1):
-        sl = hb.by_degree[m]
-        rows, cols, coef, e = _pair_terms(m, tuple(hb.alphas[sl].ravel().tolist()))
-        vals = coef * powers[0][:, e[:, 0]] * powers[1][:, e[:, 1]] * powers[2][:, e[:, 2]] * powers[3][:, e[:, 3]]
-        n = sl.stop - sl.start
-        flat = (np.arange(B)[:, None] * (n * n) + (rows * n + cols)[None, :]).ravel()
-        blocks.append(np.bincount(flat, weights=vals.ravel(), minlength=B * n * n).reshape(B, n, n))
+        i = np.arange(m + 1, dtype=float)[:, None]
+        up = np.sqrt(m - i[:-1])  # sqrt(a0) for the rows i = 0..m-1 (alpha - e0 = row i of degree m-1)
+        down = np.sqrt(i[1:])  # sqrt(a1) for the rows i = 1..m (alpha - e1 = row i-1)
+        cur = np.zeros((B, m + 1, m + 1))
+        cur[:, :-1, 1:] += m01 * (up * prev)
+        cur[:, 1:, 1:] += m11 * (down * prev)
+        cur[:, :, 1:] /= np.sqrt(np.arange(1, m + 1, dtype=float))
+        first = prev[:, :, :1]
+        cur[:, :-1, :1] += m00 * (up * first)
+        cur[:, 1:, :1] += m10 * (down * first)
+        cur[:, :, :1] /= math.sqrt(m)
+        blocks.append(cur)
+        prev = cur
     return blocks
 
 

@@ -133,7 +133,9 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
         gl, wl, sl = float(g[layer]), float(w[layer]), float(s[layer])
         # mean shift source m^l (uses e^l, C^l, M^l)
         if mean_shift:
-            cht = np.einsum("bic,bjd,bacd->baij", Binv, Binv, ch)  # channels of A^-1 e A^-T
+            # channels of A^-1 e A^-T: one (B, nch, p p) x (B, p p, p p) product with kron(A^-1, A^-1)
+            kron = np.einsum("bic,bjd->bijcd", Binv, Binv).reshape(B, p * p, p * p)
+            cht = np.matmul(ch.reshape(B, nch, p * p), kron.transpose(0, 2, 1)).reshape(B, nch, p, p)
             D4 = fhat[..., idx4] * fac4  # (B, p, p, p, p, p, p)
             for v in VARIANTS:
                 Ct = np.einsum("bie,bjf,bkg,blh,befgh->bijkl", Binv, Binv, Binv, Binv, C[v])
@@ -174,7 +176,8 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
                 new = np.empty((B, nch, p, p))
                 for m_deg, block in enumerate(blocks, start=1):
                     sl_m = slice(hb.by_degree[m_deg].start - lo, hb.by_degree[m_deg].stop - lo)
-                    new[:, sl_m] = np.einsum("bxy,bcdy->bxcd", block, source[..., sl_m])
+                    part = source[..., sl_m].reshape(B, p * p, -1).transpose(0, 2, 1)  # (B, n_m, p p)
+                    new[:, sl_m] = np.matmul(block, part).reshape(B, -1, p, p)
                 return new
 
             ch = carried(src)
