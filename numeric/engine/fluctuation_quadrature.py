@@ -225,7 +225,7 @@ def _pair_projection(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angular:
     # E[F_cd F_ef] from S_r = sum_q1 w1 p1^r: the entries are p0^(4 - r) S_r, r the number of p1 factors
     pw = w1.copy()
     S = []
-    for r in range(5):
+    for _ in range(5):
         S.append(pw.sum(axis=2))
         pw = pw * p1
     moments = np.stack([(w0 * p0 ** (4 - r) * S[r]).sum(axis=1) for r in range(5)], axis=-1)  # (B, 5)
