@@ -75,3 +75,268 @@ def interpolate_pairs(evaluate: Callable[[np.ndarray], dict], theta: np.ndarray,
         elif level < MAX_LEVEL:
             stack += [(a, centre, level + 1), (centre, b, level + 1)]
     return out, done
+
+
+# ------------------------------------------------------------------------------------------ unequal norms
+#: Chebyshev-Lobatto node counts per log-norm axis; nested (grid n's nodes are nodes of the next grid)
+LOBATTO = (3, 5, 9, 17)
+#: bisections of the log-norm range before a box's pairs are left to the direct route
+NORM_LEVELS = 3
+#: actual pairs per box compared with the direct recursion before the box's interpolant is used
+SAMPLE = 32
+#: the power of the input kernel each field scales with (width Var K^: K^2; the mean shift: K); the fields are
+#: interpolated divided by sqrt(K0_aa K0_bb) to that power, which takes out their growth with the norms (exactly
+#: for a linear activation without bias) and leaves a relative accuracy where the norms are small
+UNITS = {"variance": 2, "law_variance": 2, "closure_variance": 2, "variance_truncation": 2, "mean_shift": 1,
+         "closure_mean_shift": 1, "mean_shift_truncation": 1}
+#: log-norm intervals narrower than this are widened to it (one norm value; any grid interpolates it exactly)
+MIN_SPAN = 1e-6
+
+
+def _lobatto(n: int) -> np.ndarray:
+    return np.cos(np.pi * np.arange(n) / (n - 1))
+
+
+def _lagrange(n: int, x: np.ndarray) -> np.ndarray:
+    """The Lagrange basis of the n Chebyshev-Lobatto nodes at x (m,) in [-1, 1]: (m, n), barycentric form."""
+    nodes = _lobatto(n)
+    w = (-1.0) ** np.arange(n)
+    w[0] /= 2
+    w[-1] /= 2
+    d = x[:, None] - nodes[None, :]
+    exact = d == 0
+    t = w / np.where(exact, 1.0, d)
+    L = t / t.sum(axis=1, keepdims=True)
+    hit = exact.any(axis=1)
+    L[hit] = exact[hit]
+    return L
+
+
+def _row_scales(values: dict) -> dict:
+    """`_scale` per row: values are arrays (..., points), the scale of each field over its last axis."""
+    var = np.max(np.abs(values["variance"]), axis=-1)
+    out = {}
+    for name in CERTIFIED:
+        if name not in values:
+            continue
+        if name in ("mean_shift", "closure_mean_shift"):
+            out[name] = np.max(np.abs(values[name]), axis=-1) + np.sqrt(var)
+        else:
+            out[name] = np.max(np.abs(values[name]), axis=-1)
+    return out
+
+
+def _to_unit(s: np.ndarray, span: tuple[float, float]) -> np.ndarray:
+    lo, hi = span
+    return np.clip((2 * s - (lo + hi)) / (hi - lo), -1.0, 1.0)
+
+
+def _widen(lo: float, hi: float) -> tuple[float, float]:
+    if hi - lo >= MIN_SPAN:
+        return lo, hi
+    centre = (lo + hi) / 2
+    return centre - MIN_SPAN / 2, centre + MIN_SPAN / 2
+
+
+def interpolate_norm_pairs(evaluate: Callable[[np.ndarray, np.ndarray, np.ndarray], dict], s_a: np.ndarray,
+                           s_b: np.ndarray, theta: np.ndarray, tol: float) -> tuple[dict, np.ndarray]:
+    """Values of ``evaluate`` (log-norms s_a, s_b and angles theta, arrays of one length -> dict of arrays) at the
+    pairs (s_a <= s_b: log K0_aa of the two inputs; theta the angle of their K0), from certified interpolants
+    in three variables: Chebyshev-Lobatto in each log-norm (nested grids LOBATTO) times the piecewise Chebyshev
+    interpolant in theta of `interpolate_pairs`, on boxes of the (s_a, s_b) range (bisected up to NORM_LEVELS
+    times).  The pair problem is symmetric in its two inputs, so a box on the diagonal evaluates only its node
+    pairs i <= j.  The fields are interpolated divided by sqrt(K0_aa K0_bb)^UNITS.
+
+    Certification of a box, each comparison against ``tol`` times the field's scale over the theta-piece at the
+    node pair (`_scale`):
+
+    1. theta: at every node pair of the grid, each piece's interpolant against direct values at the midpoints
+       between its nodes (pieces bisected until they pass, as in `interpolate_pairs`);
+    2. log-norms (grids of 5 nodes and more): the Chebyshev coefficients of the last two degrees in either
+       log-norm, summed, at every theta node (`_norm_tail`); otherwise the next grid, or at once a split of the
+       box when the tail's decay over the grids so far predicts the next grid fails too;
+    3. SAMPLE actual pairs of the box (a fixed draw) against their direct values.
+
+    Returns (values, done); pairs of boxes or pieces that cannot be certified are left to the caller."""
+    def normalised(sa: np.ndarray, sb: np.ndarray, t: np.ndarray) -> dict:
+        got = evaluate(sa, sb, t)
+        return {k: v * np.exp(-UNITS.get(k, 0) * (sa + sb) / 2) for k, v in got.items()}
+
+    names: list[str] = []
+    out: dict[str, np.ndarray] = {}
+    done = np.zeros(theta.shape, dtype=bool)
+    lo, hi = _widen(float(min(s_a.min(), s_b.min())), float(max(s_a.max(), s_b.max())))
+    boxes = [((lo, hi), (lo, hi), 0)]
+    while boxes:
+        span_a, span_b, level = boxes.pop()
+        inside = np.flatnonzero(~done & (s_a >= span_a[0]) & (s_a <= span_a[1]) & (s_b >= span_b[0])
+                                & (s_b <= span_b[1]))
+        if not inside.size:
+            continue
+        fitted = _fit_box(normalised, span_a, span_b, s_a[inside], s_b[inside], theta[inside], tol)
+        if fitted is None:
+            if level < NORM_LEVELS:
+                if span_a == span_b:
+                    mid = (span_a[0] + span_a[1]) / 2
+                    left, right = (span_a[0], mid), (mid, span_a[1])
+                    boxes += [(left, left, level + 1), (left, right, level + 1), (right, right, level + 1)]
+                elif span_a[1] - span_a[0] >= span_b[1] - span_b[0]:
+                    mid = (span_a[0] + span_a[1]) / 2
+                    boxes += [((span_a[0], mid), span_b, level + 1), ((mid, span_a[1]), span_b, level + 1)]
+                else:
+                    mid = (span_b[0] + span_b[1]) / 2
+                    boxes += [(span_a, (span_b[0], mid), level + 1), (span_a, (mid, span_b[1]), level + 1)]
+            continue
+        values, ok = fitted
+        if not names:
+            names = list(values)
+            out = {k: np.empty(theta.shape) for k in names}
+        back = inside[ok]
+        for k in names:
+            out[k][back] = values[k][ok] * np.exp(UNITS.get(k, 0) * (s_a[back] + s_b[back]) / 2)
+        done[back] = True
+    return out, done
+
+
+def _norm_tail(pieces: list, stacked, grid: list, n: int, tol: float) -> float:
+    """How far the grid's interpolant in the two log-norms is from converged, as a ratio (<= 1: converged): the
+    Chebyshev coefficients of its last two degrees in either log-norm (the size of what a finer grid would add,
+    for the geometric decay of an analytic function), summed, over ``tol`` times each field's scale over the
+    piece; the largest over fields, theta nodes and pieces."""
+    x = _lobatto(n)
+    tail = np.zeros((n, n), dtype=bool)
+    tail[n - 2:, :] = True
+    tail[:, n - 2:] = True
+    worst = 0.0
+    for pc in pieces:
+        v = stacked(pc, grid)
+        scales = _row_scales({k: a[:, :NODES].reshape(1, -1) for k, a in v.items()})
+        for k in scales:
+            vals = v[k][:, :NODES].reshape(n, n, NODES)
+            coef = C.chebfit(x, vals.reshape(n, -1), n - 1).reshape(n, n, NODES)  # along s_a
+            coef = C.chebfit(x, coef.transpose(1, 0, 2).reshape(n, -1), n - 1).reshape(n, n, NODES)  # along s_b
+            ratio = np.abs(coef.transpose(1, 0, 2)[tail]).sum(axis=0) / (tol * max(float(scales[k][0]), 1e-300))
+            worst = max(worst, float(ratio.max()))
+    return worst
+
+
+def _fit_box(evaluate, span_a, span_b, s_a, s_b, theta, tol):
+    """One box of `interpolate_norm_pairs`: (values at its pairs, which pairs were certified) or None when the
+    log-norm grids or the sample check fail."""
+    symmetric = span_a == span_b
+    fine = LOBATTO[-1]
+    x = np.cos(np.pi * (np.arange(NODES) + 0.5) / NODES)
+    mid = np.cos(np.pi * np.arange(1, NODES) / NODES)
+    t_all = np.concatenate([x, mid])
+    nodes_a = (span_a[0] + span_a[1]) / 2 + (span_a[1] - span_a[0]) / 2 * _lobatto(fine)
+    nodes_b = (span_b[0] + span_b[1]) / 2 + (span_b[1] - span_b[0]) / 2 * _lobatto(fine)
+    lo_t, hi_t = float(theta.min()), float(theta.max())
+    if hi_t - lo_t < 1e-12:
+        hi_t = lo_t + 1e-12
+    pieces = [(lo_t, hi_t, 0)]
+    bad: list[tuple[float, float]] = []
+    cache: dict = {}  # (piece, i, j) in fine-grid indices -> dict of arrays over t_all
+
+    def key(i: int, j: int) -> tuple[int, int]:
+        return (min(i, j), max(i, j)) if symmetric else (i, j)
+
+    def fill(grid: list, todo_pieces: list) -> None:
+        want = [(pc, key(i, j)) for pc in todo_pieces for i, j in grid if (pc[:2], key(i, j)) not in cache]
+        want = list(dict.fromkeys(want))
+        if not want:
+            return
+        sa = np.concatenate([np.full(t_all.size, nodes_a[ij[0]]) for _, ij in want])
+        sb = np.concatenate([np.full(t_all.size, nodes_b[ij[1]]) for _, ij in want])
+        th = np.concatenate([(pc[0] + pc[1]) / 2 + (pc[1] - pc[0]) / 2 * t_all for pc, _ in want])
+        got = evaluate(sa, sb, th)
+        for w, (pc, ij) in enumerate(want):
+            cache[pc[:2], ij] = {k: v[w * t_all.size:(w + 1) * t_all.size] for k, v in got.items()}
+
+    def stacked(pc, grid_ij) -> dict:
+        rows = [cache[pc[:2], key(i, j)] for i, j in grid_ij]
+        return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
+
+    g = 0
+    tails: list[float] = []
+    while True:
+        n = LOBATTO[g]
+        idx = [i * ((fine - 1) // (n - 1)) for i in range(n)]
+        grid = [(i, j) for i in idx for j in idx]
+        live = [pc for pc in pieces if ((theta >= pc[0]) & (theta <= pc[1])).any()]
+        fill(grid, live)
+        split = False
+        pieces = []
+        for pc in live:
+            v = stacked(pc, grid)
+            scales = _row_scales({k: a[:, :NODES] for k, a in v.items()})
+            good = True
+            for k in scales:
+                coef = C.chebfit(x, v[k][:, :NODES].T, NODES - 1)  # (NODES, grid)
+                err = np.abs(C.chebval(mid, coef) - v[k][:, NODES:])  # (grid, NODES - 1)
+                if np.any(err.max(axis=1) > tol * np.maximum(scales[k], 1e-300)):
+                    good = False
+                    break
+            if good:
+                pieces.append(pc)
+            elif pc[2] < MAX_LEVEL:
+                centre = (pc[0] + pc[1]) / 2
+                pieces += [(pc[0], centre, pc[2] + 1), (centre, pc[1], pc[2] + 1)]
+                split = True
+            else:
+                bad.append(pc[:2])
+        if split:
+            continue
+        if not pieces:
+            return None
+        if g > 0:
+            tails.append(_norm_tail(pieces, stacked, grid, n, tol))
+            if tails[-1] <= 1.0:
+                break
+            # geometric decay: from this grid to the next the degree doubles; if the tail's decay so far
+            # predicts the next grid fails too, split the box now instead of paying for the next grid
+            if len(tails) >= 2 and g + 1 < len(LOBATTO):
+                steps = (LOBATTO[g + 1] - LOBATTO[g]) / (LOBATTO[g] - LOBATTO[g - 1])
+                if tails[-1] * (tails[-1] / max(tails[-2], 1e-300)) ** steps > 1.0:
+                    return None
+        g += 1
+        if g == len(LOBATTO):
+            return None
+
+    # the interpolant of grid n at the pairs
+    La_all = _lagrange(n, _to_unit(s_a, span_a))
+    Lb_all = _lagrange(n, _to_unit(s_b, span_b))
+    values: dict[str, np.ndarray] = {}
+    ok = np.zeros(theta.shape, dtype=bool)
+    for pc in pieces:
+        sel = np.flatnonzero((theta >= pc[0]) & (theta <= pc[1]) & ~ok)
+        if not sel.size:
+            continue
+        v = stacked(pc, grid)
+        t = (theta[sel] - (pc[0] + pc[1]) / 2) / ((pc[1] - pc[0]) / 2)
+        T = C.chebvander(t, NODES - 1)  # (m, NODES)
+        for k, a in v.items():
+            coef = C.chebfit(x, a[:, :NODES].T, NODES - 1).reshape(NODES, n, n)
+            if k not in values:
+                values[k] = np.empty(theta.shape)
+            for c0 in range(0, sel.size, 8192):
+                c = slice(c0, c0 + 8192)
+                inner = np.einsum("mt,tij->mij", T[c], coef)
+                values[k][sel[c]] = np.einsum("mij,mi,mj->m", inner, La_all[sel[c]], Lb_all[sel[c]])
+        ok[sel] = True
+    # the sample of actual pairs against their direct values
+    candidates = np.flatnonzero(ok)
+    if candidates.size:
+        pick = np.sort(np.random.default_rng(0).choice(candidates, min(SAMPLE, candidates.size), replace=False))
+        direct = evaluate(s_a[pick], s_b[pick], theta[pick])
+        near_a = np.argmin(np.abs(_to_unit(s_a[pick], span_a)[:, None] - _lobatto(n)[None, :]), axis=1)
+        near_b = np.argmin(np.abs(_to_unit(s_b[pick], span_b)[:, None] - _lobatto(n)[None, :]), axis=1)
+        for q, p_i in enumerate(pick):
+            pc = next(pc for pc in pieces if pc[0] <= theta[p_i] <= pc[1])
+            row = cache[pc[:2], key(idx[near_a[q]], idx[near_b[q]])]
+            scales = _row_scales({k: a[:NODES] for k, a in row.items()})
+            for k in scales:
+                if abs(values[k][p_i] - direct[k][q]) > tol * max(float(scales[k]), 1e-300):
+                    return None
+        for k in values:
+            values[k][pick] = direct[k]
+    return values, ok

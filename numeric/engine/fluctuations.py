@@ -273,6 +273,8 @@ def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamm
     bar = _progress_bar(len(iu), progress)
     if collapse:
         iu, ju = _collapsed(net, K0, diag, iu, ju, out, used, pair_ladder, rtol, bar)
+        if len(iu) >= COLLAPSE_NORMS_MIN_PAIRS:
+            iu, ju = _collapsed_norms(net, K0, diag, iu, ju, out, used, pair_ladder, rtol, bar)
     first = _ladder_start(pair_ladder, np.diagonal(used)[iu], np.diagonal(used)[ju])
     for k0 in np.unique(first):
         group = np.flatnonzero(first == k0)
@@ -293,6 +295,9 @@ def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamm
 
 #: pairs of one norm-class pair from which the angle interpolation (`fluctuation_collapse`) is used
 COLLAPSE_MIN_PAIRS = 512
+#: pairs of inputs of unequal norms from which the log-norm and angle interpolation is used (its grids cost a few
+#: hundred to a few thousand pair recursions)
+COLLAPSE_NORMS_MIN_PAIRS = 2048
 #: inputs whose K^(0)_aa agree to this relative tolerance form one norm class
 CLASS_RTOL = 1e-12
 
@@ -354,10 +359,12 @@ def _collapsed(net: _Network, K0: np.ndarray, diag: np.ndarray, iu: np.ndarray, 
     reps, cls = _norm_classes(diag)
     ca, cb = np.minimum(cls[iu], cls[ju]), np.maximum(cls[iu], cls[ju])
     left = np.ones(len(iu), dtype=bool)
-    for c1, c2 in {(int(x), int(y)) for x, y in zip(ca, cb)}:
-        members = np.flatnonzero((ca == c1) & (cb == c2))
-        if len(members) < COLLAPSE_MIN_PAIRS:
-            continue
+    # class pairs with enough members, found by one sort (a scan per class pair is O(P^4) for all-distinct norms)
+    code = ca * len(reps) + cb
+    uniq, counts = np.unique(code, return_counts=True)
+    for c in uniq[counts >= COLLAPSE_MIN_PAIRS]:
+        c1, c2 = divmod(int(c), len(reps))
+        members = np.flatnonzero(code == c)
         a, b = iu[members], ju[members]
         r0 = np.clip(K0[a, b] / np.sqrt(diag[a] * diag[b]), -1.0, 1.0)
         theta = np.arccos(r0)
@@ -390,6 +397,65 @@ def _collapsed(net: _Network, K0: np.ndarray, diag: np.ndarray, iu: np.ndarray, 
         left[sel] = False
         if bar is not None:
             bar.update(len(sel))
+    return iu[left], ju[left]
+
+
+def _collapsed_norms(net: _Network, K0: np.ndarray, diag: np.ndarray, iu: np.ndarray, ju: np.ndarray, out: dict,
+                     used: np.ndarray, ladder: list, rtol: float, bar) -> tuple[np.ndarray, np.ndarray]:
+    """Fill the remaining pairs (inputs of unequal norms) from interpolants in (log K0_aa, log K0_bb, angle)
+    (`fluctuation_collapse.interpolate_norm_pairs`, certified to 1e-2 rtol of each field's scale); return the
+    pairs left to the direct route (angles within THETA_FLOOR of 0 or pi, uncertified boxes or pieces)."""
+    from resprop.numeric.engine import fluctuation_collapse as fc
+
+    theta = np.arccos(np.clip(K0[iu, ju] / np.sqrt(diag[iu] * diag[ju]), -1.0, 1.0))
+    inner = np.flatnonzero((theta > fc.THETA_FLOOR) & (theta < np.pi - fc.THETA_FLOOR))
+    if not inner.size:
+        return iu, ju
+    s = np.log(diag)
+    a, b = iu[inner], ju[inner]
+    s_a, s_b = np.minimum(s[a], s[b]), np.maximum(s[a], s[b])
+    need = int(np.diagonal(used).max())
+    rungs = ladder[int(_ladder_start(ladder, np.array([need]), np.array([need]))[0]):]
+
+    def evaluate(sa: np.ndarray, sb: np.ndarray, t: np.ndarray, rungs=rungs) -> tuple[dict, int]:
+        ka, kb = np.exp(sa), np.exp(sb)
+        kab = np.cos(t) * np.sqrt(ka * kb)
+        block = np.stack([np.stack([ka, kab], -1), np.stack([kab, kb], -1)], -2)
+        values = {k: np.empty(len(t)) for k in _FIELDS}
+        n_max = 0
+        for start in range(0, len(t), BATCH):
+            part, n_used = _pair_values(net, block[start:start + BATCH], rungs, rtol)
+            for k in _FIELDS:
+                values[k][start:start + BATCH] = part[k]
+            n_max = max(n_max, int(n_used.max()))
+        return values, n_max
+
+    # One channel count for every evaluation: values truncated at different counts differ by up to rtol, a
+    # jump no interpolant certified to 1e-2 rtol can follow.  The count is the ladder's answer on a probe of
+    # the corners and the centre of the (s_a, s_b) range at five angles spanning the pairs'.
+    lo, hi = float(s_a.min()), float(s_b.max())
+    corners = [(lo, lo), (lo, hi), (hi, hi), ((lo + hi) / 2, (lo + hi) / 2)]
+    angles = np.quantile(theta[inner], [0.0, 0.25, 0.5, 0.75, 1.0])
+    probe_a = np.repeat([c[0] for c in corners], angles.size)
+    probe_b = np.repeat([c[1] for c in corners], angles.size)
+    _, n_fixed = evaluate(probe_a, probe_b, np.tile(angles, len(corners)))
+
+    def fixed(sa: np.ndarray, sb: np.ndarray, t: np.ndarray) -> dict:
+        return evaluate(sa, sb, t, rungs=[n_fixed])[0]
+
+    values, done = fc.interpolate_norm_pairs(fixed, s_a, s_b, theta[inner], tol=1e-2 * rtol)
+    sel = inner[done]
+    pa, pb = iu[sel], ju[sel]
+    for name in _FIELDS:
+        v = values[name][done]
+        if name.endswith("truncation"):
+            v = np.abs(v)
+        out[name][pa, pb] = out[name][pb, pa] = v
+    used[pa, pb] = used[pb, pa] = n_fixed
+    if bar is not None:
+        bar.update(len(sel))
+    left = np.ones(len(iu), dtype=bool)
+    left[sel] = False
     return iu[left], ju[left]
 
 
