@@ -198,7 +198,7 @@ def interpolate_norm_pairs(evaluate: Callable[[np.ndarray, np.ndarray, np.ndarra
     return out, done
 
 
-def _norm_tail(pieces: list, stacked, grid: list, n: int, tol: float) -> float:
+def _norm_tail(pieces: list, stacked: Callable[[tuple, list], dict], grid: list, n: int, tol: float) -> float:
     """How far the grid's interpolant in the two log-norms is from converged, as a ratio (<= 1: converged): the
     Chebyshev coefficients of its last two degrees in either log-norm (the size of what a finer grid would add,
     for the geometric decay of an analytic function), summed, over ``tol`` times each field's scale over the
@@ -220,7 +220,9 @@ def _norm_tail(pieces: list, stacked, grid: list, n: int, tol: float) -> float:
     return worst
 
 
-def _fit_box(evaluate, span_a, span_b, s_a, s_b, theta, tol):
+def _fit_box(evaluate: Callable[[np.ndarray, np.ndarray, np.ndarray], dict], span_a: tuple[float, float],
+             span_b: tuple[float, float], s_a: np.ndarray, s_b: np.ndarray, theta: np.ndarray, tol: float
+             ) -> tuple[dict, np.ndarray] | None:
     """One box of `interpolate_norm_pairs`: (values at its pairs, which pairs were certified) or None when the
     log-norm grids or the sample check fail."""
     symmetric = span_a == span_b

@@ -387,17 +387,23 @@ def _collapsed(net: _Network, K0: np.ndarray, diag: np.ndarray, iu: np.ndarray, 
 
         values, done = fc.interpolate_pairs(evaluate, theta[inner], tol=1e-2 * rtol)
         sel = members[inner][done]
-        pa, pb = iu[sel], ju[sel]
-        for name in _FIELDS:
-            v = values[name][done]
-            if name.endswith("truncation"):
-                v = np.abs(v)
-            out[name][pa, pb] = out[name][pb, pa] = v
-        used[pa, pb] = used[pb, pa] = n_max[0]
+        _store_interpolated(out, used, iu[sel], ju[sel], values, done, n_max[0])
         left[sel] = False
         if bar is not None:
             bar.update(len(sel))
     return iu[left], ju[left]
+
+
+def _store_interpolated(out: dict, used: np.ndarray, pa: np.ndarray, pb: np.ndarray, values: dict,
+                        done: np.ndarray, channels: int) -> None:
+    """Write the certified interpolated values (``values[name][done]``) to the pairs (pa, pb) of the symmetric
+    results; the interpolated truncation estimates as magnitudes."""
+    for name in _FIELDS:
+        v = values[name][done]
+        if name.endswith("truncation"):
+            v = np.abs(v)
+        out[name][pa, pb] = out[name][pb, pa] = v
+    used[pa, pb] = used[pb, pa] = channels
 
 
 def _collapsed_norms(net: _Network, K0: np.ndarray, diag: np.ndarray, iu: np.ndarray, ju: np.ndarray, out: dict,
@@ -445,13 +451,7 @@ def _collapsed_norms(net: _Network, K0: np.ndarray, diag: np.ndarray, iu: np.nda
 
     values, done = fc.interpolate_norm_pairs(fixed, s_a, s_b, theta[inner], tol=1e-2 * rtol)
     sel = inner[done]
-    pa, pb = iu[sel], ju[sel]
-    for name in _FIELDS:
-        v = values[name][done]
-        if name.endswith("truncation"):
-            v = np.abs(v)
-        out[name][pa, pb] = out[name][pb, pa] = v
-    used[pa, pb] = used[pb, pa] = n_fixed
+    _store_interpolated(out, used, iu[sel], ju[sel], values, done, n_fixed)
     if bar is not None:
         bar.update(len(sel))
     left = np.ones(len(iu), dtype=bool)
