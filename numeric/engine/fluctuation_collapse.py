@@ -32,10 +32,36 @@ MAX_LEVEL = 12
 CERTIFIED = ("variance", "law_variance", "closure_variance", "mean_shift", "closure_mean_shift")
 
 
-def _scale(name: str, values: dict) -> float:
-    if name in ("mean_shift", "closure_mean_shift"):
-        return float(np.max(np.abs(values[name])) + np.sqrt(np.max(np.abs(values["variance"]))))
-    return float(np.max(np.abs(values[name])))
+#: Chebyshev points of the first kind in (-1, 1) (a piece's nodes) and the points between them (its check points)
+_X = np.cos(np.pi * (np.arange(NODES) + 0.5) / NODES)
+_MID = np.cos(np.pi * np.arange(1, NODES) / NODES)
+
+
+def _row_scales(values: dict) -> dict:
+    """The scale of each certified field over the last axis of its values (..., points): the largest |value|;
+    for the mean shifts plus sqrt of the largest |variance| (the kernel's own scale: a mean shift may vanish)."""
+    var = np.max(np.abs(values["variance"]), axis=-1)
+    out = {}
+    for name in CERTIFIED:
+        if name not in values:
+            continue
+        out[name] = np.max(np.abs(values[name]), axis=-1)
+        if name in ("mean_shift", "closure_mean_shift"):
+            out[name] = out[name] + np.sqrt(var)
+    return out
+
+
+def _passes_midpoints(at_nodes: dict, at_mid: dict, tol: float) -> bool:
+    """Whether the Chebyshev interpolants through ``at_nodes`` (..., NODES) agree with ``at_mid`` (..., NODES - 1)
+    to ``tol`` of each certified field's scale over its row's nodes."""
+    scales = _row_scales(at_nodes)
+    for k, scale in scales.items():
+        rows = at_nodes[k].reshape(-1, NODES)
+        coef = C.chebfit(_X, rows.T, NODES - 1)  # (NODES, rows)
+        err = np.abs(C.chebval(_MID, coef) - at_mid[k].reshape(-1, NODES - 1))  # (rows, NODES - 1)
+        if np.any(err.max(axis=1) > tol * np.maximum(np.reshape(scale, -1), 1e-300)):
+            return False
+    return True
 
 
 def interpolate_pairs(evaluate: Callable[[np.ndarray], dict], theta: np.ndarray, tol: float
@@ -51,26 +77,21 @@ def interpolate_pairs(evaluate: Callable[[np.ndarray], dict], theta: np.ndarray,
     if hi - lo < 1e-12:
         hi = lo + 1e-12
     stack = [(lo, hi, 0)]
-    x = np.cos(np.pi * (np.arange(NODES) + 0.5) / NODES)  # Chebyshev points of the first kind in (-1, 1)
-    mid = np.cos(np.pi * np.arange(1, NODES) / NODES)  # the points between them
     while stack:
         a, b, level = stack.pop()
         inside = (theta >= a) & (theta <= b) & ~done
         if not inside.any():
             continue
         half, centre = (b - a) / 2, (a + b) / 2
-        at_nodes = evaluate(centre + half * x)
-        at_mid = evaluate(centre + half * mid)
+        at_nodes = evaluate(centre + half * _X)
+        at_mid = evaluate(centre + half * _MID)
         if names is None:
             names = list(at_nodes)
             out = {k: np.empty(theta.shape) for k in names}
-        coef = {k: C.chebfit(x, at_nodes[k], NODES - 1) for k in names}
-        good = all(np.max(np.abs(C.chebval(mid, coef[k]) - at_mid[k])) <= tol * max(_scale(k, at_nodes), 1e-300)
-                   for k in CERTIFIED if k in coef)
-        if good:
+        if _passes_midpoints(at_nodes, at_mid, tol):
             t = (theta[inside] - centre) / half
             for k in names:
-                out[k][inside] = C.chebval(t, coef[k])
+                out[k][inside] = C.chebval(t, C.chebfit(_X, at_nodes[k], NODES - 1))
             done |= inside
         elif level < MAX_LEVEL:
             stack += [(a, centre, level + 1), (centre, b, level + 1)]
@@ -112,20 +133,6 @@ def _lagrange(n: int, x: np.ndarray) -> np.ndarray:
     return L
 
 
-def _row_scales(values: dict) -> dict:
-    """`_scale` per row: values are arrays (..., points), the scale of each field over its last axis."""
-    var = np.max(np.abs(values["variance"]), axis=-1)
-    out = {}
-    for name in CERTIFIED:
-        if name not in values:
-            continue
-        if name in ("mean_shift", "closure_mean_shift"):
-            out[name] = np.max(np.abs(values[name]), axis=-1) + np.sqrt(var)
-        else:
-            out[name] = np.max(np.abs(values[name]), axis=-1)
-    return out
-
-
 def _to_unit(s: np.ndarray, span: tuple[float, float]) -> np.ndarray:
     lo, hi = span
     return np.clip((2 * s - (lo + hi)) / (hi - lo), -1.0, 1.0)
@@ -148,7 +155,7 @@ def interpolate_norm_pairs(evaluate: Callable[[np.ndarray, np.ndarray, np.ndarra
     pairs i <= j.  The fields are interpolated divided by sqrt(K0_aa K0_bb)^UNITS.
 
     Certification of a box, each comparison against ``tol`` times the field's scale over the theta-piece at the
-    node pair (`_scale`):
+    node pair (`_row_scales`):
 
     1. theta: at every node pair of the grid, each piece's interpolant against direct values at the midpoints
        between its nodes (pieces bisected until they pass, as in `interpolate_pairs`);
@@ -227,16 +234,13 @@ def _fit_box(evaluate: Callable[[np.ndarray, np.ndarray, np.ndarray], dict], spa
     log-norm grids or the sample check fail."""
     symmetric = span_a == span_b
     fine = LOBATTO[-1]
-    x = np.cos(np.pi * (np.arange(NODES) + 0.5) / NODES)
-    mid = np.cos(np.pi * np.arange(1, NODES) / NODES)
-    t_all = np.concatenate([x, mid])
+    t_all = np.concatenate([_X, _MID])
     nodes_a = (span_a[0] + span_a[1]) / 2 + (span_a[1] - span_a[0]) / 2 * _lobatto(fine)
     nodes_b = (span_b[0] + span_b[1]) / 2 + (span_b[1] - span_b[0]) / 2 * _lobatto(fine)
     lo_t, hi_t = float(theta.min()), float(theta.max())
     if hi_t - lo_t < 1e-12:
         hi_t = lo_t + 1e-12
     pieces = [(lo_t, hi_t, 0)]
-    bad: list[tuple[float, float]] = []
     cache: dict = {}  # (piece, i, j) in fine-grid indices -> dict of arrays over t_all
 
     def key(i: int, j: int) -> tuple[int, int]:
@@ -268,24 +272,15 @@ def _fit_box(evaluate: Callable[[np.ndarray, np.ndarray, np.ndarray], dict], spa
         fill(grid, live)
         split = False
         pieces = []
-        for pc in live:
+        for pc in live:  # a piece failing at MAX_LEVEL is dropped: its pairs stay with the caller
             v = stacked(pc, grid)
-            scales = _row_scales({k: a[:, :NODES] for k, a in v.items()})
-            good = True
-            for k in scales:
-                coef = C.chebfit(x, v[k][:, :NODES].T, NODES - 1)  # (NODES, grid)
-                err = np.abs(C.chebval(mid, coef) - v[k][:, NODES:])  # (grid, NODES - 1)
-                if np.any(err.max(axis=1) > tol * np.maximum(scales[k], 1e-300)):
-                    good = False
-                    break
-            if good:
+            if _passes_midpoints({k: a[:, :NODES] for k, a in v.items()}, {k: a[:, NODES:] for k, a in v.items()},
+                                 tol):
                 pieces.append(pc)
             elif pc[2] < MAX_LEVEL:
                 centre = (pc[0] + pc[1]) / 2
                 pieces += [(pc[0], centre, pc[2] + 1), (centre, pc[1], pc[2] + 1)]
                 split = True
-            else:
-                bad.append(pc[:2])
         if split:
             continue
         if not pieces:
@@ -317,7 +312,7 @@ def _fit_box(evaluate: Callable[[np.ndarray, np.ndarray, np.ndarray], dict], spa
         t = (theta[sel] - (pc[0] + pc[1]) / 2) / ((pc[1] - pc[0]) / 2)
         T = C.chebvander(t, NODES - 1)  # (m, NODES)
         for k, a in v.items():
-            coef = C.chebfit(x, a[:, :NODES].T, NODES - 1).reshape(NODES, n, n)
+            coef = C.chebfit(_X, a[:, :NODES].T, NODES - 1).reshape(NODES, n, n)
             if k not in values:
                 values[k] = np.empty(theta.shape)
             for c0 in range(0, sel.size, 8192):

@@ -223,11 +223,8 @@ def _pair_projection(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angular:
     fhat = full[:, hb.alphas[:, 0], :, :, hb.alphas[:, 1]]  # (n, B, 2, 2): advanced indices first
     fhat = np.moveaxis(fhat, 0, -1)
     # E[F_cd F_ef] from S_r = sum_q1 w1 p1^r: the entries are p0^(4 - r) S_r, r the number of p1 factors
-    pw = w1.copy()
-    S = []
-    for _ in range(5):
-        S.append(pw.sum(axis=2))
-        pw = pw * p1
+    S = list(g.sum(axis=3).transpose(2, 0, 1))  # r = 0, 1, 2 from the weight rows
+    S += [(g[:, :, 2] * p1).sum(axis=2), (g[:, :, 2] * p1 * p1).sum(axis=2)]
     moments = np.stack([(w0 * p0 ** (4 - r) * S[r]).sum(axis=1) for r in range(5)], axis=-1)  # (B, 5)
     count = np.array([0, 1, 1, 2])  # p1 factors of F_00, F_01, F_10, F_11
     covTT = moments[:, count[:, None] + count[None, :]].reshape(B, 2, 2, 2, 2)

@@ -280,7 +280,7 @@ def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamm
         group = np.flatnonzero(first == k0)
         for start in range(0, len(group), BATCH):
             a, b = iu[group[start:start + BATCH]], ju[group[start:start + BATCH]]
-            block = np.stack([np.stack([K0[a, a], K0[a, b]], -1), np.stack([K0[a, b], K0[b, b]], -1)], -2)
+            block = _pair_block(K0[a, a], K0[b, b], K0[a, b])
             values, n_used = _pair_values(net, block, pair_ladder[int(k0):], rtol)
             for name in fields:
                 out[name][a, b] = out[name][b, a] = values[name]
@@ -321,6 +321,11 @@ def _norm_classes(diag: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             reps.append(float(diag[i]))
         cls[i] = len(reps) - 1
     return np.array(reps), cls
+
+
+def _pair_block(k_aa: np.ndarray, k_bb: np.ndarray, k_ab: np.ndarray) -> np.ndarray:
+    """A batch of two-input kernels (B, 2, 2) from its entries."""
+    return np.stack([np.stack([k_aa, k_ab], -1), np.stack([k_ab, k_bb], -1)], -2)
 
 
 def _pair_values(net: _Network, block: np.ndarray, ladder: list, rtol: float) -> tuple[dict, np.ndarray]:
@@ -379,8 +384,7 @@ def _collapsed(net: _Network, K0: np.ndarray, diag: np.ndarray, iu: np.ndarray, 
 
         def evaluate(t: np.ndarray, ka=ka, kb=kb, n_max=n_max, rungs=rungs) -> dict:
             kab = np.cos(t) * np.sqrt(ka * kb)
-            block = np.stack([np.stack([np.full_like(t, ka), kab], -1), np.stack([kab, np.full_like(t, kb)], -1)],
-                             -2)
+            block = _pair_block(np.full_like(t, ka), np.full_like(t, kb), kab)
             values, n_used = _pair_values(net, block, rungs, rtol)
             n_max[0] = max(n_max[0], int(n_used.max()))
             return values
@@ -425,8 +429,7 @@ def _collapsed_norms(net: _Network, K0: np.ndarray, diag: np.ndarray, iu: np.nda
 
     def evaluate(sa: np.ndarray, sb: np.ndarray, t: np.ndarray, rungs=rungs) -> tuple[dict, int]:
         ka, kb = np.exp(sa), np.exp(sb)
-        kab = np.cos(t) * np.sqrt(ka * kb)
-        block = np.stack([np.stack([ka, kab], -1), np.stack([kab, kb], -1)], -2)
+        block = _pair_block(ka, kb, np.cos(t) * np.sqrt(ka * kb))
         values = {k: np.empty(len(t)) for k in _FIELDS}
         n_max = 0
         for start in range(0, len(t), BATCH):
