@@ -73,3 +73,77 @@ def test_packed_tables_are_reused_and_change_nothing():
     RK._PACKED.clear()
     third = call()
     assert np.array_equal(first, second) and np.array_equal(first, third)
+
+
+@pytest.mark.parametrize("act, equal", [("tanh", True), ("tanh", False), ("erf", False)])
+def test_a_call_leaves_no_reference_cycles(act, equal):
+    """Nothing a call builds is kept alive by a reference cycle: a cycle (the diagonal moments' callbacks once held
+    their own object) keeps every block's data until the garbage collector runs, which tracemalloc counted in the
+    peak (tanh, P = 200: ~60 KiB above a 313 KiB output)."""
+    import gc
+
+    X = _rows(48, equal, seed=5)
+    resprop.kernel(X, act, 12, 1.25, 0.05, branch_scale=0.3, ntk=True)  # warm: caches filled outside the count
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        resprop.kernel(X, act, 12, 1.25, 0.05, branch_scale=0.3, ntk=True)
+        gc.collect()
+        kinds = sorted({type(o).__name__ for o in gc.garbage})
+        n = len(gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert n == 0, f"{n} objects in reference cycles: {kinds}"
+
+
+def test_the_general_path_holds_one_layer_of_hermite_data_beside_the_output():
+    """tanh on inputs of unequal norm (the general path, `dual_tables.general_data` per layer): the peak is at most
+    the output + 10% + the largest single layer's Hermite data + the work arrays of one piece per thread (two
+    float64 buffers and the series' level and row arrays, budgeted at 3 x 8 bytes an element of
+    ``GENERAL_PIECE``).  A layer's data is built and held one at a time once it passes the block's share.  Before,
+    two layers built at once, their build temporaries and pieces of STRIP elements came to the output + 47-65%
+    at P = 1000 (BENCHMARKS.md); this bound is 26% here, the measured peak ~20%."""
+    from resprop.numeric.engine import dual_tables
+    from resprop.numeric.engine import residual_kernel as RK
+
+    P = 1000
+    X = np.random.default_rng(2).standard_normal((P, 100)) * np.sqrt(0.05 / 1.25)  # Gaussian rows: norms spread
+    largest = [0]
+    original = dual_tables.general_data
+
+    def recording(*args, **kwargs):
+        data = original(*args, **kwargs)
+        held = [a if a.base is None else a.base for a in (data.coefT, data.logtail_f, data.logtail_g, data.values)
+                if a is not None]
+        largest[0] = max(largest[0], sum(a.nbytes for a in held))
+        return data
+
+    dual_tables.general_data = recording
+    try:
+        extra = _peak_over_output_of(lambda: resprop.kernel(X, "tanh", 12, 1.25, 0.05, branch_scale=0.1))
+    finally:
+        dual_tables.general_data = original
+    out_bytes = 8 * P * P
+    assert largest[0] > 0, "the general path did not run"
+    pieces = RK.workers() * RK.GENERAL_PIECE * 3 * 8
+    allowed = 0.10 * out_bytes + largest[0] + pieces
+    assert extra * out_bytes <= allowed, \
+        f"peak is the output + {100 * extra:.1f}%, allowed {100 * allowed / out_bytes:.1f}% (one layer's data " \
+        f"{100 * largest[0] / out_bytes:.1f}%, pieces {100 * pieces / out_bytes:.1f}%)"
+
+
+def _peak_over_output_of(call) -> float:
+    import gc
+
+    call()
+    call()
+    gc.collect()
+    tracemalloc.start()
+    base, _ = tracemalloc.get_traced_memory()
+    out = call()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return (peak - base) / out.nbytes - 1

@@ -170,7 +170,14 @@ def check_activation(activation) -> CheckedActivation:
     exp(c x^2)-like growth (log|phi(x)| / x^2 > 1e-6 at |x| = 1e4: Gaussian expectations infinite at the
     variances used); |phi| > 1e150 on [-1, 1] (phi^2 overflows float64)."""
     expr = parse(activation)
-    return _check(sp.srepr(expr))
+    return _check(cache_key(expr))
+
+
+@functools.lru_cache(maxsize=1024)
+def cache_key(expr: sp.Basic) -> str:
+    """``sp.srepr(expr)``, the key of the activation caches, printed once per expression: the engine asks for it
+    per layer, and SymPy's printer allocates (and its caches keep) ~1 KiB a call."""
+    return sp.srepr(expr)
 
 
 @functools.lru_cache(maxsize=256)

@@ -247,7 +247,7 @@ def _normalise(expr: sp.Expr | str) -> sp.Expr:
 def activation(expr: sp.Expr | str) -> Activation:
     """The compiled activation of a SymPy expression in x (cached on ``sp.srepr``), checked by
     ``activation_check.check_activation`` (piecewise ones belong to ``piecewise_duals``)."""
-    from resprop.numeric.engine.activation_check import check_activation
+    from resprop.numeric.engine.activation_check import cache_key, check_activation
 
     checked = check_activation(_normalise(expr))
     if checked.piecewise:
@@ -255,7 +255,7 @@ def activation(expr: sp.Expr | str) -> Activation:
                                            f"{list(checked.breakpoints) or 'a lattice'}): the Hermite tables need a "
                                            "smooth phi; piecewise activations go through "
                                            "resprop.numeric.engine.piecewise_duals (resprop.kernel does this)")
-    return _activation(sp.srepr(checked.expr))
+    return _activation(cache_key(checked.expr))
 
 
 @functools.cache
@@ -371,6 +371,10 @@ def _hermite_coefficients(act: Activation, d: Array, K: int, estimate: bool = Tr
     return out, err
 
 
+#: values per pass of the diagonal moments' graded rule (`_diag_moments`)
+MOMENT_CHUNK = 32
+
+
 def _diag_moments(act: Activation, d: Array) -> tuple[Array, Array, Array]:
     """E[phi(u)^2], E[phi'(u)^2] for u ~ N(0, d) (d a 1-D array of distinct values > 0), and the relative error
     estimate of each (the difference to the rule with every panel halved).
@@ -385,11 +389,15 @@ def _diag_moments(act: Activation, d: Array) -> tuple[Array, Array, Array]:
     def sq(fn: Fn) -> Fn:
         return lambda u: fn(u) ** 2
 
-    out, err = [], np.zeros(d.size)
-    for fn in (act.phi, act.dphi):
-        full, fine = expect1(sq(fn), d), expect1(sq(fn), d, refined=True)
-        err = np.maximum(err, np.abs(full - fine) / np.maximum(np.abs(fine), 1e-300))
-        out.append(fine)
+    out, err = np.empty((2, d.size)), np.zeros(d.size)
+    # MOMENT_CHUNK values at a time: the rule's temporaries are (values x ~60 nodes), and every value's sum is its
+    # own row's, so the chunks give the same bits as one pass with O(MOMENT_CHUNK) memory instead of O(P)
+    for lo in range(0, d.size, MOMENT_CHUNK):
+        part = slice(lo, lo + MOMENT_CHUNK)
+        for i, fn in enumerate((act.phi, act.dphi)):
+            full, fine = expect1(sq(fn), d[part]), expect1(sq(fn), d[part], refined=True)
+            err[part] = np.maximum(err[part], np.abs(full - fine) / np.maximum(np.abs(fine), 1e-300))
+            out[i, part] = fine
     return out[0], out[1], err
 
 
@@ -416,6 +424,14 @@ def _moments_at(act: Activation, values: Array) -> tuple[Array, Array, Array]:
     return F[:, 0], F[:, 1], F[:, 2]
 
 
+@functools.lru_cache(maxsize=4096)
+def _moments_of_one(key: str, d: float) -> tuple[float, float, float]:
+    """`_moments_at` at the one variance d (activation ``key``), cached: a warm run on equal norms computes none,
+    and its peak memory no longer holds the rule's temporaries (~1e3 nodes x a few arrays)."""
+    m_phi, m_dphi, err = _moments_at(_activation(key), np.array([d]))
+    return float(m_phi[0]), float(m_dphi[0]), float(err[0])
+
+
 def diagonal(expr: sp.Expr | str, d) -> tuple[Array, Array]:
     """(E[phi(u)^2], E[phi'(u)^2]) for u ~ N(0, d), elementwise over the array ``d`` (variances > 0).
 
@@ -427,7 +443,10 @@ def diagonal(expr: sp.Expr | str, d) -> tuple[Array, Array]:
     if arr.size and not (np.all(np.isfinite(arr)) and np.all(arr > 0)):
         raise ParameterError("d", "variances must be finite and > 0")
     values, inverse = np.unique(arr.reshape(-1), return_inverse=True)
-    m_phi, m_dphi, err = _moments_at(act, values)
+    if values.size == 1:  # one variance (equal norms: one per layer), cached like the tables of one variance
+        m_phi, m_dphi, err = (np.array([v]) for v in _moments_of_one(act.key, float(values[0])))
+    else:
+        m_phi, m_dphi, err = _moments_at(act, values)
     if np.any(~(err <= 1e-12)):
         bad = values[~(err <= 1e-12)]
         raise ParameterError("d", f"E[phi^2], E[phi'^2] of {act.expr} are not resolved to 1e-12 at variances "
@@ -1001,7 +1020,9 @@ def _series_length(act: Activation, values: Array, m_phi: Array, m_dphi: Array, 
     returns (K computed, coefficients (K + 1, n_values), indices k where every tail is certified, whether the
     coefficients were interpolated).  ``probe``: the coefficients evaluated at every value (a few values), else
     `_coefficients_at`.  The tails are computed in blocks of TAIL_ROWS values (two blocks of temporaries)."""
+    coef = None
     while True:
+        coef = None  # the last try's coefficients go before the next are built (not two sets at once)
         if probe:
             coef, interpolated = _hermite_coefficients(act, values, K, estimate=False)[0].T, False
         else:
@@ -1015,7 +1036,7 @@ def _series_length(act: Activation, values: Array, m_phi: Array, m_dphi: Array, 
 
 
 #: values per block of the tails' temporaries in `_series_length` and `_diag_data`
-TAIL_ROWS = 512
+TAIL_ROWS = 128
 
 
 def _tail_summary(coefT: Array, m_phi: Array, m_dphi: Array, values: Array, K: int, interpolated: bool,
@@ -1050,10 +1071,14 @@ def _tail_summary(coefT: Array, m_phi: Array, m_dphi: Array, values: Array, K: i
 def _tail_slack(coefT: Array, m_phi: Array, m_dphi: Array, values: Array, K: int, amp: Array, tau: float
                 ) -> tuple[Array, Array]:
     """The interpolation's allowance added to the relative tails of f and of g, per value (see `_relative_tails`)."""
-    absc = np.abs(coefT)
     k = np.arange(K + 1, dtype=float)
-    slack_f = (2 * tau * amp * absc.sum(axis=0) + (K + 1) * (tau * amp) ** 2) / np.maximum(m_phi, 1e-300)
-    slack_g = ((2 * tau * amp * (k @ absc) + K * (K + 1) / 2 * (tau * amp) ** 2)
+    sum_abs, k_abs = np.empty(values.size), np.empty(values.size)
+    for lo in range(0, values.size, TAIL_ROWS):  # |a_k| a block of values at a time, not a copy of all of them
+        absc = np.abs(coefT[:, lo:lo + TAIL_ROWS])
+        sum_abs[lo:lo + TAIL_ROWS] = absc.sum(axis=0)
+        k_abs[lo:lo + TAIL_ROWS] = k @ absc
+    slack_f = (2 * tau * amp * sum_abs + (K + 1) * (tau * amp) ** 2) / np.maximum(m_phi, 1e-300)
+    slack_g = ((2 * tau * amp * k_abs + K * (K + 1) / 2 * (tau * amp) ** 2)
                / np.maximum(m_dphi * values, 1e-300))
     return slack_f, slack_g
 
@@ -1103,7 +1128,13 @@ def _diag_data(act: Activation, values: Array, rtol: float, moments: tuple[Array
     K = 65
     if values.size > 2 * K_PROBE:  # the K that a spread of the values needs, on those values alone (cheap)
         probe = np.unique(np.linspace(0, values.size - 1, K_PROBE).round().astype(np.intp))
-        K = _series_length(act, values[probe], m_phi[probe], m_dphi[probe], tol, K, k_max, probe=True)[0]
+        K_probe, _, ok_probe, _ = _series_length(act, values[probe], m_phi[probe], m_dphi[probe], tol, K, k_max,
+                                                 probe=True)
+        # start where the probe's tails certified (its values span the range, the extremes included), a rung of
+        # the ladder above it, not at the probe's whole length: the coefficients of all values are (K + 1) x P,
+        # and tanh at K_aa ~ 1 needs 18 rows of the 66 computed (at P = 1000, 0.5 MiB of temporaries per layer);
+        # if some value's tails are not certified there, `_series_length` raises K as before
+        K = min(K_probe, _ladder(int(ok_probe[0]) + 2, 16)) if ok_probe.size else K_probe
     K_top, coef, ok, interpolated = _series_length(act, values, m_phi, m_dphi, tol, K, k_max)
     K = int(ok[0]) if ok.size else K_top
     ladder = tuple(lv for lv in K_LADDER if lv < K) + (K,)

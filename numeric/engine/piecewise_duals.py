@@ -46,7 +46,7 @@ import sympy as sp
 from scipy.special import ndtr
 
 from resprop.derive.activations import x as X
-from resprop.numeric.engine.activation_check import CheckedActivation, check_activation
+from resprop.numeric.engine.activation_check import CheckedActivation, cache_key, check_activation
 from resprop.numeric.engine.validation import ParameterError
 
 Array = np.ndarray
@@ -286,7 +286,7 @@ def _duals(key: str) -> PiecewiseDuals:
 
 def duals(expr) -> PiecewiseDuals:
     """The (cached) PiecewiseDuals of an activation (text or SymPy expression)."""
-    return _duals(sp.srepr(check_activation(expr).expr))
+    return _duals(cache_key(check_activation(expr).expr))
 
 
 # --------------------------------------------------------------------------- the dual_tables interface
@@ -336,7 +336,7 @@ def _table(key: str, d_a: float, d_b: float) -> PairTable:
 def build_table(expr, d_a: float, d_b: float, rtol: float = 1e-10) -> PairTable:
     """The table of one (d_a, d_b) (``rtol`` is accepted for the interface; the route gives ~1e-12)."""
     _variances("d_a, d_b", [d_a, d_b])
-    return _table(sp.srepr(check_activation(expr).expr), float(d_a), float(d_b))
+    return _table(cache_key(check_activation(expr).expr), float(d_a), float(d_b))
 
 
 def mean_phi_phi_general(expr, K_aa, K_bb, K_ab, out_phi: Array, out_dphi: Array | None = None,
@@ -344,7 +344,7 @@ def mean_phi_phi_general(expr, K_aa, K_bb, K_ab, out_phi: Array, out_dphi: Array
     """E[phi(u) phi(v)] (and E[phi'(u) phi'(v)], NaN for a discontinuous phi) elementwise over arrays."""
     K_aa, K_bb, K_ab = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (K_aa, K_bb, K_ab)))
     _variances("K_aa, K_bb", np.concatenate([K_aa.reshape(-1), K_bb.reshape(-1)]))
-    key = sp.srepr(check_activation(expr).expr)
+    key = cache_key(check_activation(expr).expr)
     pairs = np.stack([K_aa.reshape(-1), K_bb.reshape(-1)], axis=1)
     uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
@@ -378,7 +378,7 @@ class GeneralData:
 def general_data(expr, values, rtol: float = 1e-10, cache: bool = True) -> GeneralData:
     """The data of the general path for the diagonal values ``values`` (deduplicated, sorted)."""
     vals = np.unique(_variances("K_aa", np.asarray(values, dtype=float).reshape(-1)))
-    key = sp.srepr(check_activation(expr).expr)
+    key = cache_key(check_activation(expr).expr)
     _duals(key).pieces(float(vals.max()))  # refuses a too-large variance now
     return GeneralData(key, vals)
 

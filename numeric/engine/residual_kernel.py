@@ -79,6 +79,13 @@ EQUAL_DIAGONAL_RTOL = 1e-13
 #: bytes of general-path diagonal data (Hermite coefficients of every diagonal value, per layer) held at once:
 #: with unequal diagonals a block of layers ends when its data would exceed it
 GENERAL_BYTES = 8 * 2**20
+#: and within GENERAL_SHARE of one P^2 float64 array (a block ends after the layer that passes it: at least one
+#: layer's data is held, ~0.2-0.9 MiB at P = 1000 for tanh)
+GENERAL_SHARE = 0.05
+#: elements per piece of a tile on the general path (the NumPy tabulated recursion): its temporaries are a few
+#: arrays of a piece per thread, ~1.2 MiB a thread in pieces of STRIP (tanh, P = 1000: 15% of the output); the
+#: series costs ~100 ns an element, so the smaller pieces' Python calls cost little; no effect on the results
+GENERAL_PIECE = 16384
 #: series terms per diagonal value assumed when choosing that block (tanh at K_aa ~ 1-3 needs ~310)
 GENERAL_TERMS = 384
 #: target relative error of the tabulated expectations (rho tables and the general path's series)
@@ -265,7 +272,12 @@ class _Tables:
         # the tables' budget applies from MIN_BLOCK layers on: a block costs ~1 ms of Python and table set-up, which
         # one- or two-layer blocks at small P would pay every layer
         while n < L and (n == 0 or (nbytes <= budget and (tbytes <= table_budget or n < MIN_BLOCK))):
-            batch = range(n, min(L, n + step))
+            # general-path data a layer at a time while a batch of ``step`` more would pass the budget (two layers
+            # built at once held twice the data and its build temporaries: tanh, P = 1000, the output + 29% against
+            # + 20% one at a time, in the same time); rho tables in batches (their first build is the slow part)
+            general = not _equal_diagonal(diag[n])
+            width = step if not general or (n > 0 and nbytes * (n + step) / n <= budget) else 1
+            batch = range(n, min(L, n + width))
             built = (list(pool.map(lambda l: self._layer(l, diag[l]), batch)) if pool
                      else [self._layer(l, diag[l]) for l in batch])
             for entry in built:
@@ -419,14 +431,22 @@ class _DiagonalMoments:
         return (hit[1], hit[2]) if hit is not None and np.array_equal(hit[0], values) else None
 
     def _callback(self, which: int) -> Callable:
-        duals = _duals_module(self.expr)
+        # the closure holds the dict and the expression, not self: self -> callbacks -> closure -> self would be a
+        # reference cycle, and every block's moments would then live until the garbage collector ran (~60 KiB of
+        # a small tanh run's peak)
+        duals, expr, by_layer = _duals_module(self.expr), self.expr, self.by_layer
 
         def callback(l, K, out):
-            values, inverse = np.unique(K, return_inverse=True)
-            hit = self.by_layer.get(l)
+            if _equal_diagonal(K):  # one value, as `_Tables` takes one table at the mean: the rule's temporaries
+                # (values x ~10^3 nodes) for the few ulp-distinct values of unit-norm inputs were most of a small
+                # run's memory above its output (tanh, P = 200: ~90 KiB against a 313 KiB output)
+                values, inverse = np.array([float(np.mean(K))]), np.zeros(K.size, dtype=np.intp)
+            else:
+                values, inverse = np.unique(K, return_inverse=True)
+            hit = by_layer.get(l)
             if hit is None or not np.array_equal(hit[0], values):
-                hit = (values, *duals.diagonal(self.expr, values))
-                self.by_layer[l] = hit
+                hit = (values, *duals.diagonal(expr, values))
+                by_layer[l] = hit
             out[...] = hit[which][inverse].reshape(K.shape)
             return out
         return callback
@@ -589,10 +609,11 @@ class Schedule:
                 out = diag_fn(self.d.copy(), *((self.sd.copy(),) if two else ()), gb, wb, sb, record=keep,
                               **_used(diag_fn, known.callbacks if known is not None else {}))
                 d_next, sd_next = (out if two else (out, None))
+                del keep  # its defaults hold the diagonals: they go with ``rows`` below when the fused kernels run
             built = None
             if self.rec.expr is not None:
                 built = _Tables(self.rec.expr, rows, self.pool, self.n_workers, moments=known,
-                                budget=1 << 62 if forced else None,
+                                budget=1 << 62 if forced else min(GENERAL_BYTES, int(GENERAL_SHARE * 8 * P * P)),
                                 table_budget=1 << 62 if forced else int(TABLE_SHARE * 8 * P * P))
                 if built.n_layers < stop - start:  # the general data or the tables filled their budget
                     nb = built.n_layers
@@ -802,7 +823,8 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
                 K_view = K_out[r0:r1, c0:c1]
                 S_view = S_out[r0:r1, c0:c1] if two else None
                 if recorder is None:
-                    run_block_pieces(blk, rec, mode, t, K_view, S_view)
+                    run_block_pieces(blk, rec, mode, t, K_view, S_view,
+                                     GENERAL_PIECE if blk.prepared is None and blk.tables is not None else None)
                     return None
                 K_new, S_new = run_block(blk, rec, mode, t, K_view, S_view, recorder)
                 _store(K_view, K_new)

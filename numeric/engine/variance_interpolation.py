@@ -29,6 +29,9 @@ N_MAX = 257
 MIN_VALUES = 96
 #: values per call of the direct evaluation (bounds its temporaries)
 DIRECT_CHUNK = 512
+#: values per barycentric matrix when the interpolant is evaluated (bounds its temporaries; no effect on results
+#: beyond round-off)
+INTERPOLATION_CHUNK = 128
 
 
 def _lobatto(n: int) -> Array:
@@ -57,10 +60,35 @@ def _barycentric_matrix(nodes: Array, weights: Array, t: Array) -> Array:
 
 def _direct(evaluate: Callable[[Array], Array], values: Array, transpose: bool) -> Array:
     """evaluate at every value, DIRECT_CHUNK values per call (the callers' rules hold (chunk x nodes) arrays)."""
-    parts = [np.asarray(evaluate(values[lo:lo + DIRECT_CHUNK])) for lo in range(0, values.size, DIRECT_CHUNK)]
-    if transpose:
-        return np.ascontiguousarray(np.concatenate(parts, axis=0).T)
-    return np.concatenate(parts, axis=0)
+    out = None
+    for lo in range(0, values.size, DIRECT_CHUNK):
+        part = np.asarray(evaluate(values[lo:lo + DIRECT_CHUNK]))
+        if out is None:  # written in place: no list of parts and no concatenated copy beside the result
+            out = np.empty((part.shape[1], values.size) if transpose else (values.size, part.shape[1]))
+        if transpose:
+            out[:, lo:lo + part.shape[0]] = part.T
+        else:
+            out[lo:lo + part.shape[0]] = part
+    if out is None:  # no values
+        empty = np.asarray(evaluate(values))
+        return np.ascontiguousarray(empty.T) if transpose else empty
+    return out
+
+
+def _interpolate(nodes: Array, F: Array, t: Array, transpose: bool) -> Array:
+    """The interpolant of the node values F (one row per node) at t: (len(t), m), or its transpose; the
+    barycentric matrix is built INTERPOLATION_CHUNK values at a time (it is (values x nodes), with two temporaries
+    of that size: at P = 1000 and 65 nodes, ~1.5 MiB at once), each value's row on its own."""
+    weights = _weights(nodes.size)
+    out = np.empty((F.shape[1], t.size) if transpose else (t.size, F.shape[1]))
+    for lo in range(0, t.size, INTERPOLATION_CHUNK):
+        part = slice(lo, lo + INTERPOLATION_CHUNK)
+        M = _barycentric_matrix(nodes, weights, t[part])
+        if transpose:
+            np.matmul(F.T, M.T, out=out[:, part])
+        else:
+            np.matmul(M, F, out=out[part])
+    return out
 
 
 def on_values(evaluate: Callable[[Array], Array], values: Array, scale: Callable[[Array], Array], tol: float,
@@ -90,6 +118,5 @@ def on_values(evaluate: Callable[[Array], Array], values: Array, scale: Callable
         F_all = np.empty((n2,) + F.shape[1:])
         F_all[0::2], F_all[1::2] = F, F_new
         if np.all(np.abs(predicted - F_new) <= tol * scale(F_new)):
-            M = _barycentric_matrix(fine, _weights(n2), t)
-            return (F_all.T @ M.T if transpose else M @ F_all), n2
+            return _interpolate(fine, F_all, t, transpose), n2
         n, nodes, F = n2, fine, F_all
