@@ -1018,6 +1018,10 @@ def api_cases() -> list[Case]:
         Case("api:Fluctuations.covariance(truncation='yes')", "error", ("truncation",),
              call=lambda: _api("resprop.numeric.engine.fluctuations.fluctuations", [[1.0, 0.5], [0.2, 1.0]],
                                "erf", 1, 64, 1.2, 0.1)().covariance([[0, 1, 0, 1]], truncation="yes")),
+        *[Case(f"api:Fluctuations.covariance(rtol={label})", "error", ("rtol",),
+               call=lambda bad=bad: _api("resprop.numeric.engine.fluctuations.fluctuations", [[1.0, 0.5], [0.2, 1.0]],
+                                         "erf", 1, 64, 1.2, 0.1)().covariance([[0, 1, 0, 1]], rtol=bad))
+          for label, bad in (("0", 0.0), ("1", 1.0), ("negative", -1e-3), ("nan", float("nan")), ("text", "tight"))],
         Case("api:cos_theta_k(0,0,1)", "error", ("alpha", "lam"),
              call=_api("resprop.numeric.theories.lognormal.log_gaussian.cos_theta_k", 0.0, 0.0, 1)),
         Case("api:interlayer_total(width=0)", "error", ("width",),

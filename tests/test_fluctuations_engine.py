@@ -283,16 +283,56 @@ def test_a_subproblem_restricted_to_some_inputs_is_the_smaller_subproblem(activa
         assert np.abs(runs[big].M[-1][k] - runs[small].M[-1]).max() <= 1e-12 * np.abs(runs[small].M[-1]).max()
 
 
-def test_covariance_truncation_estimate_bounds_the_change_with_more_channels():
-    """covariance(..., truncation=True): the estimate |V(N) - V(N/2)| of a 3-input quadruple at the default 12
-    channels bounds its distance to the value at 20 channels (erf, correlated inputs of variance ~1.4)."""
+def test_covariance_truncation_estimates_and_the_three_input_ladder():
+    """3-input quadruples (erf, correlated inputs of variance ~1.4), against the value at the cap, 40 channels:
+    the estimate |V(N) - V(N/2)| at 12 channels bounds the distance to it; the ladder (MANY_INPUT_LADDER) with
+    rtol = 1e-4 ends with every estimate below 1e-4 of its value (at 12 channels they are ~3e-4, so it must
+    climb) and within its estimate of the cap; the default rtol (the result's, 1e-6) climbs further and lands
+    within its own estimate of the cap."""
     X = np.array([[1.0, 0.2, 0.1], [0.9, 0.5, 0.0], [0.7, 0.0, 0.6]]) * 1.1
     F = resprop.fluctuations(X, "erf", 3, 64, 1.2, 0.2)
     quads = [(0, 1, 1, 2), (0, 0, 1, 2), (0, 1, 0, 2)]
-    values, est = F.covariance(quads, truncation=True)
-    assert np.array_equal(values, F.covariance(quads))
-    finer = F.covariance(quads, channels=20)
-    assert np.all(np.abs(values - finer) <= est) and np.all(est > 0)
+    finest = F.covariance(quads, channels=40)
+    values, est = F.covariance(quads, channels=12, truncation=True)
+    assert np.array_equal(values, F.covariance(quads, channels=12))
+    assert np.all(np.abs(values - finest) <= est) and np.all(est > 0)
+    assert np.any(est > 1e-4 * np.abs(values)), "12 channels already converged: the test cannot see the ladder"
+    laddered, est_ladder = F.covariance(quads, truncation=True, rtol=1e-4)
+    assert np.all(est_ladder <= 1e-4 * np.abs(laddered))
+    assert np.all(np.abs(laddered - finest) <= est_ladder)
+    default, est_default = F.covariance(quads, truncation=True)
+    assert np.all(est_default < est_ladder) and np.all(np.abs(default - finest) <= est_default)
+
+
+def test_many_input_second_quantization_is_the_expanded_definition():
+    """Gamma(M) of 3 x 3 and 4 x 4 matrices (the vectorised recursion over the last coordinate of beta) against
+    the definition sqrt(alpha!/beta!) [t^alpha] (M^T t)^beta, the polynomial expanded in exact rationals with
+    SymPy (degrees 1..6, a generic and a singular matrix)."""
+    import sympy as sp
+
+    from resprop.numeric.engine import fluctuation_quadrature as fq
+
+    rng = np.random.default_rng(4)
+    for p, top in ((3, 6), (4, 4)):
+        hb = fq.basis(p, top)
+        generic = np.round(rng.uniform(-1, 1, (p, p)) * 8) / 8
+        singular = generic.copy()
+        singular[:, -1] = singular[:, 0] / 2  # rank p - 1
+        blocks = fq.second_quantization(np.stack([generic, singular]), hb, top)
+        t = sp.symbols(f"t0:{p}")
+        for b, M in enumerate((generic, singular)):
+            Mq = sp.Matrix(p, p, lambda i, j: sp.Rational(float(M[i, j])))
+            forms = [sum(Mq[i, j] * t[i] for i in range(p)) for j in range(p)]  # (M^T t)_j
+            for m in range(1, top + 1):
+                alphas = hb.alphas[hb.by_degree[m]].tolist()
+                for j_beta, beta in enumerate(alphas):
+                    poly = sp.Poly(sp.prod([forms[j] ** beta[j] for j in range(p)]), *t)
+                    fb = math.prod(math.factorial(x) for x in beta)
+                    for i_alpha, alpha in enumerate(alphas):
+                        fa = math.prod(math.factorial(x) for x in alpha)
+                        exact = float(poly.coeff_monomial(tuple(alpha))) * math.sqrt(fa / fb)
+                        got = blocks[m - 1][b, i_alpha, j_beta]
+                        assert abs(got - exact) <= 1e-12 * (1.0 + abs(exact)), (p, b, alpha, beta, got, exact)
 
 
 def test_pair_second_quantization_is_the_expanded_binomial_sum():

@@ -149,38 +149,47 @@ def second_quantization(Mmat: np.ndarray, hb: HermiteBasis, top: int) -> list[np
         return [(Mmat[:, 0, 0] ** m)[:, None, None] for m in range(1, top + 1)]
     if p == 2:
         return _second_quantization_pair(Mmat, hb, top)
-    fact = np.array([math.factorial(k) for k in range(top + 1)], dtype=float)
     blocks = []
-    prev = {(0,) * p: np.ones((B, 1))}  # beta -> coefficients over degree m-1 multi-indices
-    prev_sl = hb.by_degree[0]
+    prev = np.ones((B, 1, 1))
     for m in range(1, top + 1):
-        sl = hb.by_degree[m]
-        alphas = hb.alphas[sl]
-        # position, in degree m-1, of alpha - e_i (or -1)
-        down = np.full((len(alphas), p), -1)
-        for a_i, a in enumerate(alphas):
-            for i in range(p):
-                if a[i] > 0:
-                    b = a.copy()
-                    b[i] -= 1
-                    down[a_i, i] = hb.index[tuple(b)] - prev_sl.start
-        cur = {}
-        block = np.empty((B, len(alphas), len(alphas)))
-        for b_i, beta in enumerate(alphas):
-            j = int(np.nonzero(beta)[0][-1])
-            lower = beta.copy()
-            lower[j] -= 1
-            base = prev[tuple(lower)]  # (B, n_{m-1})
-            coeff = np.zeros((B, len(alphas)))
-            for i in range(p):
-                ok = down[:, i] >= 0
-                coeff[:, ok] += Mmat[:, i, j, None] * base[:, down[ok, i]]
-            cur[tuple(beta)] = coeff
-            scale = np.sqrt(np.prod(fact[alphas], axis=1) / np.prod(fact[beta]))
-            block[:, :, b_i] = coeff * scale
+        rows, sqrt_alpha, last, lower, inv_sqrt_beta = _raising_indices(p, hb.degree, m)
+        # Gamma_m[alpha, beta] = sum_i M[i, j] sqrt(alpha_i) Gamma_(m-1)[alpha - e_i, beta - e_j] / sqrt(beta_j),
+        # j the last nonzero index of beta; row -1 (alpha_i = 0) reads the zero row appended to Gamma_(m-1)
+        padded = np.concatenate([prev, np.zeros((B, 1, prev.shape[2]))], axis=1)[:, :, lower]
+        block = np.zeros((B, len(last), len(last)))
+        for i in range(p):
+            block += padded[:, rows[i], :] * sqrt_alpha[i][None, :, None] * Mmat[:, i, last][:, None, :]
+        block *= inv_sqrt_beta[None, None, :]
         blocks.append(block)
-        prev, prev_sl = cur, sl
+        prev = block
     return blocks
+
+
+@cache
+def _raising_indices(p: int, degree: int, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Index arrays of the degree-m step of `second_quantization` (p >= 3): per coordinate i, the position in
+    degree m - 1 of alpha - e_i (-1 where alpha_i = 0) and sqrt(alpha_i); per beta, its last nonzero coordinate j,
+    the position of beta - e_j in degree m - 1, and 1 / sqrt(beta_j).  With (M^T t)^beta = (M^T t)^(beta - e_j)
+    sum_i M_ij t_i and Gamma_(alpha beta) = sqrt(alpha! / beta!) [t^alpha] (M^T t)^beta this is the recursion
+    Gamma_m[alpha, beta] = sum_i M_ij sqrt(alpha_i / beta_j) Gamma_(m-1)[alpha - e_i, beta - e_j]."""
+    hb = basis(p, degree)
+    start = hb.by_degree[m - 1].start
+    alphas = hb.alphas[hb.by_degree[m]]
+    rows = np.full((hb.p, len(alphas)), -1, dtype=np.int64)
+    for i in range(hb.p):
+        has = alphas[:, i] > 0
+        down = alphas[has].copy()
+        down[:, i] -= 1
+        rows[i, has] = [hb.index[tuple(d)] - start for d in down.tolist()]
+    sqrt_alpha = np.sqrt(alphas.T.astype(float))
+    last = np.array([int(np.nonzero(b)[0][-1]) for b in alphas], dtype=np.int64)
+    lowered = alphas.copy()
+    lowered[np.arange(len(alphas)), last] -= 1
+    lower = np.array([hb.index[tuple(d)] - start for d in lowered.tolist()], dtype=np.int64)
+    inv_sqrt_beta = 1.0 / np.sqrt(alphas[np.arange(len(alphas)), last].astype(float))
+    for a in (rows, sqrt_alpha, last, lower, inv_sqrt_beta):
+        a.setflags(write=False)
+    return rows, sqrt_alpha, last, lower, inv_sqrt_beta
 
 
 def hermite_functions(u: np.ndarray, degree: int) -> np.ndarray:

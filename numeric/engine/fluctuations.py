@@ -28,13 +28,17 @@ from resprop.numeric.engine.fluctuation_recursion import Rule, propagate_subprob
 from resprop.numeric.engine.results import ResultRecord
 
 __all__ = ["fluctuations", "Fluctuations", "trajectory", "Trajectory", "DEFAULT_CHANNELS", "MAX_DEPTH",
-           "MAX_CHANNELS", "LADDER"]
+           "MAX_CHANNELS", "LADDER", "MANY_INPUT_LADDER"]
 
 #: Hermite channels kept per subproblem size p (1 input, a pair, 3 or 4 inputs of ``covariance``)
 DEFAULT_CHANNELS = {1: 48, 2: 24, 3: 12, 4: 8}
-MAX_CHANNELS = {1: 160, 2: 64, 3: 20, 4: 12}
+MAX_CHANNELS = {1: 160, 2: 64, 3: 40, 4: 16}
 #: the channel counts tried, in order, until the truncation estimate is below rtol
 LADDER = (16, 24, 32, 48, 64, 96, 128, 160)
+#: the same for the 3- and 4-input recursions of ``covariance`` (their basis grows as channels^p / p!: one
+#: recursion at depth 6 took ~0.6 s at 12-20 channels, 1.8 s at 32 and 4.8 s at 40 for p = 3; 2.5 s at 12 and 7 s
+#: at 16 for p = 4, on the 2-core dev machine)
+MANY_INPUT_LADDER = {3: (12, 16, 24, 32, 40), 4: (8, 12, 16)}
 #: a fixed-depth O(1/width) theory; beyond this depth the cross-layer terms would need the next order anyway
 MAX_DEPTH = 10_000
 MAX_WIDTH = 10**9
@@ -102,19 +106,26 @@ class Fluctuations(ResultRecord):
         """The standard deviation of K^_ab at this width, sqrt(variance / width)."""
         return np.sqrt(np.maximum(self.variance, 0.0) / self.width)
 
-    def covariance(self, pairs, channels: int | None = None, truncation: bool = False):
+    def covariance(self, pairs, channels: int | None = None, truncation: bool = False, rtol=None):
         """width Cov[K^_ab, K^_cd] at leading order for index quadruples ``pairs`` (M, 4) of ints (a, b, c, d) in
-        [0, P): one recursion on the 1-4 distinct inputs of each quadruple (O(depth) per quadruple; 3 and 4
-        distinct inputs use rotated pair rules (`fluctuation_quadrature`) and ``channels`` default 12 and 8, not
-        raised along the ladder; one or two distinct inputs use the channels of their ``variance`` element, so
-        covariance([(a, b, a, b)]) is variance[a, b] to round-off -- or, for pairs filled by the angle
-        interpolation (``collapse``), within its certification, 1e-2 rtol).
+        [0, P): one recursion on the 1-4 distinct inputs of each quadruple (O(depth) per quadruple).  One or two
+        distinct inputs use the channels of their ``variance`` element, so covariance([(a, b, a, b)]) is
+        variance[a, b] to round-off (or, for pairs filled by the angle interpolation (``collapse``), within its
+        certification, 1e-2 rtol).  Three and four distinct inputs use rotated pair rules
+        (`fluctuation_quadrature`) and raise the channels along MANY_INPUT_LADDER (3 inputs: 12 .. 40, 4 inputs:
+        8 .. 16) until every truncation estimate of the group is below ``rtol`` (default: the result's) of its
+        value, or the ladder ends; ``channels`` fixes the count instead.  The truncation converges slowly there
+        (erf, correlated inputs of variance ~1.4, depth 6: ~1e-3 of the value at 12 channels, 3e-6 at 40 for three
+        inputs; 4e-4 at 16 for four), so at the default rtol the ladder usually ends at its cap: pass a larger
+        ``rtol`` where that accuracy is not needed (a Monte Carlo check, say).
 
         ``truncation=True`` returns (values, estimates): per quadruple |V(N) - V(N/2)|, the same channel-truncation
-        estimate as ``variance_truncation`` (at 3-4 inputs ~1e-3 of the value for strongly correlated inputs)."""
+        estimate as ``variance_truncation`` (an upper bound of |V(N) - V(cap)| in every case measured)."""
         P = self.nngp.shape[0]
         q = _quadruples(pairs, P)
         truncation = V.flag("truncation", truncation)
+        tol = self.rtol if rtol is None else V.scalar("rtol", rtol, lambda name, v: V.interval(
+            name, v, 0.0, 1.0, False, False, "(0, 1)"))
         out = np.empty(len(q))
         est = np.empty(len(q))
         groups: dict[tuple[int, ...], list[int]] = {}
@@ -124,15 +135,22 @@ class Fluctuations(ResultRecord):
         for inputs, rows in groups.items():
             p = len(inputs)
             # one or two inputs: the channels their element of ``variance`` used, so the two agree to round-off
-            n_ch = _channels(channels, p) if channels is not None or p > 2 else int(self.channels[inputs[0],
-                                                                                               inputs[-1]])
+            if channels is not None or p <= 2:
+                ladder = [_channels(channels, p) if channels is not None or p > 2 else
+                          int(self.channels[inputs[0], inputs[-1]])]
+            else:
+                ladder = list(MANY_INPUT_LADDER[p])
             K0 = net.K0[np.ix_(inputs, inputs)][None]
-            res = _run(net, K0, n_ch, mean_shift=False)
             where = {a: i for i, a in enumerate(inputs)}
-            for k in rows:
-                a, b, c, d = (where[int(t)] for t in q[k])
-                out[k] = res.V["full"][0, a, b, c, d]
-                est[k] = abs(res.V["full"][0, a, b, c, d] - res.V["low"][0, a, b, c, d])
+            local = [tuple(where[int(t)] for t in q[k]) for k in rows]
+            for n_ch in ladder:
+                res = _run(net, K0, n_ch, mean_shift=False)
+                full = np.array([res.V["full"][(0,) + idx] for idx in local])
+                low = np.array([res.V["low"][(0,) + idx] for idx in local])
+                if np.all(np.abs(full - low) <= tol * np.abs(full)):
+                    break
+            out[rows] = full
+            est[rows] = np.abs(full - low)
         return (out, est) if truncation else out
 
 
