@@ -44,6 +44,10 @@ MAX_DEPTH = 10_000
 MAX_WIDTH = 10**9
 #: pairs per batch of the two-input recursion (an internal setting: results do not depend on it)
 BATCH = 48
+#: the angles (quantiles of the pairs') at which the interpolated routes probe the channel ladder once: every
+#: evaluation of an interpolant then uses that one count (values truncated at different counts differ by up to
+#: rtol, a jump that no interpolant certified to 1e-2 rtol can follow)
+PROBE_QUANTILES = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
 @dataclass(frozen=True)
@@ -395,21 +399,21 @@ def _collapsed(net: _Network, K0: np.ndarray, diag: np.ndarray, iu: np.ndarray, 
         if not inner.any():
             continue
         ka, kb = float(reps[c1]), float(reps[c2])
-        n_max = [0]
         diag_need = np.diagonal(used)
         k0 = int(_ladder_start(ladder, np.array([diag_need[a].max()]), np.array([diag_need[b].max()]))[0])
-        rungs = ladder[k0:]
 
-        def evaluate(t: np.ndarray, ka=ka, kb=kb, n_max=n_max, rungs=rungs) -> dict:
+        def evaluate(t: np.ndarray, rungs: list, ka=ka, kb=kb) -> tuple[dict, int]:
             kab = np.cos(t) * np.sqrt(ka * kb)
             block = _pair_block(np.full_like(t, ka), np.full_like(t, kb), kab)
             values, n_used = _pair_values(net, block, rungs, rtol)
-            n_max[0] = max(n_max[0], int(n_used.max()))
-            return values
+            return values, int(n_used.max())
 
-        values, done = fc.interpolate_pairs(evaluate, theta[inner], tol=1e-2 * rtol)
+        # one channel count for every evaluation, as in `_collapsed_norms`: the ladder's answer at the probe angles
+        _, n_fixed = evaluate(np.quantile(theta[inner], PROBE_QUANTILES), ladder[k0:])
+        values, done = fc.interpolate_pairs(lambda t, n=n_fixed: evaluate(t, [n])[0], theta[inner],
+                                            tol=1e-2 * rtol)
         sel = members[inner][done]
-        _store_interpolated(out, used, iu[sel], ju[sel], values, done, n_max[0])
+        _store_interpolated(out, used, iu[sel], ju[sel], values, done, n_fixed)
         left[sel] = False
         if bar is not None:
             bar.update(len(sel))
@@ -462,7 +466,7 @@ def _collapsed_norms(net: _Network, K0: np.ndarray, diag: np.ndarray, iu: np.nda
     # the corners and the centre of the (s_a, s_b) range at five angles spanning the pairs'.
     lo, hi = float(s_a.min()), float(s_b.max())
     corners = [(lo, lo), (lo, hi), (hi, hi), ((lo + hi) / 2, (lo + hi) / 2)]
-    angles = np.quantile(theta[inner], [0.0, 0.25, 0.5, 0.75, 1.0])
+    angles = np.quantile(theta[inner], PROBE_QUANTILES)
     probe_a = np.repeat([c[0] for c in corners], angles.size)
     probe_b = np.repeat([c[1] for c in corners], angles.size)
     _, n_fixed = evaluate(probe_a, probe_b, np.tile(angles, len(corners)))
