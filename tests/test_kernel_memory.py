@@ -15,7 +15,11 @@ import resprop
 
 
 def _peak_over_output(X, act, depth, ntk, **kw) -> float:
-    call = lambda: resprop.kernel(X, act, depth, 1.25, 0.05, branch_scale=0.1, ntk=ntk, **kw)  # noqa: E731
+    return _peak_over_output_of(lambda: resprop.kernel(X, act, depth, 1.25, 0.05, branch_scale=0.1, ntk=ntk, **kw))
+
+
+def _peak_over_output_of(call) -> float:
+    """tracemalloc's peak of a warm call above what was allocated before it, over the bytes it returned."""
     call()  # warm: compiled kernels loaded, tables cached (twice: the caches of the diagonal moments settle too)
     call()
     gc.collect()
@@ -24,7 +28,7 @@ def _peak_over_output(X, act, depth, ntk, **kw) -> float:
     out = call()
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    nbytes = sum(a.nbytes for a in (out if ntk else (out,)))
+    nbytes = sum(a.nbytes for a in (out if isinstance(out, tuple) else (out,)))
     return (peak - base) / nbytes - 1
 
 
@@ -80,8 +84,6 @@ def test_a_call_leaves_no_reference_cycles(act, equal):
     """Nothing a call builds is kept alive by a reference cycle: a cycle (the diagonal moments' callbacks once held
     their own object) keeps every block's data until the garbage collector runs, which tracemalloc counted in the
     peak (tanh, P = 200: ~60 KiB above a 313 KiB output)."""
-    import gc
-
     X = _rows(48, equal, seed=5)
     resprop.kernel(X, act, 12, 1.25, 0.05, branch_scale=0.3, ntk=True)  # warm: caches filled outside the count
     gc.collect()
@@ -133,17 +135,3 @@ def test_the_general_path_holds_one_layer_of_hermite_data_beside_the_output():
     assert extra * out_bytes <= allowed, \
         f"peak is the output + {100 * extra:.1f}%, allowed {100 * allowed / out_bytes:.1f}% (one layer's data " \
         f"{100 * largest[0] / out_bytes:.1f}%, pieces {100 * pieces / out_bytes:.1f}%)"
-
-
-def _peak_over_output_of(call) -> float:
-    import gc
-
-    call()
-    call()
-    gc.collect()
-    tracemalloc.start()
-    base, _ = tracemalloc.get_traced_memory()
-    out = call()
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    return (peak - base) / out.nbytes - 1
