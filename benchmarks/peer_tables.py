@@ -87,7 +87,9 @@ def kernel_engine_table(rec: dict, machine: dict) -> str:
             dev = (f64 or o["nt_f32"])["deviation"]
             n32 = len(o["nt_f32"]["times_s"])
             rows.append("| " + " | ".join([
-                f"{act} P={P[1:]} L={L[1:]} {mode.upper()}", cfg.get("inputs", "equal norms"),
+                f"{act} P={P[1:]} L={L[1:]} {mode.upper()}", cfg.get("inputs", "equal norms") + (
+                    f" (re-measured {cfg['measured_at']}, resprop {cfg.get('resprop_commit', '?')})"
+                    if "measured_at" in cfg and cfg.get("resprop_commit") else ""),
                 _s(o["resprop"]["median_s"]),
                 _s(o["layered"]["median_s"]) if "layered" in o else "–",
                 _s(o["numpy"]["median_s"]) if "numpy" in o else "–",
@@ -107,6 +109,12 @@ def kernel_engine_table(rec: dict, machine: dict) -> str:
                         for name, r in (rec.get("fastest_route") or {}).items())
     targets = "; ".join(f"{k}: {t['measured']:.3g} ({t['goal']}: {'met' if t['met'] else 'NOT met'})"
                         for k, t in rec.get("targets", {}).items())
+    paired = rec.get("gelu_over_erf")
+    if paired:
+        when = rec.get("gelu_over_erf_measured_at", rec.get("timestamp", ""))
+        targets = (f"GELU / erf time measured in pairs ({when}; erf and GELU back to back in each of "
+                   f"{len(next(iter(paired.values()))['ratios'])} rounds, the median of the rounds' ratios): "
+                   + "; ".join(f"{k}: {r['ratio_median']:.3f}" for k, r in paired.items()) + ". " + targets)
     return "\n".join([_provenance(rec, machine), "", head, *rows, "",
                       f"tanh at matched accuracy (NT `ElementwiseNumerical` float64, P = {m['P']}, L = {m['depth']}, "
                       f"NNGP; resprop {_s(m['resprop_median_s'])}): {acc}.", "",
