@@ -79,8 +79,8 @@ EQUAL_DIAGONAL_RTOL = 1e-13
 #: bytes of general-path diagonal data (Hermite coefficients of every diagonal value, per layer) held at once:
 #: with unequal diagonals a block of layers ends when its data would exceed it
 GENERAL_BYTES = 8 * 2**20
-#: and within GENERAL_SHARE of one P^2 float64 array (a block ends after the layer that passes it: at least one
-#: layer's data is held, ~0.2-0.9 MiB at P = 1000 for tanh)
+#: and, in memory (`propagate`), within GENERAL_SHARE of one P^2 float64 array (a block ends after the layer that
+#: passes it: at least one layer's data is held, ~0.2-0.9 MiB at P = 1000 for tanh)
 GENERAL_SHARE = 0.05
 #: elements per piece of a tile on the general path (the NumPy tabulated recursion): its temporaries are a few
 #: arrays of a piece per thread, ~1.2 MiB a thread in pieces of STRIP (tanh, P = 1000: 15% of the output); the
@@ -547,10 +547,15 @@ class Schedule:
 
     def __init__(self, d0: np.ndarray, sd0: np.ndarray | None, sequences: tuple[np.ndarray, np.ndarray, np.ndarray],
                  mode: str, rec: ActivationRecursions, block: int, pool: ThreadPoolExecutor | None = None,
-                 n_workers: int = 1, bounds: list[tuple[int, int]] | None = None, keep_rows: bool = False) -> None:
+                 n_workers: int = 1, bounds: list[tuple[int, int]] | None = None, keep_rows: bool = False,
+                 general_budget: int | None = None) -> None:
         #: ``bounds``: the (start, stop) of the first blocks, as another process's schedule chose them (a Dask
         #: worker follows the driver's blocks whatever its own budgets say)
         self.bounds = bounds
+        #: bytes of general-path data per block (GENERAL_BYTES by default; `propagate`, whose output is in memory,
+        #: also bounds it by GENERAL_SHARE of the output; a store's state is on disk, and each extra block there
+        #: costs a pass over the store)
+        self.general_budget = GENERAL_BYTES if general_budget is None else general_budget
         #: keep every block's per-layer diagonals (``Block.rows``, ``srow``) even when the fused kernels do not
         #: need them (the layers are recorded: the NumPy kernels run and the diagonals are written out)
         self.keep_rows = keep_rows
@@ -613,7 +618,7 @@ class Schedule:
             built = None
             if self.rec.expr is not None:
                 built = _Tables(self.rec.expr, rows, self.pool, self.n_workers, moments=known,
-                                budget=1 << 62 if forced else min(GENERAL_BYTES, int(GENERAL_SHARE * 8 * P * P)),
+                                budget=1 << 62 if forced else self.general_budget,
                                 table_budget=1 << 62 if forced else int(TABLE_SHARE * 8 * P * P))
                 if built.n_layers < stop - start:  # the general data or the tables filled their budget
                     nb = built.n_layers
@@ -809,7 +814,8 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
     pool = ThreadPoolExecutor(n_workers) if n_workers > 1 else None
     bar = _progress_bar(L * len(tiles)) if progress else None
     schedule = Schedule(np.diagonal(K_out), np.diagonal(S_out) if two else None, sequences, mode, rec, block, pool,
-                        n_workers, keep_rows=record_layers)
+                        n_workers, keep_rows=record_layers,
+                        general_budget=min(GENERAL_BYTES, int(GENERAL_SHARE * 8 * P * P)))
     # BLAS (the general path's Hermite coefficients, ~P x 400 x 400 per layer) runs one thread: our pool already
     # uses the cores, and two-thread OpenBLAS measured 3-10x slower per call on a loaded 2-core machine
     blas = one_blas_thread() if rec.expr is not None else contextlib.nullcontext()
