@@ -410,8 +410,11 @@ def _collapsed(net: _Network, K0: np.ndarray, diag: np.ndarray, iu: np.ndarray, 
 
         # one channel count for every evaluation, as in `_collapsed_norms`: the ladder's answer at the probe angles
         _, n_fixed = evaluate(np.quantile(theta[inner], PROBE_QUANTILES), ladder[k0:])
-        values, done = fc.interpolate_pairs(lambda t, n=n_fixed: evaluate(t, [n])[0], theta[inner],
-                                            tol=1e-2 * rtol)
+
+        def fixed(t: np.ndarray, n: int = n_fixed) -> dict:
+            return evaluate(t, [n])[0]
+
+        values, done = fc.interpolate_pairs(fixed, theta[inner], tol=1e-2 * rtol)
         sel = members[inner][done]
         _store_interpolated(out, used, iu[sel], ju[sel], values, done, n_fixed)
         left[sel] = False
