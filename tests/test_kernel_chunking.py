@@ -90,6 +90,8 @@ settings_strategy = st.fixed_dictionaries({
     "max_table_pairs": st.sampled_from([1, 16, 64]),
     "equal_rtol": st.sampled_from([1e-13, 1e-11]),
     "general_bytes": st.sampled_from([1, 1 << 16, 64 << 20]),
+    "general_share": st.sampled_from([0.0, 0.05, 1.0]),
+    "general_piece": st.sampled_from([1, 40, 16384]),
     "series_backend": st.sampled_from(["auto", "numpy", "compiled"]),
     "group": st.sampled_from([1, 3, 64, 1000]),
     "tail_rows": st.sampled_from([1, 5, 512]),
@@ -109,6 +111,8 @@ def test_internal_settings_do_not_change_the_kernel(monkeypatch, act, equal, mod
         m.setattr(RK, "workers", lambda: cfg["workers"])
         m.setattr(RK, "THREAD_MIN", cfg["thread_min"])
         m.setattr(RK, "GENERAL_BYTES", cfg["general_bytes"])
+        m.setattr(RK, "GENERAL_SHARE", cfg["general_share"])
+        m.setattr(RK, "GENERAL_PIECE", cfg["general_piece"])
         m.setattr(RK, "EQUAL_DIAGONAL_RTOL", cfg["equal_rtol"])
         _fresh_table_cache(m, cfg["table_cache"])
         m.setattr(dt, "_DIAG_CACHE_BYTES", cfg["diag_cache_bytes"])
@@ -174,7 +178,7 @@ def test_interpolation_in_variance_and_series_backend_do_not_change_the_kernel(m
     """P = 300 distinct diagonal values: the per-layer Hermite coefficients and E[phi^2], E[phi'^2] interpolated
     in log d (the default) against evaluated at every value, and the compiled series against NumPy's, in every
     combination: the same kernels to 1e-13 of the largest entry (interpolation) and bit for bit (backend).  The
-    node counts of the interpolation (N_START) and the probe for the series length vary too."""
+    node counts of the interpolation (N_START), its chunks and the probe for the series length vary too."""
     X = _inputs(300, False, seed=3)
     runs = {}
     for min_values in (2, 10**9):
@@ -188,6 +192,7 @@ def test_interpolation_in_variance_and_series_backend_do_not_change_the_kernel(m
             m.setattr(variance_interpolation, "MIN_VALUES", 2)
             m.setattr(variance_interpolation, "N_START", n_start)
             m.setattr(variance_interpolation, "DIRECT_CHUNK", chunk)
+            m.setattr(variance_interpolation, "INTERPOLATION_CHUNK", chunk)
             m.setattr(dt, "K_PROBE", k_probe)
             K, T = _run(X, act, 4, "ntk", 65536, None)
         _close(K, runs[2, "compiled"][0], f"{act} K, N_START {n_start}")

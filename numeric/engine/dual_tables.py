@@ -371,10 +371,6 @@ def _hermite_coefficients(act: Activation, d: Array, K: int, estimate: bool = Tr
     return out, err
 
 
-#: values per pass of the diagonal moments' graded rule (`_diag_moments`)
-MOMENT_CHUNK = 32
-
-
 def _diag_moments(act: Activation, d: Array) -> tuple[Array, Array, Array]:
     """E[phi(u)^2], E[phi'(u)^2] for u ~ N(0, d) (d a 1-D array of distinct values > 0), and the relative error
     estimate of each (the difference to the rule with every panel halved).
@@ -389,15 +385,11 @@ def _diag_moments(act: Activation, d: Array) -> tuple[Array, Array, Array]:
     def sq(fn: Fn) -> Fn:
         return lambda u: fn(u) ** 2
 
-    out, err = np.empty((2, d.size)), np.zeros(d.size)
-    # MOMENT_CHUNK values at a time: the rule's temporaries are (values x ~60 nodes), and every value's sum is its
-    # own row's, so the chunks give the same bits as one pass with O(MOMENT_CHUNK) memory instead of O(P)
-    for lo in range(0, d.size, MOMENT_CHUNK):
-        part = slice(lo, lo + MOMENT_CHUNK)
-        for i, fn in enumerate((act.phi, act.dphi)):
-            full, fine = expect1(sq(fn), d[part]), expect1(sq(fn), d[part], refined=True)
-            err[part] = np.maximum(err[part], np.abs(full - fine) / np.maximum(np.abs(fine), 1e-300))
-            out[i, part] = fine
+    out, err = [], np.zeros(d.size)
+    for fn in (act.phi, act.dphi):
+        full, fine = expect1(sq(fn), d), expect1(sq(fn), d, refined=True)
+        err = np.maximum(err, np.abs(full - fine) / np.maximum(np.abs(fine), 1e-300))
+        out.append(fine)
     return out[0], out[1], err
 
 
@@ -1020,7 +1012,6 @@ def _series_length(act: Activation, values: Array, m_phi: Array, m_dphi: Array, 
     returns (K computed, coefficients (K + 1, n_values), indices k where every tail is certified, whether the
     coefficients were interpolated).  ``probe``: the coefficients evaluated at every value (a few values), else
     `_coefficients_at`.  The tails are computed in blocks of TAIL_ROWS values (two blocks of temporaries)."""
-    coef = None
     while True:
         coef = None  # the last try's coefficients go before the next are built (not two sets at once)
         if probe:

@@ -139,9 +139,10 @@ class Fluctuations(ResultRecord):
         for inputs, rows in groups.items():
             p = len(inputs)
             # one or two inputs: the channels their element of ``variance`` used, so the two agree to round-off
-            if channels is not None or p <= 2:
-                ladder = [_channels(channels, p) if channels is not None or p > 2 else
-                          int(self.channels[inputs[0], inputs[-1]])]
+            if channels is not None:
+                ladder = [_channels(channels, p)]
+            elif p <= 2:
+                ladder = [int(self.channels[inputs[0], inputs[-1]])]
             else:
                 ladder = list(MANY_INPUT_LADDER[p])
             K0 = net.K0[np.ix_(inputs, inputs)][None]

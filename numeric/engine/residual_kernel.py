@@ -748,12 +748,15 @@ def _rescaled(block: Block, K_new: np.ndarray, S_new: np.ndarray | None) -> tupl
 
 def run_block_pieces(block: Block, rec: ActivationRecursions, mode: str, tile: Tile, K_state: np.ndarray,
                      S_state: np.ndarray | None, target: int | None = None) -> None:
-    """`run_block` on a tile in pieces of rows of at most ``target`` (default STRIP) elements, in place in the
+    """`run_block` on a tile in pieces of rows of at most ``target`` elements (default STRIP; GENERAL_PIECE on the
+    general path, the NumPy tabulated recursion, whose pieces' work arrays are per thread), in place in the
     float64 arrays K_state (and S_state): the recursion's temporaries stay cache-sized whatever the tile (a
     2048 x 2048 tile in one piece ran 2.5x slower); the same numbers, element by element."""
     r0, r1, c0, c1 = tile
     n = c1 - c0
-    h = max(1, (STRIP if target is None else target) // max(n, 1))
+    if target is None:
+        target = GENERAL_PIECE if block.prepared is None and block.tables is not None else STRIP
+    h = max(1, target // max(n, 1))
     for a in range(0, r1 - r0, h):
         b = min(r1 - r0, a + h)
         K_view = K_state[a:b]
@@ -829,8 +832,7 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
                 K_view = K_out[r0:r1, c0:c1]
                 S_view = S_out[r0:r1, c0:c1] if two else None
                 if recorder is None:
-                    run_block_pieces(blk, rec, mode, t, K_view, S_view,
-                                     GENERAL_PIECE if blk.prepared is None and blk.tables is not None else None)
+                    run_block_pieces(blk, rec, mode, t, K_view, S_view)
                     return None
                 K_new, S_new = run_block(blk, rec, mode, t, K_view, S_view, recorder)
                 _store(K_view, K_new)
