@@ -335,7 +335,7 @@ def test_fischer_engine_route_equals_the_cumulant_route(P, theta, activation):
     against the fourth cumulants and forward substitution of the quadrature route, layers 0-3, every element of
     Cov(C^(l), C^(m)) and Cov(K^(l)): two algorithms, agreeing to the quadrature's accuracy (~1e-5 relative for the
     cross-layer cumulants of strongly correlated layers, module docstring of fischer/multi_input.py) plus, at P = 3,
-    three times the engine's own truncation estimate (its fixed 12 channels)."""
+    three times the engine's own truncation estimate (at the end of its channel ladder)."""
     from resprop.numeric.engine.fluctuations import trajectory
     from resprop.numeric.theories.fischer import multi_input as F
 
@@ -349,6 +349,31 @@ def test_fischer_engine_route_equals_the_cumulant_route(P, theta, activation):
     for a, b in ((e.cov_C, q.cov_C), (e.cov_K, q.cov_K)):
         assert np.abs(a - b).max() <= (2e-5 + 3 * est) * np.abs(b).max()
     assert np.abs(e.cov_C[0]).max() == 0.0 and np.abs(e.cov_C[:, 0]).max() == 0.0  # C^(0) is data
+
+
+def test_fischer_three_inputs_take_the_engine_and_four_correlated_inputs_fall_back():
+    """route="auto" at P = 3 runs the engine, its channels climbed along MANY_INPUT_LADDER (12 channels, the old
+    fixed count, leave ~1e-3 here), and lands within 2e-5 (the quadrature's accuracy) plus its own truncation
+    estimate of the independent cumulant route, every element of Cov(C^(l), C^(m)) and Cov(K^(l)); with the
+    estimate above AUTO_RTOL (set below any estimate here) "auto" returns the cumulant route's numbers instead."""
+    from resprop.numeric.engine import fluctuations as EF
+    from resprop.numeric.theories.fischer import multi_input as F
+
+    _, K0 = _fischer_inputs(3, np.pi / 4)
+    a = F.multi_input_fluctuations(K0, 2, 300, activation="erf", **FIG2)
+    q = F.multi_input_fluctuations(K0, 2, 300, activation="erf", route="quadrature", **FIG2)
+    assert a.route == "engine" and q.route == "quadrature" and q.truncation is None
+    assert a.channels > 12 and 0 < a.truncation <= EF.AUTO_RTOL
+    for x, y in ((a.cov_C, q.cov_C), (a.cov_K, q.cov_K)):
+        assert np.abs(x - y).max() <= (2e-5 + a.truncation) * np.abs(y).max()
+    old = EF.AUTO_RTOL
+    try:
+        EF.AUTO_RTOL = -1.0
+        f = F.multi_input_fluctuations(K0, 1, 300, activation="erf", **FIG2)
+    finally:
+        EF.AUTO_RTOL = old
+    r = F.multi_input_fluctuations(K0, 1, 300, activation="erf", route="quadrature", **FIG2)
+    assert f.route == "quadrature" and np.array_equal(f.cov_K, r.cov_K)
 
 
 def test_fischer_engine_route_refuses_the_printed_response():

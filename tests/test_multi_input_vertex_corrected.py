@@ -120,15 +120,29 @@ def test_cross_layer_quadrature_accuracy_near_the_gamma_limit(gamma2, rtol):
     np.testing.assert_allclose(r.V[:, 0, 0, 0, 0], tr.V_corrected, rtol=rtol)
 
 
+def test_three_inputs_take_the_engine():
+    """route="auto" at P = 3 runs the finite-width kernel engine (its channels climbed along MANY_INPUT_LADDER) and
+    lands within 1e-7 (the cone quadrature's accuracy) plus the engine's own truncation estimate of the O(depth^2)
+    quadrature route, every quadruple of V and Delta at every layer."""
+    K = _equiangular(3, 1.0)
+    a = MC.multi_input_vertex_corrected(K, "relu", math.sqrt(0.5), 2)
+    q = MC.multi_input_vertex_corrected(K, "relu", math.sqrt(0.5), 2, route="quadrature")
+    assert a.route == "engine" and a.channels > 12 and q.route == "quadrature" and q.truncation is None
+    scale = np.abs(q.V).max()
+    assert np.abs(a.V - q.V).max() <= (1e-7 + a.truncation) * scale
+    assert np.abs(a.Delta - q.Delta).max() <= (1e-7 + a.truncation) * scale
+    assert np.abs(a.V - a.V_b25).max() > 1e-4 * scale  # the cross-layer correction is there
+
+
 def test_bad_input_raises_parameter_error():
-    """The O(depth^2) quadrature route (P > 2 inputs) keeps its depth cap and its gamma limits; P <= 2 goes to the
+    """The O(depth^2) quadrature route keeps its depth cap and its gamma limits; route="auto" for P <= 4 goes to the
     finite-width kernel engine (issue 27), which has neither."""
     with pytest.raises(ParameterError) as err:
-        MC.multi_input_vertex_corrected(np.eye(3), "relu", 0.5, MC.MAX_DEPTH + 1)
+        MC.multi_input_vertex_corrected(np.eye(3), "relu", 0.5, MC.MAX_DEPTH + 1, route="quadrature")
     assert "depth" in str(err.value)
     for act, g2 in (("relu", 0.96), ("tanh", float(np.nextafter(1.0, 0.0)))):
         with pytest.raises(ParameterError) as err:
-            MC.multi_input_vertex_corrected(np.eye(3), act, math.sqrt(g2), 2)
+            MC.multi_input_vertex_corrected(np.eye(3), act, math.sqrt(g2), 2, route="quadrature")
         assert err.value.parameter == "gamma"
     deep = MC.multi_input_vertex_corrected(np.array([[1.0, 0.3], [0.3, 1.5]]), "relu", math.sqrt(0.96),
                                            MC.MAX_DEPTH + 1)

@@ -28,17 +28,22 @@ from resprop.numeric.engine.fluctuation_recursion import Rule, propagate_subprob
 from resprop.numeric.engine.results import ResultRecord
 
 __all__ = ["fluctuations", "Fluctuations", "trajectory", "Trajectory", "DEFAULT_CHANNELS", "MAX_DEPTH",
-           "MAX_CHANNELS", "LADDER", "MANY_INPUT_LADDER"]
+           "MAX_CHANNELS", "LADDER", "MANY_INPUT_LADDER", "AUTO_RTOL"]
 
 #: Hermite channels kept per subproblem size p (1 input, a pair, 3 or 4 inputs of ``covariance``)
 DEFAULT_CHANNELS = {1: 48, 2: 24, 3: 12, 4: 8}
 MAX_CHANNELS = {1: 160, 2: 64, 3: 40, 4: 16}
 #: the channel counts tried, in order, until the truncation estimate is below rtol
 LADDER = (16, 24, 32, 48, 64, 96, 128, 160)
-#: the same for the 3- and 4-input recursions of ``covariance`` (their basis grows as channels^p / p!: one
-#: recursion at depth 6 took ~0.6 s at 12-20 channels, 1.8 s at 32 and 4.8 s at 40 for p = 3; 2.5 s at 12 and 7 s
-#: at 16 for p = 4, on the 2-core dev machine)
+#: the same for the 3- and 4-input recursions of ``covariance`` and ``trajectory`` (their basis grows as
+#: channels^p / p!: one recursion at depth 6 took ~0.6 s at 12-20 channels, 1.8 s at 32 and 4.8 s at 40 for
+#: p = 3; 2.5 s at 12 and 7 s at 16 for p = 4, on the 2-core dev machine)
 MANY_INPUT_LADDER = {3: (12, 16, 24, 32, 40), 4: (8, 12, 16)}
+#: theory modules with an independent quadrature route (fischer.multi_input, pdlt.multi_input_corrected) keep, with
+#: route="auto", the engine's result at 3-4 inputs when its relative truncation estimate is at most this, and
+#: otherwise take the quadrature route (~1e-5): either way within ~1e-4 (4 strongly correlated inputs end their
+#: 16-channel ladder at ~5e-4, 3 inputs at 40 channels at ~1e-5 .. 1e-4 up to depth ~10)
+AUTO_RTOL = 1e-4
 #: a fixed-depth O(1/width) theory; beyond this depth the cross-layer terms would need the next order anyway
 MAX_DEPTH = 10_000
 MAX_WIDTH = 10**9
@@ -552,7 +557,8 @@ def trajectory(K0, gammas, g, w, s, activation: str, *, channels: int | None = N
     """The low-level engine for theory modules that pass the input kernel and the per-layer sequences themselves
     (PDLT's C_W, C_b, gamma; Fischer's rho): K0 (p, p), p <= 4; ``gammas`` the signed skip gain of each layer,
     g = gamma^2, w = lambda^2 sigma_w2, s = lambda^2 sigma_b2 (arrays of one length, the depth).  Channels:
-    raised along LADDER until every layer's truncation estimate is below ``rtol`` (or the cap), or as given.
+    raised along LADDER (p <= 2) or MANY_INPUT_LADDER (p = 3, 4) until every layer's truncation estimate is below
+    ``rtol`` (or the cap: ``Trajectory.truncation`` says how far it got), or as given.
     ``two_time``: also the law kernel's two-time covariances (``Trajectory.two_time``; O(depth^2) work)."""
     K0 = V.kernel_matrix("K0", K0)
     two_time = V.flag("two_time", two_time)
@@ -573,7 +579,7 @@ def trajectory(K0, gammas, g, w, s, activation: str, *, channels: int | None = N
                    rule=Rule())
     depth = len(seqs[0])
     ladder = [_channels(channels, p)] if channels is not None else (
-        [n for n in LADDER if n <= MAX_CHANNELS[p]] if p <= 2 else [DEFAULT_CHANNELS[p]])
+        [n for n in LADDER if n <= MAX_CHANNELS[p]] if p <= 2 else list(MANY_INPUT_LADDER[p]))
     for n_try in ladder:
         layers: list = []
         _run_recorded(net, K0[None], n_try, mean_shift, layers, two_time)

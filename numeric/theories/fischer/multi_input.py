@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from resprop.numeric.engine import fluctuations as engine_fluctuations
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.engine.validation import ParameterError
@@ -46,6 +47,10 @@ ACTIVATIONS = ("erf", "tanh", "relu", "linear")
 #: the covariance blocks are (L+1)^2 P^4 numbers and each layer pair needs one 2P-dimensional quadrature (P <= 2)
 #: or up to P^4 four-dimensional ones (P = 3, 4)
 MAX_DEPTH = 64
+#: the engine route's channel ladder stops at this relative truncation estimate (pairs reach it at <= 64 channels;
+#: 3 and 4 inputs usually end at their caps, 40 and 16, a few 1e-5 .. 1e-4 for strongly correlated inputs,
+#: against the quadrature's ~1e-5 and an O(1/N) theory's O(1/N) relative corrections)
+ENGINE_RTOL = 1e-10
 
 
 def _rule(Sigma: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
@@ -100,6 +105,12 @@ class MultiInputFluctuations(ResultRecord):
     C: np.ndarray
     cov_C: np.ndarray
     cov_K: np.ndarray
+    #: the route that computed it ("engine" or "quadrature")
+    route: str = "quadrature"
+    #: the engine route: its Hermite channels and the largest relative truncation estimate of the law covariance
+    #: over the layers (|V(N) - V(N/2)| / max|V|); None on the quadrature route
+    channels: int | None = None
+    truncation: float | None = None
 
 
 def multi_input_fluctuations(input_kernel, depth: int, width: int, rho, sigma_w2, sigma_b2,
@@ -114,11 +125,15 @@ def multi_input_fluctuations(input_kernel, depth: int, width: int, rho, sigma_w2
     ``route``: "engine" computes the full response with the finite-width kernel engine
     (`resprop.numeric.engine.fluctuations.trajectory(two_time=True)`: Fischer's auxiliary field is the engine's law
     kernel, Cov(K~^k, K~^l) its two-time covariance, C^(l) = K~^(l) - K~^(l-1)); "quadrature" the fourth cumulants
-    and the forward substitution above; "auto" the engine for "full" on P <= 2 inputs (Hermite channels converged
-    to 1e-10 along the engine's ladder) and the quadrature otherwise: at P = 3, 4 the engine's channel count is
-    fixed (12, 8) and its truncation is ~1e-3 for strongly correlated inputs (erf, K = 1.4, 45 degrees: 8.8e-4,
-    estimated 7.6e-4), above the quadrature's ~1e-5; and for "c13" (which the engine, with its full Jacobian,
-    does not express)."""
+    and the forward substitution above; "auto" the engine for "full" on P <= 4 inputs and the quadrature for
+    "c13" (which the engine, with its full Jacobian, does not express), for P > 4, and for P = 3, 4 when the
+    engine's truncation estimate at its cap exceeds the engine's AUTO_RTOL (1e-4).  The engine's Hermite
+    channels climb its ladders (pairs: to 1e-10; 3 inputs: 12..40, 4 inputs: 8..16 channels, to ENGINE_RTOL or
+    the cap; ``channels`` and ``truncation`` of the result say where it ended).  At P = 3 (erf, K = 1.6, 45
+    degrees, depth 3) the engine at 32 channels is within 1.3e-6 of the quadrature (its estimate 2.1e-5) in
+    1.5 s against the quadrature's 29 s; at depth 6, 3.4e-5 (estimate 1.6e-4) in 3 s against 142 s.  At P = 4
+    (depth 3) the 16-channel cap ends 3-5.5e-4 from the quadrature (estimate 4.5e-4), so "auto" takes the
+    quadrature there (81 s, the engine 9 s)."""
     if response not in ("full", "c13"):
         raise ParameterError("response", f"must be 'full' or 'c13', got {response!r}")
     if route not in ("auto", "engine", "quadrature"):
@@ -140,8 +155,13 @@ def multi_input_fluctuations(input_kernel, depth: int, width: int, rho, sigma_w2
     w, s = rho_ * rho_ * sw, rho_ * rho_ * sb
     if not (math.isfinite(w) and math.isfinite(s)):
         raise ParameterError("rho, sigma_w2, sigma_b2", "rho^2 sigma_w2 or rho^2 sigma_b2 is not finite in float64")
-    if route == "engine" or (route == "auto" and response == "full" and P <= 2):
-        return _engine_route(K0, L, N, w, s, activation)
+    if route == "engine" or (route == "auto" and response == "full" and P <= 4):
+        engine = _engine_route(K0, L, N, w, s, activation)
+        if route == "engine" or P <= 2 or (engine.truncation is not None
+                                           and engine.truncation <= engine_fluctuations.AUTO_RTOL):
+            return engine
+        # "auto" at 3-4 inputs whose channels ended above AUTO_RTOL (4 strongly correlated inputs: the 16-channel
+        # cap leaves ~5e-4): the cumulant route, ~1e-5
     # NNGP (B9-B10) and the Jacobians J^(l) = d<phi phi>/dK at K^(l)
     Ks, Cs, Js = [K0], [K0.copy()], []
     for _ in range(L):
@@ -194,8 +214,8 @@ def _engine_route(K0: np.ndarray, L: int, N: int, w: float, s: float, activation
     name = "x" if activation == "linear" else activation
     names = "rho, sigma_w2, sigma_b2, input_kernel, depth"
     try:
-        tr = trajectory(K0, np.ones(L), np.ones(L), np.full(L, w), np.full(L, s), name, mean_shift=False,
-                        two_time=True)
+        tr = trajectory(K0, np.ones(L), np.ones(L), np.full(L, w), np.full(L, s), name, rtol=ENGINE_RTOL,
+                        mean_shift=False, two_time=True)
     except ParameterError as exc:  # the engine names its own arguments (K0, w, s): name this function's
         raise ParameterError(names, str(exc).split(": ", 1)[-1]) from None
     Y = tr.two_time
@@ -210,7 +230,8 @@ def _engine_route(K0: np.ndarray, L: int, N: int, w: float, s: float, activation
     if not (np.all(np.isfinite(Ks)) and np.all(np.isfinite(cov_C))):
         raise ParameterError(names, "the kernel leaves the float64 range")
     cov_K = Y[np.arange(L + 1), np.arange(L + 1)] / N
-    return MultiInputFluctuations(depth=L, width=N, K=Ks, C=Cs, cov_C=cov_C, cov_K=cov_K)
+    return MultiInputFluctuations(depth=L, width=N, K=Ks, C=Cs, cov_C=cov_C, cov_K=cov_K, route="engine",
+                                  channels=int(tr.channels), truncation=float(tr.truncation.max()))
 
 
 # --------------------------------------------------------------------------- theory vs simulation

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 import resprop.numeric.theories.pdlt.generated.pdlt_vertex_recursions as rec
+from resprop.numeric.engine import fluctuations as engine_fluctuations
 from resprop.numeric.engine import validation as V
 from resprop.numeric.engine.results import ResultRecord
 from resprop.numeric.engine.validation import ParameterError
@@ -141,6 +142,12 @@ class CorrectedMultiInputVertex(ResultRecord):
     C_W: float
     C_b: float
     gamma: float
+    #: the route that computed it ("engine" or "quadrature")
+    route: str = "quadrature"
+    #: the engine route: its Hermite channels and the largest relative truncation estimate of V over the layers
+    #: (|V(N) - V(N/2)| / max|V|); None on the quadrature route
+    channels: int | None = None
+    truncation: float | None = None
 
 
 def multi_input_vertex_corrected(input_kernel=None, activation: str = "relu", gamma: float = 0.0, depth: int = 1,
@@ -149,9 +156,12 @@ def multi_input_vertex_corrected(input_kernel=None, activation: str = "relu", ga
     """The corrected K^(l), V^(l) for the layers l = 0..depth (``depth`` residual layers after the input) from
     K^(0) = input_kernel (PDLT's K^(1); or C_b + C_W_in X X^T / n_0), V^(0) = 0; arguments as
     :func:`resprop.numeric.theories.pdlt.multi_input.multi_input_vertex` (C_W defaults to the critical C_W(gamma)).
-    ``route="auto"``: P <= 2 inputs go to the finite-width kernel engine (O(depth), 0 <= depth <= its MAX_DEPTH),
-    P > 2 use the O(depth^2) cross-layer quadratures of this module (0 <= depth <= MAX_DEPTH); ``"quadrature"``
-    forces the latter (the independent reference of the tests), ``"engine"`` the former (P <= 4)."""
+    ``route="auto"``: P <= 4 inputs go to the finite-width kernel engine (O(depth), 0 <= depth <= its MAX_DEPTH),
+    P > 4 use the O(depth^2) cross-layer quadratures of this module (0 <= depth <= MAX_DEPTH), and so do 3-4
+    inputs of an MLP (gamma = 0: V is B.25's exactly, no cross-layer quadrature) and those whose engine channels
+    (climbed along its MANY_INPUT_LADDER) end with a truncation estimate above the engine's AUTO_RTOL, where the
+    depth allows; ``"quadrature"`` forces the latter (the independent reference of the tests), ``"engine"`` the
+    former (P <= 4)."""
     from resprop.numeric.engine.fluctuations import MAX_DEPTH as ENGINE_MAX_DEPTH
 
     route = V.choice("route", route, ("auto", "engine", "quadrature"))
@@ -160,8 +170,12 @@ def multi_input_vertex_corrected(input_kernel=None, activation: str = "relu", ga
     Ks, P, g = b25.K, b25.K.shape[1], b25.gamma
     if route == "engine" and P > 4:
         raise ParameterError("route", f"the engine's trajectory takes at most 4 inputs, got P = {P}")
-    if route == "engine" or (route == "auto" and P <= 2):
-        return _from_engine(b25, activation, depth)
+    # gamma = 0 (an MLP): no cross-layer source, V is B.25's exactly and the quadrature route costs nothing more
+    if route == "engine" or (route == "auto" and (P <= 2 or (P <= 4 and g != 0))):
+        engine = _from_engine(b25, activation, depth)
+        if (route == "engine" or P <= 2 or depth > MAX_DEPTH
+                or (engine.truncation is not None and engine.truncation <= engine_fluctuations.AUTO_RTOL)):
+            return engine
     if depth > MAX_DEPTH:
         raise ParameterError("depth", f"must be <= {MAX_DEPTH} for the quadrature route (O(depth^2) "
                                       f"four-dimensional quadratures; P <= 2 goes to the finite-width kernel engine "
@@ -211,9 +225,10 @@ def _engine_activation(activation: str) -> str:
 
 
 def _from_engine(b25, activation: str, depth: int) -> CorrectedMultiInputVertex:
-    """P <= 2 inputs: the finite-width kernel engine's trajectory (`resprop.numeric.engine.fluctuations.trajectory`,
+    """P <= 4 inputs: the finite-width kernel engine's trajectory (`resprop.numeric.engine.fluctuations.trajectory`,
     O(depth), any depth up to its MAX_DEPTH; gamma = b25.gamma, w = C_W, s = C_b): V = V_engine - Wick(K) and its
-    Delta.  The O(depth^2) route above stays for P > 2 and as the tests' independent reference
+    Delta.  The O(depth^2) route above stays for P > 4 (and 3-4 inputs the engine's channels leave above
+    its AUTO_RTOL) and as the tests' independent reference
     (:func:`cross_layer_source`)."""
     from resprop.numeric.engine.fluctuations import trajectory
 
@@ -230,7 +245,8 @@ def _from_engine(b25, activation: str, depth: int) -> CorrectedMultiInputVertex:
                              "the corrected V^(l) leaves the float64 range; use values of moderate size")
     return CorrectedMultiInputVertex(depth=depth, layers=b25.layers, K=Ks, V=Vs, V_b25=b25.V, Delta=tr.Delta,
                                      covariance=M._covariance(Ks, Vs), covariance_b25=b25.covariance, C_W=b25.C_W,
-                                     C_b=b25.C_b, gamma=g)
+                                     C_b=b25.C_b, gamma=g, route="engine", channels=int(tr.channels),
+                                     truncation=float(tr.truncation.max()))
 
 
 # --------------------------------------------------------------------------- theory vs simulation
