@@ -9,6 +9,29 @@ from scipy import integrate
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
+def pytest_addoption(parser):
+    parser.addoption("--registry-only", action="store_true",
+                     help="only the tests that read the theory registry: those marked `registry` and every case "
+                          "whose parameters name an installed plugin theory (.ci/run runs them again with the "
+                          "worked plugin, examples/theory-plugin, installed)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--registry-only"):
+        return
+    from resprop import registry
+
+    plugins = [slug for slug, th in registry.theories().items() if th.package not in registry.BUILTIN]
+    keep, drop = [], []
+    for item in items:
+        params = item.nodeid.partition("[")[2]
+        chosen = item.get_closest_marker("registry") is not None or any(slug in params for slug in plugins)
+        (keep if chosen else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
 # resprop's per-machine cache (numeric/engine/disk_cache.py) in a scratch directory of this test session, never the
 # user's ~/.cache; subprocesses inherit it
 os.environ.setdefault("RESPROP_CACHE_DIR", tempfile.mkdtemp(prefix="resprop-test-cache-"))

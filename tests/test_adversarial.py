@@ -24,6 +24,7 @@ def test_adversarial_case(case):
     assert outcome in ("clean error", "correct"), f"{outcome}: {detail}"
 
 
+@pytest.mark.registry
 def test_table_covers_every_subcommand():
     """No subcommand of resprop and its own theories is left out of the table (derive and theories take no values:
     derive --check is tested elsewhere, theories [--json] in tests/test_registry.py).  A plugin's subcommands are

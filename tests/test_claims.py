@@ -45,6 +45,7 @@ def test_claim_full(claim):
     _check(claim, quick=False)
 
 
+@pytest.mark.registry
 def test_claims_are_declared_once_with_unique_ids():
     """Every claim of every registered theory, once: as many as the theories' claims modules declare (CLAIMS and
     CROSS_CLAIMS, read here from the modules), each under its own theory; the documented disagreements are the rows

@@ -31,6 +31,9 @@ from resprop.numeric.cli import build_parser, main
 from resprop.numeric.cli_support import VOCABULARY, DeprecatedAlias
 from resprop.numeric.engine.validation import describe
 
+# the registry as a whole: run again with a plugin installed (`pytest --registry-only`, .ci/run)
+pytestmark = pytest.mark.registry
+
 ROOT = Path(__file__).resolve().parent.parent
 PARSER = build_parser()
 SUBCOMMANDS = next(a for a in PARSER._actions if isinstance(a, argparse._SubParsersAction)).choices

@@ -65,6 +65,7 @@ def test_changed_inputs_do_not_hold(written, monkeypatch):
     assert codegen.input_fingerprint("foundation") != codegen.input_fingerprint(SLUG)
 
 
+@pytest.mark.registry
 def test_the_foundation_does_not_depend_on_the_theories(monkeypatch):
     """Installing or removing a theory leaves the foundation's fingerprint (and files) as they are."""
     before = codegen.input_fingerprint("foundation")

@@ -34,6 +34,7 @@ def cli_lines(path: Path) -> list[str]:
     return lines
 
 
+@pytest.mark.registry
 def test_every_theory_has_a_quickstart():
     """One page per theory shipped with resprop (registry.BUILTIN; a plugin documents itself), the one its entry
     declares."""

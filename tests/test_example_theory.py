@@ -14,6 +14,9 @@ from resprop.derive import codegen
 from resprop.derive.latex import export_latex
 from resprop.numeric.cli import main
 
+# the registry as a whole: run again with a plugin installed (`pytest --registry-only`, .ci/run)
+pytestmark = pytest.mark.registry
+
 
 @pytest.fixture(scope="module")
 def example(tmp_path_factory):

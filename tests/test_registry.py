@@ -10,6 +10,9 @@ import pytest
 from resprop import registry
 from resprop.numeric.cli import build_parser, main
 
+# the registry as a whole: run again with a plugin installed (`pytest --registry-only`, .ci/run)
+pytestmark = pytest.mark.registry
+
 ROOT = Path(__file__).resolve().parent.parent
 #: the theories shipped with resprop, read from their own packages in BUILTIN order (plugins come after them)
 BUILTIN = tuple(importlib.import_module(package).THEORY.slug for package in registry.BUILTIN)
@@ -156,3 +159,38 @@ def test_no_hand_typed_theory_list_outside_the_registry():
             if listed.search(line) or branch.search(line):
                 offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not offenders, offenders
+
+
+READERS = {"theories", "slugs", "derivations", "papers", "broken"}
+
+
+def _reads_the_registry(node) -> bool:
+    import ast
+
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in READERS
+               and isinstance(n.func.value, ast.Name) and n.func.value.id == "registry" for n in ast.walk(node))
+
+
+def _marked_registry(decorators) -> bool:
+    import ast
+
+    return any("mark.registry" in ast.unparse(d) for d in decorators)
+
+
+def test_tests_that_read_the_registry_are_marked():
+    """A test whose body reads the registry as a whole (registry.theories(), slugs(), derivations(), ...) carries the
+    `registry` mark (or its module does), so that `pytest --registry-only` (.ci/run, with the worked plugin
+    installed) runs it; cases parametrized with a plugin's slug are selected by their ids."""
+    import ast
+
+    unmarked = []
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        tree = ast.parse(path.read_text())
+        module_marked = any(isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in n.targets)
+                            and "mark.registry" in ast.unparse(n.value) for n in tree.body)
+        for node in tree.body:
+            if (isinstance(node, ast.FunctionDef) and node.name.startswith("test_") and not module_marked
+                    and not _marked_registry(node.decorator_list) and _reads_the_registry(node)
+                    and not any("mark.slow" in ast.unparse(d) for d in node.decorator_list)):
+                unmarked.append(f"{path.name}::{node.name}")
+    assert not unmarked, f"read the registry without @pytest.mark.registry: {unmarked}"

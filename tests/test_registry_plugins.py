@@ -17,8 +17,12 @@ import pytest
 from resprop import registry
 from resprop.numeric import cli
 
+# the registry as a whole: run again with a plugin installed (`pytest --registry-only`, .ci/run)
+pytestmark = pytest.mark.registry
+
 GOOD = '''
 from resprop.registry import Theory
+
 THEORY = Theory(slug="{slug}", title="A plugin", citation="Someone (2026)", paper="someone2026",
                 citation_tex="Someone (2026)", derivations={{"{derivation}": "{module}.derive:derive"}},
                 cli={cli}, subcommands={subcommands})

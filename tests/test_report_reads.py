@@ -172,6 +172,7 @@ def test_every_file_of_the_report_is_linked_from_the_page(report_dir):
     assert links.targets - files == set(), "linked but not written"
 
 
+@pytest.mark.registry
 def test_only_the_run_theories_latex_is_written(report, report_dir):
     owners = registry.derivations()
     expected = {f"{name}.tex" for name, (_, owner) in owners.items() if owner in ("foundation", *THEORIES)}

@@ -98,6 +98,7 @@ def test_stale_temporary_directories_of_dead_runs_are_swept(tmp_path):
     assert not dead.exists() and mine.exists() and other.exists()
 
 
+@pytest.mark.registry
 def test_theory_names_and_formatting():
     slugs = list(registry.slugs())
     assert resolve_theories("all") == slugs
