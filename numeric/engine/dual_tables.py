@@ -434,7 +434,10 @@ def diagonal(expr: sp.Expr | str, d) -> tuple[Array, Array]:
     arr = np.asarray(d, dtype=float)
     if arr.size and not (np.all(np.isfinite(arr)) and np.all(arr > 0)):
         raise ParameterError("d", "variances must be finite and > 0")
-    values, inverse = np.unique(arr.reshape(-1), return_inverse=True)
+    if arr.size == 1:  # the equal-norm diagonal's one value per layer: no sort
+        values, inverse = arr.reshape(1), np.zeros(1, dtype=np.intp)
+    else:
+        values, inverse = np.unique(arr.reshape(-1), return_inverse=True)
     if values.size == 1:  # one variance (equal norms: one per layer), cached like the tables of one variance
         m_phi, m_dphi, err = (np.array([v]) for v in _moments_of_one(act.key, float(values[0])))
     else:
