@@ -133,8 +133,8 @@ def test_stale_generated_tree_is_a_failed_row_and_exit_1(tmp_path, monkeypatch, 
 def test_progress_bars_on_stderr_without_quiet(tmp_path, monkeypatch, capsys):
     """Without --quiet the long steps show tqdm bars on stderr (stdout carries only the summary line).
 
-    The freshness step runs (and shows its bar) against a stubbed stale_files(): the real check re-derives every
-    theory (~10 s) and is covered by test_codegen.py and by test_report_browser.py's unstubbed report."""
+    The freshness step runs (and shows its bar) against a stubbed stale_files(): the real check (fingerprints,
+    re-deriving an owner whose fingerprint does not hold) is covered by test_codegen.py and by test_report_browser.py's unstubbed report."""
     import derive.codegen as codegen
 
     monkeypatch.setattr(codegen, "stale_files", lambda **kw: {})
