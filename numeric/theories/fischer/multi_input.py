@@ -130,10 +130,10 @@ def multi_input_fluctuations(input_kernel, depth: int, width: int, rho, sigma_w2
     engine's truncation estimate at its cap exceeds the engine's AUTO_RTOL (1e-4).  The engine's Hermite
     channels climb its ladders (pairs: to 1e-10; 3 inputs: 12..40, 4 inputs: 8..16 channels, to ENGINE_RTOL or
     the cap; ``channels`` and ``truncation`` of the result say where it ended).  At P = 3 (erf, K = 1.6, 45
-    degrees, depth 3) the engine at 32 channels is within 1.3e-6 of the quadrature (its estimate 2.1e-5) in
-    1.5 s against the quadrature's 29 s; at depth 6, 3.4e-5 (estimate 1.6e-4) in 3 s against 142 s.  At P = 4
-    (depth 3) the 16-channel cap ends 3-5.5e-4 from the quadrature (estimate 4.5e-4), so "auto" takes the
-    quadrature there (81 s, the engine 9 s)."""
+    degrees) the engine ends at 40 channels within 2.4e-7 (depth 3) and 4.6e-5 (depth 6) of the quadrature, its
+    estimates 5.6e-6 and 5.6e-5, in 9-14 s against the quadrature's 34 s and 160 s.  At P = 4 (depth 3) the
+    16-channel cap ends 3-5.5e-4 from the quadrature (estimate 4.5e-4), so "auto" takes the quadrature there
+    (81 s; the engine 9.5 s).  docs/fluctuations.md has the table."""
     if response not in ("full", "c13"):
         raise ParameterError("response", f"must be 'full' or 'c13', got {response!r}")
     if route not in ("auto", "engine", "quadrature"):
