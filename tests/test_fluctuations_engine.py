@@ -427,3 +427,33 @@ def test_norm_interpolation_agrees_with_the_direct_pairs(monkeypatch):
     for name, scale in (("variance", scale_v), ("law_variance", scale_v), ("closure_variance", scale_v),
                         ("mean_shift", scale_m), ("closure_mean_shift", scale_m)):
         assert np.abs(getattr(a, name) - getattr(b, name)).max() <= 2.01 * a.rtol * scale, name
+
+
+def test_the_many_input_ladder_jumps_to_its_cap_when_the_estimates_say_so():
+    """`_next_rung`: two rungs' estimates extrapolated geometrically in the channel count decide whether the
+    intermediate rungs can end the ladder; when not (or the estimates do not fall), the cap runs next.  In a
+    3-input trajectory asked for rtol = 1e-12 (erf, correlated inputs: ~1e-3 at 12 channels, ~0.8 per channel)
+    the runs are 12, 16 and then 40 channels, and the result is the cap's."""
+    from resprop.numeric.engine import fluctuations as EF
+
+    ladder = [12, 16, 24, 32, 40]
+    assert EF._next_rung(ladder, 0, [(12, 1e-3)], 1e-6) == 1  # one estimate: no rate yet
+    assert EF._next_rung(ladder, 1, [(12, 1e-3), (16, 4e-4)], 1e-12) == 4  # 4e-4 * 0.8^24 ~ 2e-6 > 1e-12
+    assert EF._next_rung(ladder, 1, [(12, 1e-3), (16, 4e-4)], 1e-4) == 2  # the next rung may end it
+    assert EF._next_rung(ladder, 1, [(12, 1e-3), (16, 2e-3)], 1e-4) == 4  # not falling: the cap
+    assert EF._next_rung(ladder, 3, [(24, 1e-4), (32, 5e-5)], 1e-12) == 4  # the cap is next anyway
+    runs = []
+    real = EF._run_recorded
+
+    def counted(net, K0, channels, *args):
+        runs.append(channels)
+        return real(net, K0, channels, *args)
+
+    K0 = np.array([[1.4, 1.0, 0.99], [1.0, 1.4, 0.99], [0.99, 0.99, 1.4]])
+    EF._run_recorded = counted
+    try:
+        tr = EF.trajectory(K0, np.ones(2), np.ones(2), np.full(2, 1.2), np.full(2, 0.2), "erf", rtol=1e-12,
+                           mean_shift=False)
+    finally:
+        EF._run_recorded = real
+    assert runs == [12, 16, 40] and tr.channels == 40 and tr.truncation.max() > 1e-12

@@ -580,7 +580,10 @@ def trajectory(K0, gammas, g, w, s, activation: str, *, channels: int | None = N
     depth = len(seqs[0])
     ladder = [_channels(channels, p)] if channels is not None else (
         [n for n in LADDER if n <= MAX_CHANNELS[p]] if p <= 2 else list(MANY_INPUT_LADDER[p]))
-    for n_try in ladder:
+    tried: list[tuple[int, float]] = []
+    step = 0
+    while True:
+        n_try = ladder[step]
         layers: list = []
         _run_recorded(net, K0[None], n_try, mean_shift, layers, two_time)
         delta = np.array([np.zeros_like(layers[0].C["full"][0])] + [r.Delta[0] for r in layers[1:]])[1:]
@@ -589,8 +592,10 @@ def trajectory(K0, gammas, g, w, s, activation: str, *, channels: int | None = N
         Vl = np.array([r.V["low"][0] for r in layers])
         scale = np.abs(Vf).reshape(len(layers), -1).max(axis=1)
         trunc = np.abs(Vf - Vl).reshape(len(layers), -1).max(axis=1) / np.where(scale > 0, scale, 1.0)
-        if trunc.max() <= rtol:
+        if trunc.max() <= rtol or step + 1 == len(ladder):
             break
+        tried.append((n_try, float(trunc.max())))
+        step = _next_rung(ladder, step, tried, rtol) if p >= 3 else step + 1
     return Trajectory(K=np.array([r.K[0] for r in layers]), V=Vf,
                       V_closure=np.array([r.V["closure"][0] for r in layers]),
                       C=np.array([r.C["full"][0] for r in layers]), M=np.array([r.M["full"][0] for r in layers]),
@@ -598,6 +603,22 @@ def trajectory(K0, gammas, g, w, s, activation: str, *, channels: int | None = N
                       U=np.array([np.zeros_like(layers[0].C["full"][0])] + [r.U[0] for r in layers[1:]]),
                       Delta=delta if depth else np.zeros((1,) + (p,) * 4), channels=n_try, truncation=trunc,
                       two_time=_two_time(layers) if two_time else None)
+
+
+def _next_rung(ladder: list[int], step: int, tried: list[tuple[int, float]], rtol: float) -> int:
+    """The index of the next channel count to run after ``ladder[step]`` failed ``rtol``: the next rung, or the cap
+    (the last) at once when the estimates of the last two rungs (``tried``: (channels, estimate)), extrapolated
+    geometrically in the channel count, predict that even the cap misses ``rtol`` (or they do not decrease).  The
+    3- and 4-input recursions' estimates fall roughly geometrically (erf, correlated inputs: ~0.8 per channel), and
+    each rung is a whole run whose cost grows as channels^p: skipping rungs that cannot end the ladder gives the
+    same result (the cap's) sooner."""
+    if len(tried) < 2 or step + 2 >= len(ladder):
+        return step + 1
+    (n0, e0), (n1, e1) = tried[-2:]
+    if not (e0 > 0 and e1 > 0) or e1 >= e0:
+        return len(ladder) - 1
+    rate = (e1 / e0) ** (1.0 / (n1 - n0))
+    return len(ladder) - 1 if e1 * rate ** (ladder[-1] - n1) > rtol else step + 1
 
 
 def _two_time(layers: list) -> np.ndarray:
