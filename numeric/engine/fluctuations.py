@@ -153,12 +153,20 @@ class Fluctuations(ResultRecord):
             K0 = net.K0[np.ix_(inputs, inputs)][None]
             where = {a: i for i, a in enumerate(inputs)}
             local = [tuple(where[int(t)] for t in q[k]) for k in rows]
-            for n_ch in ladder:
+            tried: list[tuple[int, float]] = []
+            step = 0
+            while True:
+                n_ch = ladder[step]
                 res = _run(net, K0, n_ch, mean_shift=False)
                 full = np.array([res.V["full"][(0,) + idx] for idx in local])
                 low = np.array([res.V["low"][(0,) + idx] for idx in local])
-                if np.all(np.abs(full - low) <= tol * np.abs(full)):
+                if np.all(np.abs(full - low) <= tol * np.abs(full)) or step + 1 == len(ladder):
                     break
+                gap, size = np.abs(full - low), np.abs(full)
+                worst = float(np.max(np.where(size > 0, gap / np.where(size > 0, size, 1.0),
+                                              np.where(gap > 0, np.inf, 0.0))))
+                tried.append((n_ch, worst))
+                step = _next_rung(ladder, step, tried, tol)
             out[rows] = full
             est[rows] = np.abs(full - low)
         return (out, est) if truncation else out
