@@ -160,11 +160,12 @@ class Fluctuations(ResultRecord):
                 res = _run(net, K0, n_ch, mean_shift=False)
                 full = np.array([res.V["full"][(0,) + idx] for idx in local])
                 low = np.array([res.V["low"][(0,) + idx] for idx in local])
-                if np.all(np.abs(full - low) <= tol * np.abs(full)) or step + 1 == len(ladder):
-                    break
+                # the largest relative estimate of the group (an estimate on a zero value: 0 when it is 0, else inf)
                 gap, size = np.abs(full - low), np.abs(full)
                 worst = float(np.max(np.where(size > 0, gap / np.where(size > 0, size, 1.0),
                                               np.where(gap > 0, np.inf, 0.0))))
+                if worst <= tol or step + 1 == len(ladder):
+                    break
                 tried.append((n_ch, worst))
                 step = _next_rung(ladder, step, tried, tol)
             out[rows] = full
