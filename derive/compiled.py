@@ -24,6 +24,7 @@ optionally written into a trajectory array; the others keep their NumPy kernels.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import sympy as sp
@@ -108,6 +109,12 @@ class CompiledSpec:
     #: the name of the lookup statement in ``elem`` and the statements before it
     table_names: str = ""
     elem_before_table: list[tuple[str, str]] | None = None
+    #: where the run reads each used row value: ("rows", i) stored per row, or ("cols", j) when it is the same
+    #: function of the diagonal as column value j (the per-layer data then holds it once: a symmetric quantity
+    #: such as 1/sqrt(K_aa) need not be stored twice)
+    row_source: list[tuple[str, str, int]] = dataclasses.field(default_factory=list)
+    #: the row values stored in ``rows`` (those not read from ``cols``)
+    row_stored: list[str] = dataclasses.field(default_factory=list)
 
 
 class _Classifier:
@@ -252,6 +259,30 @@ def compilable(rec: Recursion) -> bool:
     return set(calls) <= set(TABLE_CALLBACKS) and len(set(calls.values())) == 1
 
 
+def _row_sources(cl: _Classifier, row_used: list[str], col_used: list[str], row_symbol: sp.Symbol,
+                 col_symbol: sp.Symbol) -> tuple[list[tuple[str, str, int]], list[str]]:
+    """For each used row value, ("cols", j) when it is the same expression of the diagonal as the used column
+    value j (K_aa in place of K_bb; layer values alike), else ("rows", i) with i its place among the stored rows."""
+    def expanded(kind: str) -> dict[str, sp.Expr]:
+        full: dict[sp.Symbol, sp.Expr] = {}
+        for sym, e in cl.defs[kind]:
+            full[sym] = e.xreplace(full)
+        return {sym.name: e for sym, e in full.items()}
+
+    rows, cols = expanded("row"), expanded("col")
+    col_exprs = [cols[name].xreplace({col_symbol: row_symbol}) for name in col_used]
+    source: list[tuple[str, str, int]] = []
+    stored: list[str] = []
+    for name in row_used:
+        same = [j for j, e in enumerate(col_exprs) if e == rows[name]]
+        if same:
+            source.append((name, "cols", same[0]))
+        else:
+            source.append((name, "rows", len(stored)))
+            stored.append(name)
+    return source, stored
+
+
 def compiled_spec(rec: Recursion) -> CompiledSpec:
     """Classify, hoist and print the scalar code of ``rec`` (see the module docstring)."""
     if not compilable(rec):
@@ -289,14 +320,17 @@ def compiled_spec(rec: Recursion) -> CompiledSpec:
         return [s.name for s, _ in cl.defs[k] if re.search(rf"\b{s.name}\b", used)] + \
             ([s.name for s in rec.sequences if re.search(rf"\b{s.name}\b", used)] if k == "layer" else [])
 
+    row_used, col_used = read("row"), read("col")
+    row_source, row_stored = _row_sources(cl, row_used, col_used, rec.rows[0], rec.cols[0])
     return CompiledSpec(
         name=rec.name, source=rec.source.cite(), states=rec.state_names, sequences=[s.name for s in rec.sequences],
         layer=[(s.name, pr.doprint(e)) for s, e in cl.defs["layer"]],
         row=[(s.name, pr.doprint(e)) for s, e in cl.defs["row"]],
         col=[(s.name, pr.doprint(e)) for s, e in cl.defs["col"]],
         elem=elem_text, finals=[s.name for s in finals],
-        layer_used=read("layer"), row_used=read("row"), col_used=read("col"),
-        row_symbol=rec.rows[0].name, col_symbol=rec.cols[0].name, table=table, table_arg=table_arg,
+        layer_used=read("layer"), row_used=row_used, col_used=col_used,
+        row_symbol=rec.rows[0].name, col_symbol=rec.cols[0].name, row_source=row_source, row_stored=row_stored,
+        table=table, table_arg=table_arg,
         table_names=", ".join(f"{n}_v" for n in table),
         elem_before_table=elem_text[:[n for n, _ in elem_text].index(", ".join(f"{n}_v" for n in table))]
         if table else [])

@@ -211,3 +211,28 @@ def test_tabulated_activations_on_the_compiled_tables(act, ntk):
     b = resprop.kernel(X, act, 12, 1.0, 0.05, branch_scale=math.sqrt(0.2), ntk=ntk, backend="numpy")
     for x, y in zip(a if ntk else (a,), b if ntk else (b,)):
         assert _max_rel(x, y) <= 1e-14
+
+
+def test_symmetric_row_values_are_read_from_the_column_values():
+    """A row value that is the same function of K_aa as a column value of K_bb is stored once (`_row_sources`):
+    the tabulated kernels' 1/sqrt(K) and ReLU's pair; erf's row and column values differ, and stay apart.  Checked
+    on the derivation (SymPy) and on what the generated module records."""
+    from resprop.derive.compiled import compiled_spec
+    from resprop.derive.recursion import recursions_of
+    from resprop.derive.residual import derive_residual
+
+    specs = {r.name: compiled_spec(r) for r in recursions_of(derive_residual()) if r.name in
+             ("tabulated_nngp", "relu_nngp", "erf_nngp")}
+    assert specs["tabulated_nngp"].row_stored == [] and \
+        specs["tabulated_nngp"].row_source == [("r_a", "cols", 0)]
+    assert specs["relu_nngp"].row_stored == []
+    assert specs["erf_nngp"].row_stored == ["u_a"]
+    for name, spec in specs.items():
+        meta = C.RECURSIONS[name]
+        assert meta["rows"] == spec.row_stored
+        assert meta["rows_from_cols"] == [n for n, where, _ in spec.row_source if where == "cols"]
+    # the prepared per-layer data holds no row array for the tabulated kernel
+    diag = np.full((3, 5), 0.7)
+    layer, rows, cols, *_ = C.tabulated_nngp_prepare(diag, np.ones(3), np.ones(3), np.zeros(3),
+                                                     np.zeros((3, 2, 2)), np.zeros((3, 2, 2)), np.zeros((3, 5)))
+    assert rows.shape == (0, 3, 5) and np.allclose(cols[0, :, :5], 1 / np.sqrt(0.7))

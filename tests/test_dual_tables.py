@@ -406,3 +406,22 @@ def test_slow_general_large_P_agrees_with_its_rows():
     dt.mean_phi_phi_general(EXPR["tanh"], Kaa[rows], Kbb[rows], Kab[rows], f_rows, g_rows)
     np.testing.assert_allclose(f_rows, f[rows], rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose(g_rows, g[rows], rtol=1e-13, atol=1e-15)
+
+
+def test_the_activation_is_checked_once_per_expression_and_bad_ones_still_fail():
+    """`activation` is cached on its argument (the engine asks once per layer): the same expression, as text or
+    SymPy, gives the same compiled activation; a bad one raises the ParameterError every time (not cached), and an
+    unhashable argument gets the uncached route's error, not a TypeError."""
+    assert dt.activation("tanh(x)") is dt.activation("tanh(x)")
+    assert dt.activation(sp.tanh(x)) is dt.activation("tanh(x)")
+    for _ in range(2):
+        with pytest.raises(ParameterError, match="activation"):
+            dt.activation("x + y")
+        with pytest.raises(ParameterError, match="activation"):
+            dt.activation("__import__('os')")
+    with pytest.raises(ParameterError, match="activation"):
+        dt.activation([x])  # type: ignore[arg-type]
+    # piecewise activations are refused (they belong to piecewise_duals), every time
+    for _ in range(2):
+        with pytest.raises(ParameterError, match="piecewise"):
+            dt.activation("Abs(x)")

@@ -48,6 +48,16 @@ def test_peak_is_the_output_plus_at_most_ten_percent(act, ntk, P, depth, equal):
     assert extra <= 0.10, f"peak is the output + {100 * extra:.1f}%"
 
 
+@pytest.mark.parametrize("ntk", [False, True])
+def test_a_small_tabulated_run_on_equal_norms_stays_within_ten_percent(ntk):
+    """tanh at P = 200, L = 50 on equal norms (one cached rho table per layer, the compiled kernels): the issue's
+    output + 10%.  It was + 30% / + 17%: SymPy's check of the activation ran every layer, a block held 8 layers'
+    diagonals and prepared values at P = 200, the row values were stored twice (as rows and as columns) and the
+    compiled kernel's column buffers had 512 lanes for rows of 200."""
+    extra = _peak_over_output(_rows(200, True), "tanh", 50, ntk)
+    assert extra <= 0.10, f"peak is the output + {100 * extra:.1f}%"
+
+
 def test_a_deep_tabulated_run_keeps_its_tables_and_stays_near_the_output():
     """tanh at depth 200 > the 128 tables a count-bounded cache held: the byte-bounded cache keeps them all, so a
     second call builds none and its peak stays near the output (it was the output + 91%).  The configuration of

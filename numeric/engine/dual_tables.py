@@ -246,7 +246,23 @@ def _normalise(expr: sp.Expr | str) -> sp.Expr:
 
 def activation(expr: sp.Expr | str) -> Activation:
     """The compiled activation of a SymPy expression in x (cached on ``sp.srepr``), checked by
-    ``activation_check.check_activation`` (piecewise ones belong to ``piecewise_duals``)."""
+    ``activation_check.check_activation`` (piecewise ones belong to ``piecewise_duals``).
+
+    Cached on the expression itself as well: the kernel engine asks once per layer, and normalising and checking
+    the expression each time was SymPy work per layer (tanh, P = 200, L = 50: ~20 KiB of the call's peak above its
+    output, and Python time)."""
+    try:
+        return _activation_of(expr)
+    except TypeError:  # an unhashable argument: the ParameterError of the uncached route
+        return _activation_uncached(expr)
+
+
+@functools.lru_cache(maxsize=64, typed=True)
+def _activation_of(expr: sp.Expr | str) -> Activation:
+    return _activation_uncached(expr)
+
+
+def _activation_uncached(expr: sp.Expr | str) -> Activation:
     from resprop.numeric.engine.activation_check import cache_key, check_activation
 
     checked = check_activation(_normalise(expr))

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import os
 from collections.abc import Callable
@@ -437,24 +438,30 @@ class _DiagonalMoments:
         duals, expr, by_layer = _duals_module(self.expr), self.expr, self.by_layer
 
         def callback(l, K, out):
-            if _equal_diagonal(K):  # one value, as `_Tables` takes one table at the mean: the rule's temporaries
+            equal = _equal_diagonal(K)
+            if equal:  # one value, as `_Tables` takes one table at the mean: the rule's temporaries
                 # (values x ~10^3 nodes) for the few ulp-distinct values of unit-norm inputs were most of a small
                 # run's memory above its output (tanh, P = 200: ~90 KiB against a 313 KiB output)
-                values, inverse = np.array([float(np.mean(K))]), np.zeros(K.size, dtype=np.intp)
+                values, inverse = np.array([float(np.mean(K))]), None
             else:
                 values, inverse = np.unique(K, return_inverse=True)
             hit = by_layer.get(l)
             if hit is None or not np.array_equal(hit[0], values):
                 hit = (values, *duals.diagonal(expr, values))
                 by_layer[l] = hit
-            out[...] = hit[which][inverse].reshape(K.shape)
+            if inverse is None:
+                out[...] = hit[which][0]
+            else:
+                out[...] = hit[which][inverse].reshape(K.shape)
             return out
         return callback
 
 
+@functools.lru_cache(maxsize=64)
 def _duals_module(expr: sp.Expr):
     """The module of the tabulated expectations of ``expr``: piecewise_duals for a piecewise activation (abs,
-    sign, floor, ...; same interface: build_table, mean_phi_phi_general, diagonal, price_diag), else dual_tables."""
+    sign, floor, ...; same interface: build_table, mean_phi_phi_general, diagonal, price_diag), else dual_tables.
+    Cached: asked three times a block, and the check's SymPy work was part of a small call's peak."""
     from resprop.numeric.engine import dual_tables, piecewise_duals
     from resprop.numeric.engine.activation_check import check_activation
 
@@ -686,8 +693,10 @@ def default_block(K0_diagonal: np.ndarray, L: int, mode: str, rec: ActivationRec
         n_out = 1 if mode == "nngp" else 2
         room = FUSED_SHARE * 8 * P * P * n_out - FUSED_RESERVE
         block = min(block, max(MIN_BLOCK_FUSED, int(room / _fused_layer_bytes(P, mode, rec))))
-    else:  # a tabulated activation: its rho tables (~30-60 KiB a layer, `_Tables`) set the block's bytes
-        block = min(block, max(MIN_BLOCK, int(BLOCK_SHARE * P * P / (P * LAYER_ARRAYS))))
+    else:  # a tabulated activation: its rho tables (~30-60 KiB a layer, `_Tables`) set the block's bytes; with
+        # equal norms (one cached table per layer, the fused kernels) a block costs as little as a closed form's
+        fewest = MIN_BLOCK_FUSED if _equal_diagonal(K0_diagonal) else MIN_BLOCK
+        block = min(block, max(fewest, int(BLOCK_SHARE * P * P / (P * LAYER_ARRAYS))))
     if rec.name in HOMOGENEOUS or mode == "response":
         block = min(block, HOMOGENEOUS_BLOCK)
     if rec.expr is not None and not _equal_diagonal(K0_diagonal):
@@ -821,7 +830,10 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
                         general_budget=min(GENERAL_BYTES, int(GENERAL_SHARE * 8 * P * P)))
     # BLAS (the general path's Hermite coefficients, ~P x 400 x 400 per layer) runs one thread: our pool already
     # uses the cores, and two-thread OpenBLAS measured 3-10x slower per call on a loaded 2-core machine
-    blas = one_blas_thread() if rec.expr is not None else contextlib.nullcontext()
+    # (not with equal norms: one rho table per layer, no coefficients; the limit's bookkeeping was ~3 KiB of a small
+    # call's peak)
+    general = rec.expr is not None and not _equal_diagonal(np.diagonal(K_out))
+    blas = one_blas_thread() if general else contextlib.nullcontext()
     blas.__enter__()
     try:
         for blk in schedule.blocks():
