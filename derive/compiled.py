@@ -115,6 +115,8 @@ class CompiledSpec:
     row_source: list[tuple[str, str, int]] = dataclasses.field(default_factory=list)
     #: the row values stored in ``rows`` (those not read from ``cols``)
     row_stored: list[str] = dataclasses.field(default_factory=list)
+    #: the row statements the prepare step evaluates: those the stored values need
+    row_prepare: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
 
 class _Classifier:
@@ -322,6 +324,11 @@ def compiled_spec(rec: Recursion) -> CompiledSpec:
 
     row_used, col_used = read("row"), read("col")
     row_source, row_stored = _row_sources(cl, row_used, col_used, rec.rows[0], rec.cols[0])
+    needed = set(row_stored)
+    for sym, e in reversed(cl.defs["row"]):
+        if sym.name in needed:
+            needed |= {f.name for f in e.free_symbols}
+    row_prepare = [(s.name, pr.doprint(e)) for s, e in cl.defs["row"] if s.name in needed]
     return CompiledSpec(
         name=rec.name, source=rec.source.cite(), states=rec.state_names, sequences=[s.name for s in rec.sequences],
         layer=[(s.name, pr.doprint(e)) for s, e in cl.defs["layer"]],
@@ -330,6 +337,7 @@ def compiled_spec(rec: Recursion) -> CompiledSpec:
         elem=elem_text, finals=[s.name for s in finals],
         layer_used=read("layer"), row_used=row_used, col_used=col_used,
         row_symbol=rec.rows[0].name, col_symbol=rec.cols[0].name, row_source=row_source, row_stored=row_stored,
+        row_prepare=row_prepare,
         table=table, table_arg=table_arg,
         table_names=", ".join(f"{n}_v" for n in table),
         elem_before_table=elem_text[:[n for n, _ in elem_text].index(", ".join(f"{n}_v" for n in table))]
