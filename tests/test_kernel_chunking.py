@@ -98,6 +98,7 @@ settings_strategy = st.fixed_dictionaries({
     "direct_chunk": st.sampled_from([1, 7, 512]),
     "k_probe": st.sampled_from([2, 5, 17]),
     "tile": st.sampled_from([None, 1, 4, 9, 64]),  # square tiles instead of the strips
+    "ufunc_buffer": st.sampled_from([16, 1024, 8192]),  # NumPy's ufunc buffer while the NumPy kernels run
 })
 
 
@@ -126,7 +127,10 @@ def test_internal_settings_do_not_change_the_kernel(monkeypatch, act, equal, mod
         m.setattr(dt, "TAIL_ROWS", cfg["tail_rows"])
         m.setattr(variance_interpolation, "DIRECT_CHUNK", cfg["direct_chunk"])
         m.setattr(dt, "K_PROBE", cfg["k_probe"])
+        m.setattr(RK, "UFUNC_BUFFER", cfg["ufunc_buffer"])
+        before = np.getbufsize()
         K, T = _run(_inputs(P, equal), act, L, mode, cfg["strip"], cfg["block"], tile=cfg["tile"])
+        assert np.getbufsize() == before  # the engine's ufunc buffer size is restored
     _close(K, ref[0], f"{act} K")
     if mode == "ntk":
         _close(T, ref[1], f"{act} Theta")

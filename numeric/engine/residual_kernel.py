@@ -73,6 +73,8 @@ FUSED_RESERVE = 64 << 10
 #: the fewest layers per block of the fused closed-form kernels (a block costs ~0.1 ms there: at P = 200 blocks of
 #: 2 layers instead of 8 cost 20-40% more time and keep the per-layer data within FUSED_SHARE of the output)
 MIN_BLOCK_FUSED = 2
+#: elements of NumPy's ufunc buffers while the NumPy kernels run (`_small_ufunc_buffers`); no effect on results
+UFUNC_BUFFER = 1024
 #: upper-triangle elements below which one thread is used
 THREAD_MIN = 20_000
 #: diagonals within this relative spread count as equal (one dual-kernel table per layer)
@@ -724,10 +726,30 @@ def _fused_layer_bytes(P: int, mode: str, rec: ActivationRecursions) -> int:
     return 8 * (n_diag * P + len(meta["rows"]) * P + len(meta["cols"]) * (P + int(comp.LANES)))
 
 
+@contextlib.contextmanager
+def _small_ufunc_buffers():
+    """NumPy's ufunc buffers at UFUNC_BUFFER elements in this thread (restored on exit).  The NumPy kernels update
+    views of the state (rows r0:r1, columns c0:c1 of a P x P array: not contiguous), and NumPy 2's buffered
+    iteration then allocates two buffers of its default 8,192 elements per ufunc call: 128 KiB a thread on
+    every call, which was ~3% of a P = 1000 output at the peak, and slower than small buffers (an add on a
+    16 x 900 view: 29 us against 17 us at 1,024).  Elementwise results do not depend on the buffer size."""
+    old = np.setbufsize(UFUNC_BUFFER)
+    try:
+        yield
+    finally:
+        np.setbufsize(old)
+
+
 def run_block(block: Block, rec: ActivationRecursions, mode: str, tile: Tile, K_state: np.ndarray,
               S_state: np.ndarray | None, record: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
     """The layers of ``block`` on one tile: the state (float64, modified in place when it is a float64 array)
     after the block, divided by the block's rescale factors."""
+    with _small_ufunc_buffers():
+        return _run_block(block, rec, mode, tile, K_state, S_state, record)
+
+
+def _run_block(block: Block, rec: ActivationRecursions, mode: str, tile: Tile, K_state: np.ndarray,
+               S_state: np.ndarray | None, record: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
     pair_fn = rec.pair[mode]
     two = mode != "nngp"
     r0, r1, c0, c1 = tile
