@@ -434,8 +434,11 @@ def run(quick: bool = False, only: tuple[str, ...] = (), merge: Path | None = No
                 continue
             key = f"{act}_P{P}_L{L}" + ("_unequal" if unequal else "")
             if only and not any(w in key for w in only):
-                if key in earlier.get("results", {}):
-                    results[key] = earlier["results"][key] | {"measured_at": earlier.get("timestamp", "earlier")}
+                if key in earlier.get("results", {}):  # kept: when and on which commit it was measured go with it
+                    kept = earlier["results"][key]
+                    results[key] = kept | {
+                        "measured_at": kept.get("measured_at") or earlier.get("timestamp", "earlier"),
+                        "resprop_commit": kept.get("resprop_commit") or earlier.get("resprop_commit")}
                 continue
             t0 = time.perf_counter()
             cfg = run_config(P, L, act, tmp, quick, unequal)
