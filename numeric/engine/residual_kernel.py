@@ -32,13 +32,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import math
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 import numpy as np
@@ -459,7 +458,7 @@ class _DiagonalMoments:
         return callback
 
 
-@functools.lru_cache(maxsize=64)
+@lru_cache(maxsize=64)
 def _duals_module(expr: sp.Expr):
     """The module of the tabulated expectations of ``expr``: piecewise_duals for a piecewise activation (abs,
     sign, floor, ...; same interface: build_table, mean_phi_phi_general, diagonal, price_diag), else dual_tables.
@@ -701,7 +700,7 @@ def default_block(K0_diagonal: np.ndarray, L: int, mode: str, rec: ActivationRec
         block = min(block, max(MIN_BLOCK_FUSED, int(room / _fused_layer_bytes(P, mode, rec))))
     else:  # a tabulated activation: its rho tables (~30-60 KiB a layer, `_Tables`) set the block's bytes; with
         # equal norms (one cached table per layer, the fused kernels) a block costs as little as a closed form's
-        fewest = MIN_BLOCK_FUSED if _equal_diagonal(K0_diagonal) else MIN_BLOCK
+        fewest = MIN_BLOCK_FUSED if rec.compiled is not None and _equal_diagonal(K0_diagonal) else MIN_BLOCK
         block = min(block, max(fewest, int(BLOCK_SHARE * P * P / (P * LAYER_ARRAYS))))
     if rec.name in HOMOGENEOUS or mode == "response":
         block = min(block, HOMOGENEOUS_BLOCK)
