@@ -220,7 +220,8 @@ def test_nan_correlations_give_nan():
     Kab = np.full((5, 5), 0.2)
     Kab[1, 2] = np.nan
     out_f, out_g = np.empty((5, 5)), np.empty((5, 5))
-    dt.mean_phi_phi_general(EXPR["tanh"], d[:, None] + 0 * Kab, d[None, :] + 0 * Kab, Kab, out_f, out_g)
+    K_aa, K_bb = np.broadcast_to(d[:, None], Kab.shape).copy(), np.broadcast_to(d[None, :], Kab.shape).copy()
+    dt.mean_phi_phi_general(EXPR["tanh"], K_aa, K_bb, Kab, out_f, out_g)  # the diagonals finite, one K_ab NaN
     assert np.isnan(out_f[1, 2]) and np.isnan(out_g[1, 2]) and np.isfinite(np.delete(out_f.ravel(), 7)).all()
 
 
