@@ -17,6 +17,7 @@ two-input recursion per pair (O(P^2 depth) time, O(P^2) memory, independent of d
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -153,10 +154,8 @@ class Fluctuations(ResultRecord):
             K0 = net.K0[np.ix_(inputs, inputs)][None]
             where = {a: i for i, a in enumerate(inputs)}
             local = [tuple(where[int(t)] for t in q[k]) for k in rows]
-            tried: list[tuple[int, float]] = []
-            step = 0
-            while True:
-                n_ch = ladder[step]
+
+            def attempt(n_ch: int, K0=K0, local=local) -> tuple[tuple[np.ndarray, np.ndarray], float]:
                 res = _run(net, K0, n_ch, mean_shift=False)
                 full = np.array([res.V["full"][(0,) + idx] for idx in local])
                 low = np.array([res.V["low"][(0,) + idx] for idx in local])
@@ -164,10 +163,9 @@ class Fluctuations(ResultRecord):
                 gap, size = np.abs(full - low), np.abs(full)
                 worst = float(np.max(np.where(size > 0, gap / np.where(size > 0, size, 1.0),
                                               np.where(gap > 0, np.inf, 0.0))))
-                if worst <= tol or step + 1 == len(ladder):
-                    break
-                tried.append((n_ch, worst))
-                step = _next_rung(ladder, step, tried, tol)
+                return (full, low), worst
+
+            full, low = _climb(ladder, attempt, tol, jump=True)
             out[rows] = full
             est[rows] = np.abs(full - low)
         return (out, est) if truncation else out
@@ -589,22 +587,19 @@ def trajectory(K0, gammas, g, w, s, activation: str, *, channels: int | None = N
     depth = len(seqs[0])
     ladder = [_channels(channels, p)] if channels is not None else (
         [n for n in LADDER if n <= MAX_CHANNELS[p]] if p <= 2 else list(MANY_INPUT_LADDER[p]))
-    tried: list[tuple[int, float]] = []
-    step = 0
-    while True:
-        n_try = ladder[step]
+
+    def attempt(n_try: int) -> tuple[tuple, float]:
         layers: list = []
         _run_recorded(net, K0[None], n_try, mean_shift, layers, two_time)
         delta = np.array([np.zeros_like(layers[0].C["full"][0])] + [r.Delta[0] for r in layers[1:]])[1:]
         layers = layers[:depth + 1]
         Vf = np.array([r.V["full"][0] for r in layers])
-        Vl = np.array([r.V["low"][0] for r in layers])
         scale = np.abs(Vf).reshape(len(layers), -1).max(axis=1)
+        Vl = np.array([r.V["low"][0] for r in layers])
         trunc = np.abs(Vf - Vl).reshape(len(layers), -1).max(axis=1) / np.where(scale > 0, scale, 1.0)
-        if trunc.max() <= rtol or step + 1 == len(ladder):
-            break
-        tried.append((n_try, float(trunc.max())))
-        step = _next_rung(ladder, step, tried, rtol) if p >= 3 else step + 1
+        return (n_try, layers, delta, Vf, trunc), float(trunc.max())
+
+    n_try, layers, delta, Vf, trunc = _climb(ladder, attempt, rtol, jump=p >= 3)
     return Trajectory(K=np.array([r.K[0] for r in layers]), V=Vf,
                       V_closure=np.array([r.V["closure"][0] for r in layers]),
                       C=np.array([r.C["full"][0] for r in layers]), M=np.array([r.M["full"][0] for r in layers]),
@@ -612,6 +607,20 @@ def trajectory(K0, gammas, g, w, s, activation: str, *, channels: int | None = N
                       U=np.array([np.zeros_like(layers[0].C["full"][0])] + [r.U[0] for r in layers[1:]]),
                       Delta=delta if depth else np.zeros((1,) + (p,) * 4), channels=n_try, truncation=trunc,
                       two_time=_two_time(layers) if two_time else None)
+
+
+def _climb(ladder: list[int], attempt: Callable[[int], tuple[Any, float]], rtol: float, jump: bool) -> Any:
+    """Run ``attempt(channels)`` (-> (result, relative truncation estimate)) up ``ladder`` until the estimate is
+    at most ``rtol`` or the ladder ends; the last result.  ``jump``: skip the rungs that cannot end it
+    (`_next_rung`)."""
+    tried: list[tuple[int, float]] = []
+    step = 0
+    while True:
+        result, worst = attempt(ladder[step])
+        if worst <= rtol or step + 1 == len(ladder):
+            return result
+        tried.append((ladder[step], worst))
+        step = _next_rung(ladder, step, tried, rtol) if jump else step + 1
 
 
 def _next_rung(ladder: list[int], step: int, tried: list[tuple[int, float]], rtol: float) -> int:

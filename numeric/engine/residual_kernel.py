@@ -439,8 +439,7 @@ class _DiagonalMoments:
         duals, expr, by_layer = _duals_module(self.expr), self.expr, self.by_layer
 
         def callback(l, K, out):
-            equal = _equal_diagonal(K)
-            if equal:  # one value, as `_Tables` takes one table at the mean: the rule's temporaries
+            if _equal_diagonal(K):  # one value, as `_Tables` takes one table at the mean: the rule's temporaries
                 # (values x ~10^3 nodes) for the few ulp-distinct values of unit-norm inputs were most of a small
                 # run's memory above its output (tanh, P = 200: ~90 KiB against a 313 KiB output)
                 values, inverse = np.array([float(np.mean(K))]), None
