@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 import resprop
 import resprop.generated.residual_compiled as C
 from resprop.derive import approximations as A
+from resprop.numeric.engine import dual_tables as dt
 from resprop.numeric.engine import residual_kernel as RK
 from resprop.numeric.engine.validation import ParameterError
 
@@ -189,10 +190,10 @@ def test_backend_is_validated_and_auto_falls_back():
     assert RK.recursions("Max(x, 0)", "auto").backend == "compiled"  # the closed-form ReLU
     assert RK.recursions("tanh", "auto").backend == "compiled"  # tables: where a layer's norms are equal
     assert RK.recursions("sin(x)", "auto").backend == "numpy"
-    # unequal norms: tanh's layers take the general path, on the NumPy kernels whatever the backend
+    # six unequal norms (36 pairs > MAX_TABLE_PAIRS): the general path, on its fused kernels under "auto"
     a = resprop.kernel(X, "tanh", 2, 1.0, 0.1, backend="auto")
     b = resprop.kernel(X, "tanh", 2, 1.0, 0.1, backend="numpy")
-    assert np.array_equal(a, b)
+    assert _max_rel(a, b) <= 1e-14
 
 
 @pytest.mark.parametrize("act", ["tanh", "x*exp(-x**2/2)"])
@@ -236,3 +237,65 @@ def test_symmetric_row_values_are_read_from_the_column_values():
     layer, rows, cols, *_ = C.tabulated_nngp_prepare(diag, np.ones(3), np.ones(3), np.zeros(3),
                                                      np.zeros((3, 2, 2)), np.zeros((3, 2, 2)), np.zeros((3, 5)))
     assert rows.shape == (0, 3, 5) and np.allclose(cols[0, :, :5], 1 / np.sqrt(0.7))
+
+
+def _general_run(X, act, depth, mode, backend, sw=1.2, sb=0.05, lam=0.4, block=None):
+    K0 = sw * X @ X.T / X.shape[1] + sb
+    seq = (np.ones(depth), np.full(depth, lam**2 * sw), np.full(depth, lam**2 * sb))
+    second = None if mode == "nngp" else (K0.copy() if mode == "ntk" else np.ones_like(K0))
+    return RK.propagate(K0, second, seq, mode, RK.recursions(act, backend), block=block)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31 - 1), P=st.integers(5, 40), spread=st.floats(0.05, 1.5),
+       depth=st.integers(1, 6), act=st.sampled_from(["tanh", "x*exp(-x**2/2)"]),
+       mode=st.sampled_from(["nngp", "ntk", "response"]), sw=st.floats(0.3, 3), lam=st.floats(0.05, 1.5))
+def test_general_path_fused_and_numpy_kernels_agree(seed, P, spread, depth, act, mode, sw, lam):
+    """Unequal norms (more than MAX_TABLE_PAIRS pairs of diagonal values): the fused series kernels
+    (`tabulated_*_series_run`) and the NumPy recursion with the series callbacks.  The series is the same
+    arithmetic in both (`mehler_row`, no fast-math); the update may contract into fused multiply-adds."""
+    X = _inputs(seed, P, 4, spread)
+    a = _general_run(X, act, depth, mode, "compiled", sw=sw, lam=lam)
+    b = _general_run(X, act, depth, mode, "numpy", sw=sw, lam=lam)
+    assert a.log_scale_K == b.log_scale_K and a.log_scale_second == b.log_scale_second
+    assert _max_rel(a.K, b.K) <= 1e-14
+    if mode != "nngp":
+        assert _max_rel(a.second, b.second) <= 1e-14
+
+
+def test_general_path_blocks_use_the_fused_series_kernels():
+    X = _inputs(2, 30, 4, 1.0)
+    K0 = X @ X.T / 4 + 0.05
+    seq = (np.ones(5), np.full(5, 0.2), np.full(5, 0.01))
+    for act, fused in (("tanh", True), ("sign(x)", False)):  # piecewise_duals has no series: the NumPy kernels
+        rec = RK.recursions(act, "compiled")
+        blocks = list(RK.Schedule(np.diagonal(K0).copy(), None, seq, "nngp", rec,
+                                  RK.default_block(np.diagonal(K0), 5, "nngp", rec)).blocks())
+        assert all((b.series is not None) == fused for b in blocks)
+        if fused:
+            assert [b.stop - b.start for b in blocks] == [1] * 5  # one layer of coefficients held at a time
+
+
+@pytest.mark.parametrize("mode", ["nngp", "ntk", "response"])
+def test_uncertified_elements_take_the_pair_quadrature(monkeypatch, mode):
+    """With a series tolerance no level can meet (1e-300), every off-diagonal element is uncertified: the fused
+    kernels leave it to the pair quadrature and the generated patch (`tabulated_*_series_patch`), the NumPy route
+    to the same quadrature.  The two agree to round-off, and so do hand-overs of a row at a time (the smallest
+    capacity) and of all at once (the quadrature's matrix products may round differently by batch size)."""
+    monkeypatch.setattr(dt, "series_tolerance", lambda data: 1e-300)
+    X = _inputs(4, 24, 3, 0.8)
+    calls = []
+    quad = dt._pair_quadrature
+    monkeypatch.setattr(dt, "_pair_quadrature", lambda *a: calls.append(a[3].size) or quad(*a))
+    ref = _general_run(X, "tanh", 3, mode, "numpy")
+    calls.clear()
+    runs = []
+    for bad in (1, 10**6):
+        monkeypatch.setattr(RK, "SERIES_BAD", bad)
+        runs.append(_general_run(X, "tanh", 3, mode, "compiled"))
+    assert sum(calls) >= 2 * 3 * 24 * 23 // 2  # every off-diagonal element of every layer, in both runs
+    assert _max_rel(runs[0].K, runs[1].K) <= 1e-15
+    assert _max_rel(runs[0].K, ref.K) <= 1e-14
+    if mode != "nngp":
+        assert _max_rel(runs[0].second, runs[1].second) <= 1e-15
+        assert _max_rel(runs[0].second, ref.second) <= 1e-14

@@ -99,6 +99,8 @@ settings_strategy = st.fixed_dictionaries({
     "k_probe": st.sampled_from([2, 5, 17]),
     "tile": st.sampled_from([None, 1, 4, 9, 64]),  # square tiles instead of the strips
     "ufunc_buffer": st.sampled_from([16, 1024, 8192]),  # NumPy's ufunc buffer while the NumPy kernels run
+    "general_share_fused": st.sampled_from([0.0, 0.01, 1.0]),
+    "series_bad": st.sampled_from([1, 7, 1024]),  # elements handed to the pair quadrature at once (>= a row)
 })
 
 
@@ -128,6 +130,8 @@ def test_internal_settings_do_not_change_the_kernel(monkeypatch, act, equal, mod
         m.setattr(variance_interpolation, "DIRECT_CHUNK", cfg["direct_chunk"])
         m.setattr(dt, "K_PROBE", cfg["k_probe"])
         m.setattr(RK, "UFUNC_BUFFER", cfg["ufunc_buffer"])
+        m.setattr(RK, "GENERAL_SHARE_FUSED", cfg["general_share_fused"])
+        m.setattr(RK, "SERIES_BAD", cfg["series_bad"])
         before = np.getbufsize()
         K, T = _run(_inputs(P, equal), act, L, mode, cfg["strip"], cfg["block"], tile=cfg["tile"])
         assert np.getbufsize() == before  # the engine's ufunc buffer size is restored
@@ -181,7 +185,7 @@ def test_general_path_large_P_unequal_norms_threads(monkeypatch):
 def test_interpolation_in_variance_and_series_backend_do_not_change_the_kernel(monkeypatch, act):
     """P = 300 distinct diagonal values: the per-layer Hermite coefficients and E[phi^2], E[phi'^2] interpolated
     in log d (the default) against evaluated at every value, and the compiled series against NumPy's, in every
-    combination: the same kernels to 1e-13 of the largest entry (interpolation) and bit for bit (backend).  The
+    combination: the same kernels to 1e-13 of the largest entry (interpolation) and to 1e-14 (backend).  The
     node counts of the interpolation (N_START), its chunks and the probe for the series length vary too."""
     X = _inputs(300, False, seed=3)
     runs = {}
@@ -201,9 +205,11 @@ def test_interpolation_in_variance_and_series_backend_do_not_change_the_kernel(m
             K, T = _run(X, act, 4, "ntk", 65536, None)
         _close(K, runs[2, "compiled"][0], f"{act} K, N_START {n_start}")
         _close(T, runs[2, "compiled"][1], f"{act} Theta, N_START {n_start}")
-    for min_values in (2, 10**9):
+    for min_values in (2, 10**9):  # the same series bits (tests/test_mehler_compiled.py); the compiled backend's
+        # fused kernels may contract the update into fused multiply-adds: round-off
         a, b = runs[min_values, "numpy"], runs[min_values, "compiled"]
-        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+        for x, y in zip(a, b):
+            assert np.max(np.abs(x - y)) <= 1e-14 * np.max(np.abs(y))
     _close(runs[2, "compiled"][0], runs[10**9, "compiled"][0], f"{act} K interpolated")
     _close(runs[2, "compiled"][1], runs[10**9, "compiled"][1], f"{act} Theta interpolated")
 

@@ -1243,7 +1243,7 @@ def mean_phi_phi_general(expr: sp.Expr | str, K_aa, K_bb, K_ab, out_phi: Array, 
             for idx, arr, pre in ((ia, K_aa, index_a), (ib, K_bb, index_b)):
                 if pre is None:
                     _check_index(values, idx, arr[sl].reshape(-1))
-        f, g = _series_chunk(act, data, ia, ib, K_ab[sl], data.rtol / 50, want_g, byte_budget)
+        f, g = _series_chunk(act, data, ia, ib, K_ab[sl], series_tolerance(data), want_g, byte_budget)
         out_phi[sl] = f.reshape(out_phi[sl].shape)
         if want_g:
             assert out_dphi is not None
@@ -1296,6 +1296,11 @@ def mean_phi_phi_strip(data: _DiagData, ia: Array, ib: Array, rho: Array, out_ph
 SERIES_BACKEND = "auto"
 
 
+def series_tolerance(data: _DiagData) -> float:
+    """The absolute tail tolerance of the general path's series for relative tolerance ``data.rtol``."""
+    return data.rtol / 50
+
+
 def _use_compiled() -> bool:
     from resprop.numeric.engine import mehler_compiled
 
@@ -1325,7 +1330,7 @@ def _strip_compiled(data: _DiagData, ia: Array, ib: Array, rho: Array, out_phi: 
         return out_phi, out_dphi
     g_out = out_dphi if out_dphi is not None else np.empty((1, 1))
     level = mehler_compiled.series_strip(data.coefT, data.logtail_f, data.logtail_g, np.asarray(data.levels),
-                                         data.rtol / 50, ia, ib, rho, sa, want_g, out_phi, g_out)
+                                         series_tolerance(data), ia, ib, rho, sa, want_g, out_phi, g_out)
     nl = len(data.levels)
     bad = np.nonzero(level >= nl)
     if bad[0].size:
@@ -1373,7 +1378,7 @@ def _series_rho(data: _DiagData, ia: Array, ib: Array, rho: Array, want_g: bool,
                 ) -> tuple[Array, Array]:
     """The certified Mehler series per element (see the module docstring), the pair quadrature beyond it."""
     assert data.coefT is not None and data.logtail_f is not None and data.logtail_g is not None
-    tol = data.rtol / 50
+    tol = series_tolerance(data)
     sa = np.sqrt(data.values)
     n = rho.size
     # smallest certified ladder level per element: (K + 1) log|rho| + logtail_a + logtail_b <= log tol

@@ -11,11 +11,13 @@ tail bound (*) of `dual_tables` for f and g:
 
     (K + 1) log|r| + logtail_f[a] + logtail_f[b] <= log tol  and  K log|r| + logtail_g[a] + logtail_g[b] <= log tol.
 
-Elements are processed in groups of ``GROUP`` with the group's largest K_e; an element whose own K_e is smaller
-gets zero coefficients above K_e, which leaves p = q = +0 until k = K_e, so each element's result is bit for bit
-the one of the NumPy path (no ``fastmath``: LLVM does not contract or reorder the float operations), whatever the
-grouping.  Elements no ladder level certifies get level ``len(levels)`` and are left to the caller (the pair
-quadrature), NaN correlations give NaN.
+The series itself is the generated `mehler_row` (`resprop.generated.residual_compiled`, from
+templates/compiled_module.py.j2): a row's elements are sorted by level and summed in groups of one level, so each
+element's result is bit for bit the one of the NumPy path (no ``fastmath``: LLVM does not contract or reorder the
+float operations), whatever the grouping (``GROUP`` here).  Elements no ladder level certifies get level
+``len(levels)`` and are left to the caller (the pair quadrature), NaN correlations give NaN.  The kernel engine's
+fused general-path kernels (`tabulated_*_series_run`) call the same `mehler_row` with the update inside; this module
+serves `dual_tables.mean_phi_phi_strip` and `mean_phi_phi_general`.
 
 The functions are compiled on first use (``cache=True``: once per machine, in Numba's cache directory) and release
 the GIL, so the kernel engine's strip threads run them in parallel.  `available()` says whether Numba imports;
@@ -31,6 +33,8 @@ import numpy as np
 numba: ModuleType | None
 try:  # optional at run time: the NumPy path is the reference and the fallback
     import numba
+
+    from resprop.generated.residual_compiled import mehler_row, mehler_thresholds
 except ImportError:  # pragma: no cover - exercised only where numba is not installed
     numba = None
 
@@ -47,99 +51,34 @@ def _series_strip_py(coefT, logtail_f, logtail_g, levels, ltol, ia, ib, rho, sa,
                      group):
     """f (into out_f) and g = q / (sa[a] sa[b]) (into out_g) on an (h, n) block rho, rows with diagonal indices
     ia, columns ib; ``level``: (h, n) int8 output, len(levels) where no level certifies the element (out_f/out_g
-    untouched there), len(levels) + 1 for NaN.  Per row: the level of every element, a counting sort of the
-    columns by level, then Horner on groups of ``group`` elements of one level (independent chains: ILP)."""
+    untouched there), len(levels) + 1 for NaN.  Row by row through the generated `mehler_row` (the one
+    implementation of the series, `resprop.generated.residual_compiled`; the kernel engine's fused general-path
+    kernels call it too)."""
     h, n = rho.shape
     nl = levels.shape[0]
-    count = np.zeros(nl + 2, dtype=np.int64)
-    start = np.zeros(nl + 3, dtype=np.int64)
-    order = np.empty(n, dtype=np.int64)
-    lev = np.empty(n, dtype=np.int64)
+    thr = mehler_thresholds(logtail_f, logtail_g, levels)
     rr = np.empty(n)
-    p = np.empty(group)
-    q = np.empty(group)
-    rl = np.empty(group)
-    bl = np.empty(group, dtype=np.int64)
-    # thresholds on |r| per level and value: |r| <= exp((ltol - logtail_a - logtail_b) / (K + 1)), split into a
-    # row factor and a column factor (exp(-logtail / (K + 1)) per value)
-    nv = coefT.shape[1]
-    thr_f = np.empty((nv, nl))  # a value's thresholds contiguous: an element reads one or two cache lines
-    thr_g = np.empty((nv, nl))
-    for u in range(nl):
-        K = levels[u]
-        for v in range(nv):
-            thr_f[v, u] = math.exp(-logtail_f[u, v] / (K + 1))
-            thr_g[v, u] = math.exp(-logtail_g[u, v] / K)
-    row_f = np.empty(nl)
-    row_g = np.empty(nl)
+    pf = np.empty(n)
+    pg = np.empty(n)
+    lev = np.empty(n, dtype=np.int64)
+    order = np.empty(n, dtype=np.int64)
+    scratch = np.empty((2, nl))
+    count = np.empty(nl + 3, dtype=np.int64)
+    start = np.empty(nl + 3, dtype=np.int64)
+    grp = np.empty((3, group))
+    grp_b = np.empty(group, dtype=np.int64)
     for i in range(h):
-        a = ia[i]
-        for u in range(nl):
-            K = levels[u]
-            row_f[u] = math.exp(ltol / (K + 1)) * thr_f[a, u]
-            row_g[u] = math.exp(ltol / K) * thr_g[a, u]
-        count[:] = 0
         for j in range(n):
-            x = rho[i, j]
-            t = nl + 1
-            if x == x:
-                x = min(1.0, max(-1.0, x))
-                ax = abs(x)
-                b = ib[j]
-                t = nl
-                for u in range(nl):
-                    # |r| against the level's threshold, exp of the log criterion (no log per element); within a
-                    # relative 1e-9 of it the log criterion itself decides, so the level is the NumPy path's
-                    tf = row_f[u] * thr_f[b, u]
-                    tg = row_g[u] * thr_g[b, u]
-                    if ax < tf * (1.0 - 1e-9) and ax < tg * (1.0 - 1e-9):
-                        t = u
-                        break
-                    if ax > tf * (1.0 + 1e-9) or ax > tg * (1.0 + 1e-9):
-                        continue
-                    K = levels[u]
-                    lr = math.log(ax) if ax > 0.0 else -math.inf
-                    if ((K + 1) * lr + logtail_f[u, a] + logtail_f[u, b] <= ltol
-                            and K * lr + logtail_g[u, a] + logtail_g[u, b] <= ltol):
-                        t = u
-                        break
-            rr[j] = x
-            lev[j] = t
-            level[i, j] = t
-            count[t] += 1
-        start[0] = 0
-        for t in range(nl + 2):
-            start[t + 1] = start[t] + count[t]
-        for t in range(nl + 2):
-            count[t] = start[t]
+            rr[j] = rho[i, j]
+        mehler_row(coefT, logtail_f, logtail_g, levels, ltol, thr, ia[i], ib, rr, n, want_g, sa, pf, pg, lev, order,
+                   scratch, count, start, grp, grp_b)
         for j in range(n):
             t = lev[j]
-            order[count[t]] = j
-            count[t] += 1
-        for t in range(nl):
-            K = levels[t]
-            lo, hi = start[t], start[t + 1]
-            for g0 in range(lo, hi, group):
-                m = min(group, hi - g0)
-                for e in range(m):
-                    j = order[g0 + e]
-                    p[e] = 0.0
-                    q[e] = 0.0
-                    rl[e] = rr[j]
-                    bl[e] = ib[j]
-                for k in range(K, -1, -1):
-                    ca = coefT[k, a]
-                    row = coefT[k]
-                    if want_g:
-                        for e in range(m):
-                            q[e] = q[e] * rl[e] + p[e]
-                    for e in range(m):
-                        p[e] = p[e] * rl[e] + ca * row[bl[e]]
-                for e in range(m):
-                    j = order[g0 + e]
-                    out_f[i, j] = p[e]
-                    if want_g:
-                        out_g[i, j] = q[e] / (sa[a] * sa[ib[j]])
+            level[i, j] = t
+            if t < nl:
+                out_f[i, j] = pf[j]
+                if want_g:
+                    out_g[i, j] = pg[j]
     return 0
 
 

@@ -84,6 +84,10 @@ GENERAL_BYTES = 8 * 2**20
 #: and, in memory (`propagate`), within GENERAL_SHARE of one P^2 float64 array (a block ends after the layer that
 #: passes it: at least one layer's data is held, ~0.2-0.9 MiB at P = 1000 for tanh)
 GENERAL_SHARE = 0.05
+#: the same share when the general path's fused kernels run (`_run_series`): they take the tile through one layer
+#: per call whatever the block, so a block of one layer costs only the block's Python set-up (~1 ms) and holds one
+#: layer's coefficients instead of two
+GENERAL_SHARE_FUSED = 0.01
 #: elements per piece of a tile on the general path (the NumPy tabulated recursion): its temporaries are a few
 #: arrays of a piece per thread, ~1.2 MiB a thread in pieces of STRIP (tanh, P = 1000: 15% of the output); the
 #: series costs ~100 ns an element, so the smaller pieces' Python calls cost little; no effect on the results
@@ -117,6 +121,9 @@ class ActivationRecursions:
     #: the compiled diagonal recursions, mode -> ``run(states..., sequences..., trajectory)`` (closed forms), or
     #: None: the NumPy diagonal runs
     compiled_diagonal: dict[str, Callable] | None = None
+    #: the fused compiled kernels of the general path (a tabulated activation on inputs of unequal norm: the
+    #: certified Mehler series per element), mode -> (series_run, series_patch), or None
+    series: dict[str, tuple[Callable, Callable]] | None = None
 
     @property
     def backend(self) -> str:
@@ -191,8 +198,12 @@ def recursions(activation: str, backend: str = "auto") -> ActivationRecursions:
         found = {m: getattr(comp, f"{rec.name}_diagonal{s}_run", None) for m, s in suffix.items()}
         if all(f is not None for f in found.values()):
             diagonal = {m: f for m, f in found.items() if f is not None}
+    series = None
+    if tabulated:
+        series = {m: (getattr(comp, f"tabulated_nngp{s}_series_run"), getattr(comp, f"tabulated_nngp{s}_series_patch"))
+                  for m, s in MODE_SUFFIX.items()}
     return dataclasses.replace(rec, compiled=_compiled_functions(comp, "tabulated" if tabulated else rec.name),
-                               compiled_diagonal=diagonal)
+                               compiled_diagonal=diagonal, series=series)
 
 
 @cache
@@ -542,6 +553,9 @@ class Block:
     sd_after: np.ndarray | None
     #: the compiled kernels' per-layer, row and column values of the block (``ActivationRecursions.compiled``)
     prepared: Any = None
+    #: the general path's fused kernels (``ActivationRecursions.series``): ((layer, rows, cols) values of the
+    #: block, and per layer a `_SeriesLayer`), or None
+    series: Any = None
 
 
 class Schedule:
@@ -646,7 +660,15 @@ class Schedule:
                     packed = built.packed_tables()
                     if packed is not None:
                         prepared = self.rec.compiled[self.mode][0](rows, gb, wb, sb, *packed)
-            if prepared is not None and not self.keep_rows:
+            series = None
+            if prepared is None and built is not None and self.rec.series is not None and self.rec.compiled is not None:
+                series_layers = _series_layers(built)
+                if series_layers is not None:  # every layer on the general path's series: its fused kernels
+                    nb = len(series_layers)
+                    no_tables = (np.zeros((nb, 1, 1)), np.zeros((nb, 1, 1)), np.zeros((nb, 5)))
+                    series = (self.rec.compiled[self.mode][0](rows, gb, wb, sb, *no_tables)[:3], series_layers)
+                del series_layers  # the block's Block holds them; the next block's are built after it is gone
+            if (prepared is not None or series is not None) and not self.keep_rows:
                 # the fused kernels read only their prepared values: the diagonals of the block go (the peak holds
                 # one copy of the per-layer data, not two)
                 rows = srow = both = None
@@ -673,9 +695,10 @@ class Schedule:
                         self.exp2_S += k
                         cS = c
                 self.log_K, self.log_S = self.exp2_K * math.log(2.0), self.exp2_S * math.log(2.0)
-            yield Block(start, stop, rows, srow, gb, wb, sb, built, cK, cS, log_K, log_S, d_next, sd_next, prepared)
+            yield Block(start, stop, rows, srow, gb, wb, sb, built, cK, cS, log_K, log_S, d_next, sd_next, prepared,
+                        series)
             # release this block's per-layer data before the next block's is built (one block alive at a time)
-            del rows, srow, both, built, prepared
+            del rows, srow, both, built, prepared, series
             start = stop
 
 
@@ -707,6 +730,9 @@ def default_block(K0_diagonal: np.ndarray, L: int, mode: str, rec: ActivationRec
         # unequal diagonals: the general path's data (P x ~300 Hermite coefficients per layer) fills
         # GENERAL_BYTES; a block of that many layers (_Tables shortens it if the series need more terms)
         block = min(block, max(1, GENERAL_BYTES // (8 * P * GENERAL_TERMS)))
+        if rec.series is not None:  # the fused kernels: one layer per block (GENERAL_SHARE_FUSED); a longer block
+            # would run the diagonal recursion of layers that `_Tables` then drops (~7 ms a layer at P = 1000)
+            block = 1
     return block
 
 
@@ -751,6 +777,11 @@ def _run_block(block: Block, rec: ActivationRecursions, mode: str, tile: Tile, K
     pair_fn = rec.pair[mode]
     two = mode != "nngp"
     r0, r1, c0, c1 = tile
+    if block.series is not None and record is None and rec.series is not None:  # the general path, fused
+        K_new = _work_array(K_state)
+        S_new = _work_array(S_state) if S_state is not None and two else None
+        _run_series(block, rec.series[mode], tile, K_new, S_new)
+        return _rescaled(block, K_new, S_new)
     if block.prepared is not None and record is None and rec.compiled is not None:  # the fused kernel, in place
         K_new = _work_array(K_state)
         S_new = _work_array(S_state) if S_state is not None and two else None
@@ -764,6 +795,69 @@ def _run_block(block: Block, rec: ActivationRecursions, mode: str, tile: Tile, K
                      record=record, **_used(pair_fn, callbacks))
     K_new, S_new = result if two else (result, None)
     return _rescaled(block, K_new, S_new)
+
+
+@dataclass(frozen=True, eq=False)
+class _SeriesLayer:
+    """One layer's general-path data as the fused series kernels read it: the `dual_tables` diagonal data, each
+    input's value index, the thresholds of `mehler_thresholds`, the square roots of the values, the ladder and
+    the log of the series' tolerance."""
+
+    data: Any
+    index: np.ndarray
+    thr: np.ndarray
+    sa: np.ndarray
+    levels: np.ndarray
+    ltol: float
+
+
+def _series_layers(built: _Tables) -> list[_SeriesLayer] | None:
+    """Per layer of ``built``, what the general path's fused kernels read; None unless every layer is on the
+    general path with Hermite coefficients (not a rho table, not the pair tables of a few values, not
+    piecewise_duals) and the compiled series may run (`dual_tables.SERIES_BACKEND`)."""
+    if not built.dt.__name__.endswith(".dual_tables") or not built.dt._use_compiled():
+        return None
+    if any(index is None or getattr(obj, "coefT", None) is None for obj, index in built.layers):
+        return None
+    comp = compiled_module()
+    out = []
+    for data, index in built.layers:
+        assert index is not None
+        levels = np.asarray(data.levels, dtype=np.int64)
+        thr = comp.mehler_thresholds(data.logtail_f, data.logtail_g, levels)
+        out.append(_SeriesLayer(data, index.astype(np.int64), thr, np.sqrt(data.values), levels,
+                                math.log(built.dt.series_tolerance(data))))
+    return out
+
+
+#: elements of a tile the general path's fused kernel hands to the pair quadrature at once (at least a row)
+SERIES_BAD = 1024
+
+
+def _run_series(block: Block, fns: tuple[Callable, Callable], tile: Tile, K_state: np.ndarray,
+                S_state: np.ndarray | None) -> None:
+    """The layers of ``block`` on one tile through the general path's fused kernels, in place: per layer, the
+    series and the update in one compiled pass (`tabulated_*_series_run`), and the elements no series level
+    certifies through `dual_tables`' pair quadrature and the generated update (`tabulated_*_series_patch`)."""
+    run, patch = fns
+    (layer, rows, cols), layers = block.series
+    r0, r1, c0, c1 = tile
+    states = (K_state,) if S_state is None else (K_state, S_state)
+    h, n = K_state.shape
+    cap = max(SERIES_BAD, n)
+    bad_i, bad_j = np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64)
+    bad_rho = np.empty(cap)
+    dt = block.tables.dt
+    for l, s in enumerate(layers):
+        i = 0
+        while i < h:
+            i, n_bad = run(*states, r0, c0, l, layer, rows, cols, s.index, s.data.coefT, s.data.logtail_f,
+                           s.data.logtail_g, s.levels, s.ltol, s.thr, s.sa, bad_i, bad_j, bad_rho, i)
+            if n_bad:
+                a = s.sa[s.index[r0 + bad_i[:n_bad]]]
+                b = s.sa[s.index[c0 + bad_j[:n_bad]]]
+                f, g, _, _ = dt._pair_quadrature(s.data.act, a, b, bad_rho[:n_bad], dt.STRIP_BYTE_BUDGET)
+                patch(*states, r0, c0, l, layer, rows, cols, bad_i, bad_j, f, g, n_bad)
 
 
 def _work_array(a: np.ndarray) -> np.ndarray:
@@ -788,7 +882,8 @@ def run_block_pieces(block: Block, rec: ActivationRecursions, mode: str, tile: T
     r0, r1, c0, c1 = tile
     n = c1 - c0
     if target is None:
-        target = GENERAL_PIECE if block.prepared is None and block.tables is not None else STRIP
+        target = GENERAL_PIECE if block.prepared is None and block.series is None and block.tables is not None \
+            else STRIP
     h = max(1, target // max(n, 1))
     for a in range(0, r1 - r0, h):
         b = min(r1 - r0, a + h)
@@ -849,9 +944,10 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
     n_workers = min(workers(), len(tiles)) if P * (P - 1) // 2 >= THREAD_MIN else 1
     pool = ThreadPoolExecutor(n_workers) if n_workers > 1 else None
     bar = _progress_bar(L * len(tiles)) if progress else None
+    general_share = GENERAL_SHARE_FUSED if rec.series is not None and rec.expr is not None else GENERAL_SHARE
     schedule = Schedule(np.diagonal(K_out), np.diagonal(S_out) if two else None, sequences, mode, rec, block, pool,
                         n_workers, keep_rows=record_layers,
-                        general_budget=min(GENERAL_BYTES, int(GENERAL_SHARE * 8 * P * P)))
+                        general_budget=min(GENERAL_BYTES, int(general_share * 8 * P * P)))
     # BLAS (the general path's Hermite coefficients, ~P x 400 x 400 per layer) runs one thread: our pool already
     # uses the cores, and two-thread OpenBLAS measured 3-10x slower per call on a loaded 2-core machine
     # (not with equal norms: one rho table per layer, no coefficients; the limit's bookkeeping was ~3 KiB of a small
