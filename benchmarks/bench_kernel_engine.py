@@ -424,6 +424,9 @@ def run(quick: bool = False, only: tuple[str, ...] = (), merge: Path | None = No
     earlier = json.loads(merge.read_text()) if merge else {}
     results: dict = {}
     rows = []
+    # the process's one-time imports (SymPy, SciPy, Numba: ~3 s here) on a tiny erf call, so that a configuration's
+    # first call measures its own tables and compiled kernels whichever configuration runs first (--only)
+    call_resprop(make_x(4), "erf", 1, True)
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
         configs = [(P, L, act, False) for P, L in SIZES for act in ACTIVATIONS if not (act == "tanh" and P > 1000)]

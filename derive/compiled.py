@@ -25,6 +25,7 @@ optionally written into a trajectory array; the others keep their NumPy kernels.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 
 import sympy as sp
@@ -117,6 +118,11 @@ class CompiledSpec:
     row_stored: list[str] = dataclasses.field(default_factory=list)
     #: the row statements the prepare step evaluates: those the stored values need
     row_prepare: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    #: ``elem`` without the statements only the table argument needs: the update once the table values are given
+    #: (the general path's series kernels and their patch)
+    elem_update: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    #: the row, column and state names that ``elem_update`` reads
+    update_reads: list[str] = dataclasses.field(default_factory=list)
 
 
 class _Classifier:
@@ -317,8 +323,6 @@ def compiled_spec(rec: Recursion) -> CompiledSpec:
     used = " ".join(t for _, t in elem_text) + " " + " ".join(s.name for s in finals) + " " + table_arg
 
     def read(k):
-        import re
-
         return [s.name for s, _ in cl.defs[k] if re.search(rf"\b{s.name}\b", used)] + \
             ([s.name for s in rec.sequences if re.search(rf"\b{s.name}\b", used)] if k == "layer" else [])
 
@@ -329,7 +333,12 @@ def compiled_spec(rec: Recursion) -> CompiledSpec:
         if sym.name in needed:
             needed |= {f.name for f in e.free_symbols}
     row_prepare = [(s.name, pr.doprint(e)) for s, e in cl.defs["row"] if s.name in needed]
+    elem_update = _live_statements(elem_text, [s.name for s in finals], keep=", ".join(f"{n}_v" for n in table))
+    update_text = " ".join(t for _, t in elem_update) + " " + " ".join(s.name for s in finals)
+    update_reads = [n for n in row_used + col_used + list(rec.state_names)
+                    if re.search(rf"\b{re.escape(n)}\b", update_text)]
     return CompiledSpec(
+        elem_update=elem_update, update_reads=update_reads,
         name=rec.name, source=rec.source.cite(), states=rec.state_names, sequences=[s.name for s in rec.sequences],
         layer=[(s.name, pr.doprint(e)) for s, e in cl.defs["layer"]],
         row=[(s.name, pr.doprint(e)) for s, e in cl.defs["row"]],
@@ -342,6 +351,18 @@ def compiled_spec(rec: Recursion) -> CompiledSpec:
         table_names=", ".join(f"{n}_v" for n in table),
         elem_before_table=elem_text[:[n for n, _ in elem_text].index(", ".join(f"{n}_v" for n in table))]
         if table else [])
+
+
+def _live_statements(statements: list[tuple[str, str]], outputs: list[str], keep: str) -> list[tuple[str, str]]:
+    """The statements (name, printed expression) that ``outputs`` depend on, in order; ``keep`` (the table lookup's
+    line) is kept whatever reads it."""
+    live: list[tuple[str, str]] = []
+    needed = " ".join(outputs)
+    for name, text in reversed(statements):
+        if name == keep or any(re.search(rf"\b{re.escape(n.strip())}\b", needed) for n in name.split(",")):
+            live.append((name, text))
+            needed += " " + text
+    return live[::-1]
 
 
 # --------------------------------------------------------------------------- elementwise recursions

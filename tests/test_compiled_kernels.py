@@ -288,12 +288,15 @@ def test_uncertified_elements_take_the_pair_quadrature(monkeypatch, mode):
     quad = dt._pair_quadrature
     monkeypatch.setattr(dt, "_pair_quadrature", lambda *a: calls.append(a[3].size) or quad(*a))
     ref = _general_run(X, "tanh", 3, mode, "numpy")
-    calls.clear()
-    runs = []
+    runs, handed = [], []
     for bad in (1, 10**6):
         monkeypatch.setattr(RK, "SERIES_BAD", bad)
+        calls.clear()
         runs.append(_general_run(X, "tanh", 3, mode, "compiled"))
-    assert sum(calls) >= 2 * 3 * 24 * 23 // 2  # every off-diagonal element of every layer, in both runs
+        handed.append(sum(calls))
+    # most of the 3 x 276 elements above the diagonal (those of small |rho| between small variances, whose
+    # coefficients' tails underflow, are certified even at 1e-300), the same ones whatever the capacity
+    assert handed[0] == handed[1] >= 3 * 24 * 23 // 4
     assert _max_rel(runs[0].K, runs[1].K) <= 1e-15
     assert _max_rel(runs[0].K, ref.K) <= 1e-14
     if mode != "nngp":
