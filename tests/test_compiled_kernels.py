@@ -272,8 +272,6 @@ def test_general_path_blocks_use_the_fused_series_kernels():
         blocks = list(RK.Schedule(np.diagonal(K0).copy(), None, seq, "nngp", rec,
                                   RK.default_block(np.diagonal(K0), 5, "nngp", rec)).blocks())
         assert all((b.series is not None) == fused for b in blocks)
-        if fused:
-            assert [b.stop - b.start for b in blocks] == [1] * 5  # one layer of coefficients held at a time
 
 
 @pytest.mark.parametrize("mode", ["nngp", "ntk", "response"])

@@ -111,13 +111,15 @@ def test_a_call_leaves_no_reference_cycles(act, equal):
     assert n == 0, f"{n} objects in reference cycles: {kinds}"
 
 
-def test_the_general_path_holds_one_layer_of_hermite_data_beside_the_output():
-    """tanh on inputs of unequal norm (the general path, `dual_tables.general_data` per layer): the peak is at most
-    the output + 10% + the largest single layer's Hermite data + the work arrays of one piece per thread (two
-    float64 buffers and the series' level and row arrays, budgeted at 3 x 8 bytes an element of
-    ``GENERAL_PIECE``).  A layer's data is built and held one at a time once it passes the block's share.  Before,
-    two layers built at once, their build temporaries and pieces of STRIP elements came to the output + 47-65%
-    at P = 1000 (BENCHMARKS.md); this bound is 26% here, the measured peak ~20%."""
+@pytest.mark.parametrize("backend", ["compiled", "numpy"])
+def test_the_general_path_holds_one_layer_of_hermite_data_beside_the_output(backend):
+    """tanh on inputs of unequal norm (the general path, `dual_tables.general_data` per layer).  On the fused
+    kernels (`tabulated_*_series_run`: a few row-length work arrays per thread, blocks of one layer) the peak is the
+    issue's output + 10% (measured + 8.5%).  On the NumPy kernels it is at most the output + 10% + the largest
+    single layer's Hermite data + the work arrays of one piece per thread (two float64 buffers and the series'
+    level and row arrays, budgeted at 3 x 8 bytes an element of ``GENERAL_PIECE``); before, two layers built at
+    once, their build temporaries and pieces of STRIP elements came to the output + 47-65% at P = 1000
+    (BENCHMARKS.md); this bound is 26% here, the measured peak ~20%."""
     from resprop.numeric.engine import dual_tables
     from resprop.numeric.engine import residual_kernel as RK
 
@@ -135,12 +137,16 @@ def test_the_general_path_holds_one_layer_of_hermite_data_beside_the_output():
 
     dual_tables.general_data = recording
     try:
-        extra = _peak_over_output_of(lambda: resprop.kernel(X, "tanh", 12, 1.25, 0.05, branch_scale=0.1))
+        extra = _peak_over_output_of(lambda: resprop.kernel(X, "tanh", 12, 1.25, 0.05, branch_scale=0.1,
+                                                            backend=backend))
     finally:
         dual_tables.general_data = original
     out_bytes = 8 * P * P
     assert largest[0] > 0, "the general path did not run"
     pieces = RK.workers() * RK.GENERAL_PIECE * 3 * 8
+    if backend == "compiled":
+        assert extra <= 0.10, f"peak is the output + {100 * extra:.1f}%"
+        return
     allowed = 0.10 * out_bytes + largest[0] + pieces
     assert extra * out_bytes <= allowed, \
         f"peak is the output + {100 * extra:.1f}%, allowed {100 * allowed / out_bytes:.1f}% (one layer's data " \

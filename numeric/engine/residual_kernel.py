@@ -730,9 +730,6 @@ def default_block(K0_diagonal: np.ndarray, L: int, mode: str, rec: ActivationRec
         # unequal diagonals: the general path's data (P x ~300 Hermite coefficients per layer) fills
         # GENERAL_BYTES; a block of that many layers (_Tables shortens it if the series need more terms)
         block = min(block, max(1, GENERAL_BYTES // (8 * P * GENERAL_TERMS)))
-        if rec.series is not None:  # the fused kernels: one layer per block (GENERAL_SHARE_FUSED); a longer block
-            # would run the diagonal recursion of layers that `_Tables` then drops (~7 ms a layer at P = 1000)
-            block = 1
     return block
 
 
@@ -931,6 +928,11 @@ def propagate(K0: np.ndarray, second0: Any, sequences: tuple[np.ndarray, np.ndar
         second0 = K0.copy()
     if block is None:
         block = default_block(np.diagonal(K0), L, mode, rec)
+        if rec.series is not None and rec.expr is not None and not _equal_diagonal(np.diagonal(K0)):
+            # the general path's fused kernels hold one layer's data (GENERAL_SHARE_FUSED); a longer block would run
+            # the diagonal recursion of layers that `_Tables` then drops (~7 ms a layer at P = 1000).  (A store keeps
+            # default_block's: there each block is a pass over the store.)
+            block = 1
     tiles = band_tiles(P, strip) if tile is None else tile_grid(P, tile)
     layers = [(K0.copy(), None if second0 is None else second0.copy())] if record_layers else None
     S_out: Any
