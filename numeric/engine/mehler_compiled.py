@@ -34,7 +34,7 @@ numba: ModuleType | None
 try:  # optional at run time: the NumPy path is the reference and the fallback
     import numba
 
-    from resprop.generated.residual_compiled import mehler_row, mehler_thresholds
+    from resprop.generated.residual_compiled import mehler_buffers, mehler_row, mehler_thresholds
 except ImportError:  # pragma: no cover - exercised only where numba is not installed
     numba = None
 
@@ -57,16 +57,7 @@ def _series_strip_py(coefT, logtail_f, logtail_g, levels, ltol, ia, ib, rho, sa,
     h, n = rho.shape
     nl = levels.shape[0]
     thr = mehler_thresholds(logtail_f, logtail_g, levels)
-    rr = np.empty(n)
-    pf = np.empty(n)
-    pg = np.empty(n)
-    lev = np.empty(n, dtype=np.int64)
-    order = np.empty(n, dtype=np.int64)
-    scratch = np.empty((2, nl))
-    count = np.empty(nl + 3, dtype=np.int64)
-    start = np.empty(nl + 3, dtype=np.int64)
-    grp = np.empty((3, group))
-    grp_b = np.empty(group, dtype=np.int64)
+    rr, pf, pg, lev, order, scratch, count, start, grp, grp_b = mehler_buffers(n, nl, group)
     for i in range(h):
         for j in range(n):
             rr[j] = rho[i, j]
