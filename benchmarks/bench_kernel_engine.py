@@ -423,6 +423,7 @@ def run(quick: bool = False, only: tuple[str, ...] = (), merge: Path | None = No
     print(f"\nresprop.kernel vs neural-tangents, interleaved, median of {REPEATS}: rho={RHO}, sigma_w2={SW2}, "
           f"sigma_b2={SB2}, K0_aa={K0_DIAG}, d_in={D_IN}; tanh peer ElementwiseNumerical(deg={TANH_DEG})\n")
     earlier = json.loads(merge.read_text()) if merge else {}
+    earlier = earlier.get("benchmarks", {}).get("kernel_engine", earlier)  # run_all's record holds this script's
     results: dict = {}
     rows = []
     # the process's one-time imports (SymPy, SciPy, Numba: ~3 s here) on a tiny erf call, so that a configuration's
