@@ -575,7 +575,8 @@ def _pair_quadrature(act: Activation, a: Array, b: Array, rho: Array, byte_budge
     """f, g and absolute error estimates of both at elements (a = sqrt d_a, b = sqrt d_b, rho) by the conditional
     reduction f = E_z1[phi(a z1) E_z2[phi(b rho z1 + b s z2)]] with trapezoidal rules in z1 and z2 (steps from
     the bandwidth; outer error from the interleaved coarse rule).  Elements are grouped by quantised grid
-    sizes, so a result does not depend on which other elements are passed."""
+    sizes, so an element's grids do not depend on which other elements are passed; its value does only to
+    round-off (the matrix products' summation order varies with the batch's shape: <= 1e-15 relative measured)."""
     a, b, rho = (np.asarray(v, dtype=float).reshape(-1) for v in (a, b, rho))
     f = np.empty(rho.size)
     g = np.empty(rho.size)
