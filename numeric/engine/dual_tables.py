@@ -866,7 +866,7 @@ _TABLES = BytesLRU(lambda: TABLE_CACHE_BYTES)
 @cached(_TABLES)
 def _table(key: str, d_a: float, d_b: float, rtol: float) -> DualTable:
     act = _activation(key)
-    tol_series = rtol / 50
+    tol_series = _series_tol(rtol)
     tol_interp = rtol / 4  # on twice the largest measured midpoint error
     large = max(d_a, d_b) > D_SERIES
     ser = _series(act, d_a, d_b, tol_series, K_SERIES_LARGE if large else None)
@@ -904,7 +904,7 @@ def large_variance_parts(act: Activation, d: float, M: int, rtol: float
     """The table of an equal pair (d, d) in the large-variance construction (series to K_SERIES_LARGE terms,
     heat-smoothing windows, intervals graded with eps = 1/sqrt(d)) on exactly ``M`` intervals: (series, cubic
     coefficients of f and g, error bounds).  `table_family` interpolates these across variances."""
-    tol_series = rtol / 50
+    tol_series = _series_tol(rtol)
     ser = _series(act, d, d, tol_series, K_SERIES_LARGE)
     wins, werr = None, 0.0
     if ser.rho_s < 1.0:
@@ -1132,7 +1132,7 @@ def _diag_data(act: Activation, values: Array, rtol: float, moments: tuple[Array
     K raised (``_next_terms``) until every value's relative tails T / A^2 are <= tol = rtol / 50, so that every
     pair is certified on all of [-1, 1] (or K = K_LADDER[-1]); and the log tails at the ladder levels.  A pure
     function of (activation, values, rtol)."""
-    tol = rtol / 50
+    tol = _series_tol(rtol)
     k_max = K_LADDER[-1]
     m_phi, m_dphi = (np.asarray(m, dtype=float) for m in moments) if moments is not None else \
         _moments_at(act, values)[:2]
@@ -1299,7 +1299,12 @@ SERIES_BACKEND = "auto"
 
 def series_tolerance(data: _DiagData) -> float:
     """The absolute tail tolerance of the general path's series for relative tolerance ``data.rtol``."""
-    return data.rtol / 50
+    return _series_tol(data.rtol)
+
+
+def _series_tol(rtol: float) -> float:
+    """The series' share of a relative tolerance ``rtol`` (the rest is left to the tables' fit and quadrature)."""
+    return rtol / 50
 
 
 def _use_compiled() -> bool:
