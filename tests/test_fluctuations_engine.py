@@ -373,20 +373,36 @@ def _smooth_fields(sa, sb, t):
             "mean_shift": np.cos(3 * t) * (ka + kb) + ka * kb, "closure_mean_shift": np.cos(t) * np.sqrt(ka * kb)}
 
 
-def test_norm_interpolation_reproduces_a_smooth_function_and_refuses_a_kink():
+@pytest.mark.parametrize("theta_checked", [3, 9, 17])
+def test_norm_interpolation_reproduces_a_smooth_function_and_refuses_a_kink(monkeypatch, theta_checked):
     """`interpolate_norm_pairs` against the function it interpolates: a smooth one is reproduced within its
     tolerance at every pair (norms over a factor 4, angles over (0.05, 3.1)); one with a kink in a log-norm
     (|s_a - 0.2|) cannot pass the coefficient test near the kink, so those pairs are refused or, where certified
-    on a sub-box away from it, still correct -- the certification can fail."""
+    on a sub-box away from it, still correct -- the certification can fail.  The internal setting THETA_CHECKED
+    (the grids whose node pairs carry the theta-midpoint check) is varied: every choice stays within the
+    tolerance, and checking fewer grids evaluates fewer points."""
     from resprop.numeric.engine import fluctuation_collapse as fcl
 
+    monkeypatch.setattr(fcl, "THETA_CHECKED", theta_checked)
     rng = np.random.default_rng(5)
     s = np.log(rng.uniform(0.5, 2.0, 120) ** 2)
     iu, ju = np.triu_indices(s.size, 1)
     sa, sb = np.minimum(s[iu], s[ju]), np.maximum(s[iu], s[ju])
     theta = rng.uniform(0.05, 3.1, iu.size)
     tol = 1e-9
-    values, done = fcl.interpolate_norm_pairs(_smooth_fields, sa, sb, theta, tol)
+    points = []
+
+    def counted(a, b, t):
+        points.append(t.size)
+        return _smooth_fields(a, b, t)
+
+    values, done = fcl.interpolate_norm_pairs(counted, sa, sb, theta, tol)
+    if theta_checked == 9:  # the 17 x 17 grid's new node pairs at the theta nodes only: fewer points
+        checked_everywhere = []
+        monkeypatch.setattr(fcl, "THETA_CHECKED", 17)
+        fcl.interpolate_norm_pairs(lambda a, b, t: checked_everywhere.append(t.size) or _smooth_fields(a, b, t),
+                                   sa, sb, theta, tol)
+        assert sum(points) < 0.8 * sum(checked_everywhere)
     exact = _smooth_fields(sa, sb, theta)
     assert done.all()
     scale_v = np.abs(exact["variance"]).max()

@@ -112,6 +112,9 @@ UNITS = {"variance": 2, "law_variance": 2, "closure_variance": 2, "variance_trun
          "closure_mean_shift": 1, "mean_shift_truncation": 1}
 #: log-norm intervals narrower than this are widened to it (one norm value; any grid interpolates it exactly)
 MIN_SPAN = 1e-6
+#: the largest log-norm grid whose node pairs also carry the theta-midpoint check; the node pairs a finer grid adds
+#: are evaluated at the theta nodes only (the midpoints were half of all evaluations there)
+THETA_CHECKED = 9
 
 
 def _lobatto(n: int) -> np.ndarray:
@@ -157,8 +160,11 @@ def interpolate_norm_pairs(evaluate: Callable[[np.ndarray, np.ndarray, np.ndarra
     Certification of a box, each comparison against ``tol`` times the field's scale over the theta-piece at the
     node pair (`_row_scales`):
 
-    1. theta: at every node pair of the grid, each piece's interpolant against direct values at the midpoints
-       between its nodes (pieces bisected until they pass, as in `interpolate_pairs`);
+    1. theta: at every node pair of the grids up to THETA_CHECKED nodes per log-norm (a 9 x 9 sampling of the
+       box), each piece's interpolant against direct values at the midpoints between its nodes (pieces bisected
+       until they pass, as in `interpolate_pairs`); the node pairs of the finer grid are evaluated at the theta
+       nodes only: between the checked ones the theta interpolant's error varies smoothly with the log-norms, and
+       check 3 tests the whole interpolant at pairs that are on no grid;
     2. log-norms (grids of 5 nodes and more): the Chebyshev coefficients of the last two degrees in either
        log-norm, summed, at every theta node (`_norm_tail`); otherwise the next grid, or at once a split of the
        box when the tail's decay over the grids so far predicts the next grid fails too;
@@ -246,21 +252,26 @@ def _fit_box(evaluate: Callable[[np.ndarray, np.ndarray, np.ndarray], dict], spa
     def key(i: int, j: int) -> tuple[int, int]:
         return (min(i, j), max(i, j)) if symmetric else (i, j)
 
-    def fill(grid: list, todo_pieces: list) -> None:
+    def fill(grid: list, todo_pieces: list, mids: bool) -> None:
+        """Evaluate the grid's node pairs not yet in the cache for each piece: at the theta nodes, and with
+        ``mids`` at the midpoints too."""
+        t_eval = t_all if mids else _X
         want = [(pc, key(i, j)) for pc in todo_pieces for i, j in grid if (pc[:2], key(i, j)) not in cache]
         want = list(dict.fromkeys(want))
         if not want:
             return
-        sa = np.concatenate([np.full(t_all.size, nodes_a[ij[0]]) for _, ij in want])
-        sb = np.concatenate([np.full(t_all.size, nodes_b[ij[1]]) for _, ij in want])
-        th = np.concatenate([(pc[0] + pc[1]) / 2 + (pc[1] - pc[0]) / 2 * t_all for pc, _ in want])
+        sa = np.concatenate([np.full(t_eval.size, nodes_a[ij[0]]) for _, ij in want])
+        sb = np.concatenate([np.full(t_eval.size, nodes_b[ij[1]]) for _, ij in want])
+        th = np.concatenate([(pc[0] + pc[1]) / 2 + (pc[1] - pc[0]) / 2 * t_eval for pc, _ in want])
         got = evaluate(sa, sb, th)
         for w, (pc, ij) in enumerate(want):
-            cache[pc[:2], ij] = {k: v[w * t_all.size:(w + 1) * t_all.size] for k, v in got.items()}
+            cache[pc[:2], ij] = {k: v[w * t_eval.size:(w + 1) * t_eval.size] for k, v in got.items()}
 
-    def stacked(pc, grid_ij) -> dict:
+    def stacked(pc, grid_ij, mids: bool = False) -> dict:
+        """The cached values of the grid's node pairs over the piece's theta nodes (and midpoints)."""
         rows = [cache[pc[:2], key(i, j)] for i, j in grid_ij]
-        return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
+        end = t_all.size if mids else NODES
+        return {k: np.stack([r[k][:end] for r in rows]) for k in rows[0]}
 
     g = 0
     tails: list[float] = []
@@ -269,11 +280,12 @@ def _fit_box(evaluate: Callable[[np.ndarray, np.ndarray, np.ndarray], dict], spa
         idx = [i * ((fine - 1) // (n - 1)) for i in range(n)]
         grid = [(i, j) for i in idx for j in idx]
         live = [pc for pc in pieces if ((theta >= pc[0]) & (theta <= pc[1])).any()]
-        fill(grid, live)
+        checked = n <= THETA_CHECKED
+        fill(grid, live, mids=checked)
+        pieces = [] if checked else live
         split = False
-        pieces = []
-        for pc in live:  # a piece failing at MAX_LEVEL is dropped: its pairs stay with the caller
-            v = stacked(pc, grid)
+        for pc in live if checked else []:  # a piece failing at MAX_LEVEL is dropped: its pairs stay with the caller
+            v = stacked(pc, grid, mids=True)
             if _passes_midpoints({k: a[:, :NODES] for k, a in v.items()}, {k: a[:, NODES:] for k, a in v.items()},
                                  tol):
                 pieces.append(pc)

@@ -226,8 +226,10 @@ def _pair_projection(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angular:
     g = np.stack([w1, w1 * p1, w1 * p1 * p1], axis=2)  # (B, Q0, 3, Q1)
     stage = _line_moments(g, np.ascontiguousarray(u1), D)  # (B, Q0, 3, D + 1)
     outer = np.stack([p0 * p0, p0, np.ones_like(p0)], axis=-1)[..., None] * stage  # times the u0-only factors
-    he0 = hermite_functions(u0, D) * w0[:, None]  # (Q0, D + 1)
-    full = np.matmul(he0.T, outer.reshape(B, len(u0), -1)).reshape(B, D + 1, 3, D + 1)
+    # one (D + 1, Q0) x (Q0, B 3 (D + 1)) product: a broadcast matmul against a transposed view is ~7x slower
+    Q0 = len(u0)
+    full = (_weighted_radial_basis(radial, D) @ outer.reshape(B, Q0, -1).transpose(1, 0, 2).reshape(Q0, -1))
+    full = full.reshape(D + 1, B, 3, D + 1).transpose(1, 0, 2, 3)
     full = full[:, :, [0, 1, 1, 2]].reshape(B, D + 1, 2, 2, D + 1)
     fhat = full[:, hb.alphas[:, 0], :, :, hb.alphas[:, 1]]  # (n, B, 2, 2): advanced indices first
     fhat = np.moveaxis(fhat, 0, -1)
@@ -315,25 +317,53 @@ def _second_quantization_pair(Mmat: np.ndarray, hb: HermiteBasis, top: int) -> l
     O(m^2) per degree (the expanded sum over k is O(m^3)); the factors sqrt(alpha!/beta!) enter one ratio at a
     time, so no binomial or factorial is formed."""
     B = Mmat.shape[0]
-    m00, m10, m01, m11 = (Mmat[:, 0, 0, None, None], Mmat[:, 1, 0, None, None], Mmat[:, 0, 1, None, None],
-                          Mmat[:, 1, 1, None, None])
-    prev = np.ones((B, 1, 1))
-    blocks = []
+    packed = _gamma_pair_packed(np.ascontiguousarray(Mmat, dtype=float), int(top))
+    blocks, off = [], 1
     for m in range(1, top + 1):
-        i = np.arange(m + 1, dtype=float)[:, None]
-        up = np.sqrt(m - i[:-1])  # sqrt(a0) for the rows i = 0..m-1 (alpha - e0 = row i of degree m-1)
-        down = np.sqrt(i[1:])  # sqrt(a1) for the rows i = 1..m (alpha - e1 = row i-1)
-        cur = np.zeros((B, m + 1, m + 1))
-        cur[:, :-1, 1:] += m01 * (up * prev)
-        cur[:, 1:, 1:] += m11 * (down * prev)
-        cur[:, :, 1:] /= np.sqrt(np.arange(1, m + 1, dtype=float))
-        first = prev[:, :, :1]
-        cur[:, :-1, :1] += m00 * (up * first)
-        cur[:, 1:, :1] += m10 * (down * first)
-        cur[:, :, :1] /= math.sqrt(m)
-        blocks.append(cur)
-        prev = cur
+        blocks.append(packed[:, off:off + (m + 1) ** 2].reshape(B, m + 1, m + 1))
+        off += (m + 1) ** 2
     return blocks
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _gamma_pair_packed(M: np.ndarray, top: int) -> np.ndarray:  # pragma: no cover - compiled
+    """The blocks of `_second_quantization_pair`, degree after degree, row-major in one (B, sum (m + 1)^2) array;
+    the same operations in the same order as the vectorised recurrence (no fast-math), compiled because the
+    NumPy form spends its time on the 64 degrees' small temporaries."""
+    B = M.shape[0]
+    total = 1  # slot 0: the degree-0 block [[1]]
+    for m in range(1, top + 1):
+        total += (m + 1) * (m + 1)
+    sq = np.sqrt(np.arange(top + 2.0))
+    out = np.empty((B, total))
+    for b in range(B):
+        m00, m10, m01, m11 = M[b, 0, 0], M[b, 1, 0], M[b, 0, 1], M[b, 1, 1]
+        out[b, 0] = 1.0
+        off, prev = 1, 0
+        for m in range(1, top + 1):
+            n = m + 1
+            for i in range(n):
+                row = off + i * n
+                up = sq[m - i]
+                down = sq[i]
+                r_up = prev + i * m  # row i of the degree m - 1 block (i < m)
+                r_dn = prev + (i - 1) * m  # row i - 1 (i >= 1)
+                if 0 < i < m:
+                    out[b, row] = (m00 * (up * out[b, r_up]) + m10 * (down * out[b, r_dn])) / sq[m]
+                    for j in range(1, n):
+                        out[b, row + j] = (m01 * (up * out[b, r_up + j - 1])
+                                           + m11 * (down * out[b, r_dn + j - 1])) / sq[j]
+                elif i == 0:
+                    out[b, row] = m00 * (up * out[b, r_up]) / sq[m]
+                    for j in range(1, n):
+                        out[b, row + j] = m01 * (up * out[b, r_up + j - 1]) / sq[j]
+                else:
+                    out[b, row] = m10 * (down * out[b, r_dn]) / sq[m]
+                    for j in range(1, n):
+                        out[b, row + j] = m11 * (down * out[b, r_dn + j - 1]) / sq[j]
+            prev = off
+            off += n * n
+    return out
 
 
 def _rotation(A: np.ndarray, rows: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -359,6 +389,16 @@ def _split_line(m: np.ndarray, s: np.ndarray, nodes: int) -> tuple[np.ndarray, n
     v = np.concatenate([-SPAN + left * (t + 1), b[..., None] + right * (t + 1)], axis=-1)
     w = np.concatenate([left * wt, right * wt], axis=-1) * np.exp(-v * v / 2) / math.sqrt(2 * math.pi)
     return v, w
+
+
+@cache
+def _weighted_radial_basis(radial: int, degree: int) -> np.ndarray:
+    """(degree + 1, Q0), C-contiguous: the orthonormal Hermite functions at the u0 nodes of `_pair_nodes` times
+    their weights."""
+    r, wr = radial_rule(1, radial)
+    u0 = np.concatenate([-r[::-1], r])
+    w0 = np.concatenate([wr[::-1], wr]) / 2.0
+    return np.ascontiguousarray((hermite_functions(u0, degree) * w0[:, None]).T)
 
 
 def _pair_nodes(A2: np.ndarray, radial: int, angular: int):

@@ -96,7 +96,9 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
     lo, hi = hb.by_degree[1].start, hb.by_degree[N].stop  # channel positions (degrees 1..N)
     nch = hi - lo
     degree_of = np.repeat(np.arange(top + 1), [s_.stop - s_.start for s_ in hb.by_degree])[lo:hi]
-    masks = {"full": np.ones(nch, bool), "low": degree_of <= N // 2, "closure": degree_of == 2}
+    # the channels are ordered by degree, so each variant's degrees are one contiguous run (a view, not a copy)
+    masks = {"full": slice(0, nch), "low": slice(0, int(np.count_nonzero(degree_of <= N // 2))),
+             "closure": slice(int(np.count_nonzero(degree_of < 2)), int(np.count_nonzero(degree_of <= 2)))}
     pairs = [(i, j) for i in range(p) for j in range(p)]
     e2 = {(i, j): _unit(p, i) + _unit(p, j) for i, j in pairs}
     pos2 = np.array([[hb.position(e2[i, j]) for j in range(p)] for i in range(p)])
@@ -145,14 +147,14 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
                     sel = masks[v]
                     m = m + step.same_neuron_source(cht[:, sel, i, j] * fac[lo:hi][sel], fhat[..., pos[lo:hi][sel]])
                 M[v] = step.mean_shift_update(M[v], m, gl, wl)
-        X = {v: np.einsum("bacd,bxya->bcdxy", ch[:, masks[v]], fch[..., masks[v]]) for v in VARIANTS}  # Cov(e, T)
+        X = {v: _channel_product(ch[:, masks[v]], fch[..., masks[v]]) for v in VARIANTS}  # Cov(e, T)
         if record is not None:  # Var U = Cov(T, T) + G'X + (G'X)^T + G' C G'^T; Delta = X minus its chaos-2 part
             GX = _chi(J2, 0.0, 1.0, X["full"])
             U = covTT + GX + _transpose_pairs(GX) + _chi(J2, 0.0, 1.0, _transpose_pairs(_chi(J2, 0.0, 1.0,
                                                                                                C["full"])))
             Delta = X["full"] - X["closure"]
         if two_time:  # Y_(layer+1) l = chi[Y_layer l] + w Cov(T, e^l), l <= layer; then Y_(layer+1)(layer+1) = C
-            cross = [np.einsum("bacd,bxya->bcdxy", f, fch) for f in frozen] + [X["full"]]  # Cov(e^l, T), l <= layer
+            cross = [_channel_product(f, fch) for f in frozen] + [X["full"]]  # Cov(e^l, T), l <= layer
             Y = [_chi(J2, gl, wl, y) + wl * _transpose_pairs(x) for y, x in zip(Y, cross)]
         for v in VARIANTS:
             C[v] = step.covariance_update(J2, gl, wl, C[v], X[v], covTT)
@@ -198,6 +200,14 @@ def _result(K, A, ch, C, M, pos2, fac2, lo, U=None, Delta=None, two_time=None) -
     V = {v: W + Q + _transpose_pairs(Q) + C[v] for v in VARIANTS}
     return SubproblemResult(K=K.copy(), V=V, C={v: c.copy() for v, c in C.items()},
                             M={v: m.copy() for v, m in M.items()}, U=U, Delta=Delta, two_time=two_time)
+
+
+def _channel_product(ch: np.ndarray, fch: np.ndarray) -> np.ndarray:
+    """Cov(e, T)_(cd)(xy) = sum_a ch[b, a, c, d] fch[b, x, y, a]: ch (B, n, p, p), fch (B, p, p, n) -> (B, p, p, p, p),
+    one batched matrix product."""
+    B, n, p, _ = ch.shape
+    out = np.matmul(ch.reshape(B, n, p * p).transpose(0, 2, 1), fch.reshape(B, p * p, n).transpose(0, 2, 1))
+    return out.reshape(B, p, p, p, p)
 
 
 def _unit(p: int, i: int) -> np.ndarray:
