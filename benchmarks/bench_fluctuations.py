@@ -4,6 +4,7 @@ constant, memory O(P^2) independent of depth; and the Monte Carlo a user would o
     python benchmarks/bench_fluctuations.py            # full grid (cells estimated > 120 s skipped; an estimated hour)
     python benchmarks/bench_fluctuations.py --quick    # small grid, cells estimated > 12 s skipped (a few minutes)
     python benchmarks/bench_fluctuations.py --profile  # only cProfile of one call (P = 32, depth 16, tanh)
+    python benchmarks/bench_fluctuations.py --large    # P = 1000, depth 10, all-different norms (~half an hour)
     ... [--json PATH] [--wait-idle SECONDS]
     # default JSON: benchmarks/results/fluctuations.json (fluctuations_quick.json, fluctuations_profile.json)
 
@@ -49,6 +50,15 @@ estimate itself is uncertain by ~1/sqrt(40) = 16% (so the extrapolated samples b
 estimates n Var at n = 256, which differs from the engine's n -> infinity coefficient by O(depth / n) (a width
 extrapolation would cost several such runs): both make the figure a lower bound on the MC's cost for the
 engine's quantity.  The MC also returns every entry of the P x P variance from the same samples.
+
+Large P (--large).  ``resprop.fluctuations(X, act, 10, 256, 1.0, 0.1, 1.0, 1.0)`` at P = 1000 (the default
+collapse: certified interpolation in the two log-norms and the angle), erf, tanh and relu, on rows of a standard
+normal (1000, 8) matrix (default_rng(0)) normalised and scaled by uniform(1, f) (default_rng(1)): all norms
+different, over a factor f = 1.5 and f = 7 (K^(0)_aa over a factor ~2 and ~38).  Reported: seconds (one call), the
+pair recursions the interpolation ran and how many pairs it left to the direct route, the peak RSS above the call's
+start, and the direct route's time for all 499,500 pairs estimated from a batch of 48 of those pairs timed in the
+same run (at the channel count the call used).  The first configuration also runs with WORKERS = 1 (one thread)
+for the thread scaling.
 
 The machine load (other processes' busy cores before, during every timed call, and after) and the versions are
 printed and stored.
@@ -405,6 +415,80 @@ def _versions(quiet: bool = False) -> dict:
     return v
 
 
+# ------------------------------------------------------------------------------------------------ large P
+LARGE = {"P": 1000, "depth": 10, "sigma_w2": 1.0, "sigma_b2": 0.1, "gamma": 1.0, "branch_scale": 1.0,
+         "spreads": (1.5, 7.0), "activations": ("erf", "tanh", "relu"), "d_in": 8}
+
+
+def make_large_x(P: int, spread: float) -> np.ndarray:
+    """Rows of a standard normal (P, 8) matrix, normalised, times uniform(1, spread): all norms different."""
+    X = np.random.default_rng(0).standard_normal((P, LARGE["d_in"]))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    return X * np.random.default_rng(1).uniform(1.0, spread, P)[:, None]
+
+
+def run_large() -> dict:
+    from resprop.numeric.engine import fluctuations as EF
+
+    info = C.machine_info()
+    C.print_machine(info)
+    versions = _versions()
+    L = LARGE
+    print(f"\nresprop.fluctuations at P = {L['P']}, depth {L['depth']}, sigma_w2 {L['sigma_w2']}, sigma_b2 "
+          f"{L['sigma_b2']}, gamma {L['gamma']}, branch_scale {L['branch_scale']}, rtol 1e-6; X: normalised standard "
+          f"normal rows x uniform(1, spread); {os.cpu_count()} cores\n")
+    recursions = [0]
+    real = EF._pair_values
+
+    def counted(net, block, ladder, rtol):
+        recursions[0] += block.shape[0]
+        return real(net, block, ladder, rtol)
+
+    EF._pair_values = counted
+    call(make_x(2), "erf", 2, "resnet")  # imports and caches
+    rows, out = [], []
+    configs = [(act, spread, None) for spread in L["spreads"] for act in L["activations"]]
+    configs.insert(1, (L["activations"][0], L["spreads"][0], 1))
+    try:
+        for act, spread, workers in configs:
+            X = make_large_x(L["P"], spread)
+            EF.WORKERS = workers
+            recursions[0] = 0
+            wall, others, rss, F = timed(lambda: resprop.fluctuations(
+                X, act, L["depth"], WIDTH, L["sigma_w2"], L["sigma_b2"], L["gamma"], L["branch_scale"],
+                progress=False))
+            n_rec = recursions[0]
+            off = ~np.eye(L["P"], dtype=bool)
+            channels = int(F.channels[off].max())
+            # the direct route: 48 of the pairs at the call's channel count, timed, scaled to all pairs
+            K0 = F._network.K0
+            iu, ju = np.triu_indices(L["P"], 1)
+            pick = np.random.default_rng(2).choice(iu.size, 48, replace=False)
+            block = EF._pair_block(K0[iu[pick], iu[pick]], K0[ju[pick], ju[pick]], K0[iu[pick], ju[pick]])
+            EF.WORKERS = 1
+            t48, _, _, _ = timed(lambda: real(F._network, block, [channels], F.rtol))
+            direct = t48 / 48 * iu.size
+            row = {"activation": act, "spread": spread, "workers": workers or os.cpu_count(), "seconds": wall,
+                   "pair_recursions": n_rec, "pair_channels": channels, "peak_rss_MiB": None if rss is None
+                   else rss / 2**20, "others_busy_cores": others, "direct_estimate_s": direct,
+                   "s_per_recursion_48_batch": t48 / 48}
+            out.append(row)
+            rows.append([act, spread, row["workers"], f"{wall:.1f}", n_rec, channels,
+                         "-" if rss is None else f"{rss / 2**20:.0f}", f"{direct:.0f} ({direct / wall:.0f}x)",
+                         "-" if others is None else f"{others:.2f}"])
+            print("  " + " | ".join(str(c) for c in rows[-1]), flush=True)
+    finally:
+        EF._pair_values = real
+        EF.WORKERS = None
+    print()
+    C.print_table(["activation", "norm spread", "threads", "seconds", "pair recursions", "pair channels",
+                   "RSS peak MiB", "direct route s (est., x)", "other load"], rows)
+    return {"benchmark": "fluctuations_large", "machine": info, "versions": versions,
+            "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="minutes"),
+            "params": {**L, "width": WIDTH, "inputs": "default_rng(0).standard_normal((P, 8)) normalised x "
+                       "default_rng(1).uniform(1, spread, P)"}, "rows": out}
+
+
 # ----------------------------------------------------------------------------------------------------- main
 def run(quick: bool = False) -> dict:
     mode_name = "quick" if quick else "full"
@@ -472,8 +556,9 @@ def run(quick: bool = False) -> dict:
 if __name__ == "__main__":
     quick = "--quick" in sys.argv
     profile = "--profile" in sys.argv
-    sys.argv = [a for a in sys.argv if a not in ("--quick", "--profile")]
+    large = "--large" in sys.argv
+    sys.argv = [a for a in sys.argv if a not in ("--quick", "--profile", "--large")]
     if "--json" not in sys.argv:
-        suffix = "_profile" if profile else ("_quick" if quick else "")
+        suffix = "_profile" if profile else ("_large" if large else ("_quick" if quick else ""))
         sys.argv += ["--json", str(HERE / "results" / f"fluctuations{suffix}.json")]
-    C.main(run_profile if profile else (lambda: run(quick)))
+    C.main(run_profile if profile else (run_large if large else (lambda: run(quick))))

@@ -164,9 +164,14 @@ def test_covariance_agrees_with_variance_and_is_symmetric():
     assert abs(c[0]) <= math.sqrt(F.variance[0, 1] * F.variance[1, 2])
 
 
-def test_pair_batch_does_not_change_results(monkeypatch):
+@pytest.mark.parametrize("workers", [1, 3])
+def test_pair_batch_and_workers_do_not_change_results(monkeypatch, workers):
+    """The internal settings BATCH (pairs per batch) and WORKERS (threads running batches at once) change nothing
+    beyond round-off: with one pair per batch, the three pairs of X3 run on one thread or on three at once."""
+    monkeypatch.setattr(fl_mod, "WORKERS", 1)
     ref = resprop.fluctuations(X3, "relu", 3, 64, 1.5, 0.1, gamma=1.0, branch_scale=0.7)
     monkeypatch.setattr(fl_mod, "BATCH", 1)
+    monkeypatch.setattr(fl_mod, "WORKERS", workers)
     one = resprop.fluctuations(X3, "relu", 3, 64, 1.5, 0.1, gamma=1.0, branch_scale=0.7)
     for name in ("variance", "mean_shift", "law_variance"):
         assert np.allclose(getattr(ref, name), getattr(one, name), rtol=1e-13, atol=1e-15), name

@@ -50,6 +50,9 @@ MAX_DEPTH = 10_000
 MAX_WIDTH = 10**9
 #: pairs per batch of the two-input recursion (an internal setting: results do not depend on it)
 BATCH = 48
+#: threads that run batches of the two-input recursion at once (None: one per core); an internal setting, the
+#: results do not depend on it (each batch is computed alone, with BLAS on one thread)
+WORKERS: int | None = None
 #: the angles (quantiles of the pairs') at which the interpolated routes probe the channel ladder once: every
 #: evaluation of an interpolant then uses that one count (values truncated at different counts differ by up to
 #: rtol, a jump that no interpolant certified to 1e-2 rtol can follow)
@@ -313,15 +316,14 @@ def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamm
     first = _ladder_start(pair_ladder, np.diagonal(used)[iu], np.diagonal(used)[ju])
     for k0 in np.unique(first):
         group = np.flatnonzero(first == k0)
-        for start in range(0, len(group), BATCH):
-            a, b = iu[group[start:start + BATCH]], ju[group[start:start + BATCH]]
-            block = _pair_block(K0[a, a], K0[b, b], K0[a, b])
-            values, n_used = _pair_values(net, block, pair_ladder[int(k0):], rtol)
-            for name in fields:
-                out[name][a, b] = out[name][b, a] = values[name]
-            used[a, b] = used[b, a] = n_used
-            if bar is not None:
-                bar.update(len(a))
+        a, b = iu[group], ju[group]
+        block = _pair_block(K0[a, a], K0[b, b], K0[a, b])
+        values, n_used = _batched_pair_values(net, block, pair_ladder[int(k0):], rtol,
+                                              None if bar is None else lambda batch: bar.update(batch.stop
+                                                                                               - batch.start))
+        for name in fields:
+            out[name][a, b] = out[name][b, a] = values[name]
+        used[a, b] = used[b, a] = n_used
     if bar is not None:
         bar.close()
     return Fluctuations(nngp=nngp, depth=depth, width=width, activation=activation.strip(), sigma_w2=sw,
@@ -366,6 +368,41 @@ def _pair_block(k_aa: np.ndarray, k_bb: np.ndarray, k_ab: np.ndarray) -> np.ndar
 def _pair_values(net: _Network, block: np.ndarray, ladder: list, rtol: float) -> tuple[dict, np.ndarray]:
     """The (0, 1) elements of a batch of two-input problems (B, 2, 2), by `_ladder_values`."""
     return _ladder_values(net, block, ladder, rtol, (0, 1))
+
+
+def _batched_pair_values(net: _Network, block: np.ndarray, ladder: list, rtol: float,
+                         done: Callable[[slice], None] | None = None) -> tuple[dict, np.ndarray]:
+    """`_pair_values` of any number of two-input problems, in batches of BATCH run by WORKERS threads (the compiled
+    projections and second quantisation release the GIL); ``done(batch)`` is called as each batch ends."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    from resprop.numeric.engine.blas_threads import one_blas_thread
+
+    n = block.shape[0]
+    values = {k: np.empty(n) for k in _FIELDS}
+    used = np.zeros(n, dtype=np.int64)
+    batches = [slice(start, min(start + BATCH, n)) for start in range(0, n, BATCH)]
+
+    def run(batch: slice) -> slice:
+        part, n_used = _pair_values(net, block[batch], ladder, rtol)
+        for k in _FIELDS:
+            values[k][batch] = part[k]
+        used[batch] = n_used
+        return batch
+
+    workers = max(1, min(len(batches), WORKERS if WORKERS is not None else (os.cpu_count() or 1)))
+    if workers == 1:
+        for batch in batches:
+            run(batch)
+            if done is not None:
+                done(batch)
+        return values, used
+    with one_blas_thread(), ThreadPoolExecutor(max_workers=workers) as pool:
+        for batch in pool.map(run, batches):
+            if done is not None:
+                done(batch)
+    return values, used
 
 
 def _ladder_values(net: _Network, block: np.ndarray, ladder: list, rtol: float, element: tuple[int, int]
@@ -418,7 +455,7 @@ def _collapsed(net: _Network, K0: np.ndarray, diag: np.ndarray, iu: np.ndarray, 
         def evaluate(t: np.ndarray, rungs: list, ka=ka, kb=kb) -> tuple[dict, int]:
             kab = np.cos(t) * np.sqrt(ka * kb)
             block = _pair_block(np.full_like(t, ka), np.full_like(t, kb), kab)
-            values, n_used = _pair_values(net, block, rungs, rtol)
+            values, n_used = _batched_pair_values(net, block, rungs, rtol)
             return values, int(n_used.max())
 
         # one channel count for every evaluation, as in `_collapsed_norms`: the ladder's answer at the probe angles
@@ -468,14 +505,8 @@ def _collapsed_norms(net: _Network, K0: np.ndarray, diag: np.ndarray, iu: np.nda
     def evaluate(sa: np.ndarray, sb: np.ndarray, t: np.ndarray, rungs=rungs) -> tuple[dict, int]:
         ka, kb = np.exp(sa), np.exp(sb)
         block = _pair_block(ka, kb, np.cos(t) * np.sqrt(ka * kb))
-        values = {k: np.empty(len(t)) for k in _FIELDS}
-        n_max = 0
-        for start in range(0, len(t), BATCH):
-            part, n_used = _pair_values(net, block[start:start + BATCH], rungs, rtol)
-            for k in _FIELDS:
-                values[k][start:start + BATCH] = part[k]
-            n_max = max(n_max, int(n_used.max()))
-        return values, n_max
+        values, n_used = _batched_pair_values(net, block, rungs, rtol)
+        return values, int(n_used.max())
 
     # One channel count for every evaluation: values truncated at different counts differ by up to rtol, a
     # jump no interpolant certified to 1e-2 rtol can follow.  The count is the ladder's answer on a probe of
