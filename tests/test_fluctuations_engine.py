@@ -14,6 +14,7 @@ References, each from a route that shares no code with the engine's recursion:
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -175,6 +176,26 @@ def test_pair_batch_and_workers_do_not_change_results(monkeypatch, workers):
     one = resprop.fluctuations(X3, "relu", 3, 64, 1.5, 0.1, gamma=1.0, branch_scale=0.7)
     for name in ("variance", "mean_shift", "law_variance"):
         assert np.allclose(getattr(ref, name), getattr(one, name), rtol=1e-13, atol=1e-15), name
+
+
+def test_an_error_in_one_pair_batch_stops_the_others(monkeypatch):
+    """`_batched_pair_values` on several threads: an error raised by one batch reaches the caller, and the batches
+    not yet started are dropped rather than run to the end (ctrl-c takes the same path)."""
+    calls = []
+
+    def failing(net, block, ladder, rtol):
+        calls.append(block.shape[0])
+        if len(calls) == 2:
+            raise ValueError("batch failed")
+        time.sleep(0.05)
+        return {k: np.zeros(block.shape[0]) for k in fl_mod._FIELDS}, np.zeros(block.shape[0], dtype=np.int64)
+
+    monkeypatch.setattr(fl_mod, "_pair_values", failing)
+    monkeypatch.setattr(fl_mod, "BATCH", 1)
+    monkeypatch.setattr(fl_mod, "WORKERS", 2)
+    with pytest.raises(ValueError, match="batch failed"):
+        fl_mod._batched_pair_values(None, np.zeros((40, 2, 2)), [16], 1e-6)
+    assert len(calls) < 10
 
 
 @pytest.mark.parametrize("activation", ["relu", "tanh", "gelu"])

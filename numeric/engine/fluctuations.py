@@ -17,7 +17,9 @@ two-input recursion per pair (O(P^2 depth) time, O(P^2) memory, independent of d
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -25,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from resprop.numeric.engine import validation as V
+from resprop.numeric.engine.blas_threads import one_blas_thread
 from resprop.numeric.engine.fluctuation_recursion import Rule, propagate_subproblems
 from resprop.numeric.engine.results import ResultRecord
 
@@ -374,11 +377,6 @@ def _batched_pair_values(net: _Network, block: np.ndarray, ladder: list, rtol: f
                          done: Callable[[slice], None] | None = None) -> tuple[dict, np.ndarray]:
     """`_pair_values` of any number of two-input problems, in batches of BATCH run by WORKERS threads (the compiled
     projections and second quantisation release the GIL); ``done(batch)`` is called as each batch ends."""
-    import os
-    from concurrent.futures import ThreadPoolExecutor
-
-    from resprop.numeric.engine.blas_threads import one_blas_thread
-
     n = block.shape[0]
     values = {k: np.empty(n) for k in _FIELDS}
     used = np.zeros(n, dtype=np.int64)
@@ -398,10 +396,14 @@ def _batched_pair_values(net: _Network, block: np.ndarray, ladder: list, rtol: f
             if done is not None:
                 done(batch)
         return values, used
-    with one_blas_thread(), ThreadPoolExecutor(max_workers=workers) as pool:
-        for batch in pool.map(run, batches):
-            if done is not None:
-                done(batch)
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
+        with one_blas_thread():
+            for batch in pool.map(run, batches):
+                if done is not None:
+                    done(batch)
+    finally:  # on an error or ctrl-c the batches not yet started are dropped, not waited for
+        pool.shutdown(wait=True, cancel_futures=True)
     return values, used
 
 
