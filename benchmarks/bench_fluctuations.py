@@ -57,7 +57,8 @@ normal (1000, 8) matrix (default_rng(0)) normalised and scaled by uniform(1, f) 
 different, over a factor f = 1.5 and f = 7 (K^(0)_aa over a factor ~2 and ~38).  Reported: seconds (one call), the
 pair recursions the interpolation ran and how many pairs it left to the direct route, the peak RSS above the call's
 start, and the direct route's time for all 499,500 pairs estimated from a batch of 48 of those pairs timed in the
-same run (at the channel count the call used).  The first configuration also runs with WORKERS = 1 (one thread)
+same run (at the channel count the call used), and those 48 pairs' variance and mean shift against the call's,
+as the largest difference in units of rtol x the field's scale (certified: 0.01).  The first configuration also runs with WORKERS = 1 (one thread)
 for the thread scaling.
 
 The machine load (other processes' busy cores before, during every timed call, and after) and the versions are
@@ -466,23 +467,31 @@ def run_large() -> dict:
             pick = np.random.default_rng(2).choice(iu.size, 48, replace=False)
             block = EF._pair_block(K0[iu[pick], iu[pick]], K0[ju[pick], ju[pick]], K0[iu[pick], ju[pick]])
             EF.WORKERS = 1
-            t48, _, _, _ = timed(lambda: real(F._network, block, [channels], F.rtol))
+            t48, _, _, (direct_values, _) = timed(lambda: real(F._network, block, [channels], F.rtol))
             direct = t48 / 48 * iu.size
+            # the same 48 pairs: the call's values against their direct recursion, in units of rtol x the scale
+            scale_v = float(np.abs(F.variance).max())
+            scale_m = float(np.abs(F.mean_shift).max()) + math.sqrt(scale_v)
+            a_, b_ = iu[pick], ju[pick]
+            err_v = float(np.abs(F.variance[a_, b_] - direct_values["variance"]).max()) / (F.rtol * scale_v)
+            err_m = float(np.abs(F.mean_shift[a_, b_] - direct_values["mean_shift"]).max()) / (F.rtol * scale_m)
             row = {"activation": act, "spread": spread, "workers": workers or os.cpu_count(), "seconds": wall,
                    "pair_recursions": n_rec, "pair_channels": channels, "peak_rss_MiB": None if rss is None
                    else rss / 2**20, "others_busy_cores": others, "direct_estimate_s": direct,
-                   "s_per_recursion_48_batch": t48 / 48}
+                   "s_per_recursion_48_batch": t48 / 48, "sample_error_variance_rtol": err_v,
+                   "sample_error_mean_shift_rtol": err_m}
             out.append(row)
             rows.append([act, spread, row["workers"], f"{wall:.1f}", n_rec, channels,
                          "-" if rss is None else f"{rss / 2**20:.0f}", f"{direct:.0f} ({direct / wall:.0f}x)",
-                         "-" if others is None else f"{others:.2f}"])
+                         f"{err_v:.2g} / {err_m:.2g}", "-" if others is None else f"{others:.2f}"])
             print("  " + " | ".join(str(c) for c in rows[-1]), flush=True)
     finally:
         EF._pair_values = real
         EF.WORKERS = None
     print()
     C.print_table(["activation", "norm spread", "threads", "seconds", "pair recursions", "pair channels",
-                   "RSS peak MiB", "direct route s (est., x)", "other load"], rows)
+                   "RSS peak MiB", "direct route s (est., x)", "48 pairs vs direct (var / mean shift, x rtol)",
+                   "other load"], rows)
     return {"benchmark": "fluctuations_large", "machine": info, "versions": versions,
             "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="minutes"),
             "params": {**L, "width": WIDTH, "inputs": "default_rng(0).standard_normal((P, 8)) normalised x "

@@ -223,8 +223,8 @@ def _pair_projection(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angular:
     p0 = phi(z0)
     p1 = phi(z1)
     # F_00 = p0^2, F_01 = F_10 = p0 p1, F_11 = p1^2: along u1 only w1, w1 p1 and w1 p1^2 are contracted
-    g = np.stack([w1, w1 * p1, w1 * p1 * p1], axis=2)  # (B, Q0, 3, Q1)
-    stage = _line_moments(g, np.ascontiguousarray(u1), D)  # (B, Q0, 3, D + 1)
+    stage, S = _line_moments(np.ascontiguousarray(w1), np.ascontiguousarray(p1, dtype=float),
+                             np.ascontiguousarray(u1), D)  # (B, Q0, 3, D + 1), (B, Q0, 5)
     outer = np.stack([p0 * p0, p0, np.ones_like(p0)], axis=-1)[..., None] * stage  # times the u0-only factors
     # one (D + 1, Q0) x (Q0, B 3 (D + 1)) product: a broadcast matmul against a transposed view is ~7x slower
     Q0 = len(u0)
@@ -234,50 +234,74 @@ def _pair_projection(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angular:
     fhat = full[:, hb.alphas[:, 0], :, :, hb.alphas[:, 1]]  # (n, B, 2, 2): advanced indices first
     fhat = np.moveaxis(fhat, 0, -1)
     # E[F_cd F_ef] from S_r = sum_q1 w1 p1^r: the entries are p0^(4 - r) S_r, r the number of p1 factors
-    S = list(g.sum(axis=3).transpose(2, 0, 1))  # r = 0, 1, 2 from the weight rows
-    S += [(g[:, :, 2] * p1).sum(axis=2), (g[:, :, 2] * p1 * p1).sum(axis=2)]
-    moments = np.stack([(w0 * p0 ** (4 - r) * S[r]).sum(axis=1) for r in range(5)], axis=-1)  # (B, 5)
+    moments = np.stack([(w0 * p0 ** (4 - r) * S[:, :, r]).sum(axis=1) for r in range(5)], axis=-1)  # (B, 5)
     count = np.array([0, 1, 1, 2])  # p1 factors of F_00, F_01, F_10, F_11
     covTT = moments[:, count[:, None] + count[None, :]].reshape(B, 2, 2, 2, 2)
     return fhat, covTT
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
-def _line_moments(g: np.ndarray, u: np.ndarray, degree: int) -> np.ndarray:  # pragma: no cover - compiled
-    """out[b, q, c, k] = sum_j g[b, q, c, j] h_k(u[b, q, j]) for the three weight rows c and k = 0..degree: the
-    inner contraction of `_pair_projection`, the Hermite recurrence run along the nodes j (vectorised) with no
-    (..., degree + 1) array of basis values."""
-    B, Q0, _, Q1 = g.shape
+def _line_moments(w: np.ndarray, p: np.ndarray, u: np.ndarray, degree: int
+                  ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """The inner contraction of `_pair_projection` along the second coordinate's nodes j, for the weights w, the
+    activation p = phi(zeta_1) and the nodes u (B, Q0, Q1): out[b, q, c, k] = sum_j w p^c h_k(u) for c = 0, 1, 2
+    and k = 0..degree (the Hermite recurrence run along j, vectorised, with no (..., degree + 1) array of basis
+    values), and the power sums S[b, q, r] = sum_j w p^r, r = 0..4 (the same-layer fourth moments).  The weight
+    rows w p^c are formed here, not as a stacked array."""
+    B, Q0, Q1 = w.shape
     out = np.empty((B, Q0, 3, degree + 1))
+    sums = np.empty((B, Q0, 5))
     a = np.empty(degree + 1)
     c = np.empty(degree + 1)
     for k in range(degree + 1):
         a[k] = 1.0 / np.sqrt(k + 1.0)
         c[k] = np.sqrt(k + 0.0) / np.sqrt(k + 1.0)
+    g0 = np.empty(Q1)
+    g1 = np.empty(Q1)
+    g2 = np.empty(Q1)
     cur = np.empty(Q1)
     prev = np.empty(Q1)
     for b in range(B):
         for q in range(Q0):
+            s0 = 0.0
+            s1 = 0.0
+            s2 = 0.0
+            s3 = 0.0
+            s4 = 0.0
             for j in range(Q1):
+                pj = p[b, q, j]
+                g0[j] = w[b, q, j]
+                g1[j] = g0[j] * pj
+                g2[j] = g1[j] * pj
+                s0 += g0[j]
+                s1 += g1[j]
+                s2 += g2[j]
+                s3 += g2[j] * pj
+                s4 += g2[j] * pj * pj
                 cur[j] = 1.0
                 prev[j] = 0.0
+            sums[b, q, 0] = s0
+            sums[b, q, 1] = s1
+            sums[b, q, 2] = s2
+            sums[b, q, 3] = s3
+            sums[b, q, 4] = s4
             for k in range(degree + 1):
-                s0 = 0.0
-                s1 = 0.0
-                s2 = 0.0
+                t0 = 0.0
+                t1 = 0.0
+                t2 = 0.0
                 for j in range(Q1):
                     h = cur[j]
-                    s0 += g[b, q, 0, j] * h
-                    s1 += g[b, q, 1, j] * h
-                    s2 += g[b, q, 2, j] * h
-                out[b, q, 0, k] = s0
-                out[b, q, 1, k] = s1
-                out[b, q, 2, k] = s2
+                    t0 += g0[j] * h
+                    t1 += g1[j] * h
+                    t2 += g2[j] * h
+                out[b, q, 0, k] = t0
+                out[b, q, 1, k] = t1
+                out[b, q, 2, k] = t2
                 for j in range(Q1):
                     nxt = u[b, q, j] * cur[j] * a[k] - c[k] * prev[j]
                     prev[j] = cur[j]
                     cur[j] = nxt
-    return out
+    return out, sums
 
 
 def project(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angular: int, tensor: int):
