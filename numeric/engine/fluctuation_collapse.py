@@ -325,17 +325,17 @@ def _fit_box(evaluate: Callable[[np.ndarray, np.ndarray, np.ndarray], dict], spa
         if not sel.size:
             continue
         v = stacked(pc, grid)
-        t = (theta[sel] - (pc[0] + pc[1]) / 2) / ((pc[1] - pc[0]) / 2)
-        T = C.chebvander(t, NODES - 1)  # (m, NODES)
-        for k, a in v.items():
-            coef = C.chebfit(_X, a[:, :NODES].T, NODES - 1).reshape(NODES, n, n)
-            along_a = np.einsum("ui,tij->utj", La_u, coef)  # (distinct s_a, NODES, n)
+        along_a = {k: np.einsum("ui,tij->utj", La_u, C.chebfit(_X, a[:, :NODES].T, NODES - 1).reshape(NODES, n, n))
+                   for k, a in v.items()}  # (distinct s_a, NODES, n) per field
+        for k in v:
             if k not in values:
                 values[k] = np.empty(theta.shape)
-            for c0 in range(0, sel.size, 8192):
-                c = sel[c0:c0 + 8192]
-                inner = np.einsum("mtj,mj->mt", along_a[in_a[c]], Lb_u[in_b[c]])
-                values[k][c] = np.einsum("mt,mt->m", T[c0:c0 + 8192], inner)
+        for c0 in range(0, sel.size, 8192):  # chunks: the (pairs, NODES) work arrays stay small at P ~ 1000
+            c = sel[c0:c0 + 8192]
+            T = C.chebvander((theta[c] - (pc[0] + pc[1]) / 2) / ((pc[1] - pc[0]) / 2), NODES - 1)  # (m, NODES)
+            for k in v:
+                inner = np.einsum("mtj,mj->mt", along_a[k][in_a[c]], Lb_u[in_b[c]])
+                values[k][c] = np.einsum("mt,mt->m", T, inner)
         ok[sel] = True
     # the sample of actual pairs against their direct values
     candidates = np.flatnonzero(ok)
