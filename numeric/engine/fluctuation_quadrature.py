@@ -416,12 +416,19 @@ def _split_line(m: np.ndarray, s: np.ndarray, nodes: int) -> tuple[np.ndarray, n
 
 
 @cache
+def _first_coordinate_rule(radial: int) -> tuple[np.ndarray, np.ndarray]:
+    """u0 (Q0,) ascending and its weights: the two half-line rules of a standard normal, breakpoint at 0."""
+    r, wr = radial_rule(1, radial)
+    u0, w0 = np.concatenate([-r[::-1], r]), np.concatenate([wr[::-1], wr]) / 2.0
+    u0.flags.writeable = w0.flags.writeable = False  # cached: shared by every call
+    return u0, w0
+
+
+@cache
 def _weighted_radial_basis(radial: int, degree: int) -> np.ndarray:
     """(degree + 1, Q0), C-contiguous: the orthonormal Hermite functions at the u0 nodes of `_pair_nodes` times
     their weights."""
-    r, wr = radial_rule(1, radial)
-    u0 = np.concatenate([-r[::-1], r])
-    w0 = np.concatenate([wr[::-1], wr]) / 2.0
+    u0, w0 = _first_coordinate_rule(radial)
     return np.ascontiguousarray((hermite_functions(u0, degree) * w0[:, None]).T)
 
 
@@ -429,9 +436,7 @@ def _pair_nodes(A2: np.ndarray, radial: int, angular: int):
     """The rule of `_pair_projection` for a batch of 2 x 2 lower-triangular factors: u0 (Q0,) and its weights w0
     (the two half-line rules, breakpoint of zeta_0 at u0 = 0), u1 (B, Q0, Q1) and its weights w1 with the density
     (`_split_line` at zeta_1's breakpoint u1 = -A10 u0 / A11)."""
-    r, wr = radial_rule(1, radial)
-    u0 = np.concatenate([-r[::-1], r])
-    w0 = np.concatenate([wr[::-1], wr]) / 2.0
+    u0, w0 = _first_coordinate_rule(radial)
     u1, w1 = _split_line(A2[:, 1, 0, None] * u0, A2[:, 1, 1, None], angular)
     return u0, w0, u1, w1
 
