@@ -448,17 +448,22 @@ def run_large() -> dict:
     EF._pair_values = counted
     call(make_x(2), "erf", 2, "resnet")  # imports and caches
     rows, out = [], []
-    configs = [(act, spread, None) for spread in L["spreads"] for act in L["activations"]]
-    configs.insert(1, (L["activations"][0], L["spreads"][0], 1))
+    configs = [(act, spread, None, True) for spread in L["spreads"] for act in L["activations"]]
+    configs.insert(1, (L["activations"][0], L["spreads"][0], 1, True))
+    # side by side: the smooth activations' pair projections on the 2-D rule (PAIR_EXPANSION off), same run
+    configs[2:2] = [(act, L["spreads"][0], None, False) for act in L["activations"] if act != "relu"]
     try:
-        for act, spread, workers in configs:
+        for act, spread, workers, expansion in configs:
             X = make_large_x(L["P"], spread)
             EF.WORKERS = workers
+            EF.PAIR_EXPANSION = expansion
             recursions[0] = 0
             wall, others, rss, F = timed(lambda: resprop.fluctuations(
                 X, act, L["depth"], WIDTH, L["sigma_w2"], L["sigma_b2"], L["gamma"], L["branch_scale"],
                 progress=False))
             n_rec = recursions[0]
+            ex = F._network.expansion
+            route = "2-D rule" if ex is None else f"Mehler ({ex.used} / {ex.fallback} to the rule)"
             off = ~np.eye(L["P"], dtype=bool)
             channels = int(F.channels[off].max())
             # the direct route: 48 of the pairs at the call's channel count, timed, scaled to all pairs
@@ -476,20 +481,24 @@ def run_large() -> dict:
             err_v = float(np.abs(F.variance[a_, b_] - direct_values["variance"]).max()) / (F.rtol * scale_v)
             err_m = float(np.abs(F.mean_shift[a_, b_] - direct_values["mean_shift"]).max()) / (F.rtol * scale_m)
             row = {"activation": act, "spread": spread, "workers": workers or os.cpu_count(), "seconds": wall,
+                   "pair_projections": "rule" if ex is None else "mehler",
+                   "mehler_pair_layers": None if ex is None else ex.used,
+                   "rule_pair_layers": None if ex is None else ex.fallback,
                    "pair_recursions": n_rec, "pair_channels": channels, "peak_rss_MiB": None if rss is None
                    else rss / 2**20, "others_busy_cores": others, "direct_estimate_s": direct,
                    "s_per_recursion_48_batch": t48 / 48, "sample_error_variance_rtol": err_v,
                    "sample_error_mean_shift_rtol": err_m}
             out.append(row)
-            rows.append([act, spread, row["workers"], f"{wall:.1f}", n_rec, channels,
+            rows.append([act, spread, row["workers"], route, f"{wall:.1f}", n_rec, channels,
                          "-" if rss is None else f"{rss / 2**20:.0f}", f"{direct:.0f} ({direct / wall:.0f}x)",
                          f"{err_v:.2g} / {err_m:.2g}", "-" if others is None else f"{others:.2f}"])
             print("  " + " | ".join(str(c) for c in rows[-1]), flush=True)
     finally:
         EF._pair_values = real
         EF.WORKERS = None
+        EF.PAIR_EXPANSION = True
     print()
-    C.print_table(["activation", "norm spread", "threads", "seconds", "pair recursions", "pair channels",
+    C.print_table(["activation", "norm spread", "threads", "pair projections (pair-layers)", "seconds", "pair recursions", "pair channels",
                    "RSS peak MiB", "direct route s (est., x)", "48 pairs vs direct (var / mean shift, x rtol)",
                    "other load"], rows)
     return {"benchmark": "fluctuations_large", "machine": info, "versions": versions,

@@ -304,15 +304,17 @@ def _line_moments(w: np.ndarray, p: np.ndarray, u: np.ndarray, degree: int
     return out, sums
 
 
-def project(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angular: int, tensor: int):
+def project(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angular: int, tensor: int, expansion=None):
     """For a batch of lower-triangular factors A (B, p, p) of the covariances K = A A^T: the Hermite projections
     fhat[b, c, d, alpha] = E[phi(zeta_c) phi(zeta_d) h_alpha(u)] (zeta = A u, u ~ N(0, I)) for the basis ``hb`` and
-    the same-layer fourth moments E[phi_c phi_d phi_e phi_f] (B, p, p, p, p)."""
+    the same-layer fourth moments E[phi_c phi_d phi_e phi_f] (B, p, p, p, p).  ``expansion`` (a
+    `fluctuation_mehler.PairExpansion`, smooth phi) replaces the pair rule by certified Mehler sums."""
     B, p = A.shape[0], A.shape[-1]
+    pair = _pair_projection if expansion is None else expansion.pair_projection
     if p == 2:
-        return _pair_projection(A, phi, hb, radial, angular)
+        return pair(A, phi, hb, radial, angular)
     if p >= 3:
-        return _rotated_projection(A, phi, hb, radial, angular, tensor)
+        return _rotated_projection(A, phi, hb, radial, angular, tensor, pair)
     u, w = line_rule(radial)  # p = 1
     z = np.einsum("qi,bci->bqc", u, A)
     ph = phi(z)
@@ -441,7 +443,8 @@ def _pair_nodes(A2: np.ndarray, radial: int, angular: int):
     return u0, w0, u1, w1
 
 
-def _rotated_projection(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angular: int, tensor: int):
+def _rotated_projection(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angular: int, tensor: int,
+                        pair=None):
     """`project` for p = 3, 4 without a p-dimensional tensor rule (whose Gauss-Hermite nodes converge slowly for
     phi(zeta)^2 when Var zeta > 1/2: erf at K = 1.4 was 0.4% off with 14 nodes per dimension).
 
@@ -452,7 +455,8 @@ def _rotated_projection(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angul
     orthogonal Q, no noise).  The fourth moments E[phi_c phi_d phi_e phi_f]: those of at most two distinct inputs
     from the pair rule; three distinct inputs by the pair rule on the first two and a split Gauss-Legendre rule on
     the third coordinate, conditionally; four distinct inputs (p = 4) by the tensor rule with ``tensor`` + 6
-    nodes per dimension in the rotated coordinates."""
+    nodes per dimension in the rotated coordinates.  ``pair``: the pair projection to use (default
+    `_pair_projection`; the Mehler sums of `fluctuation_mehler` for a smooth phi)."""
     B, p = A.shape[0], A.shape[-1]
     D = hb.degree
     hb2 = basis(2, D)
@@ -467,7 +471,7 @@ def _rotated_projection(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angul
     for c in range(p):
         for d in range(c + 1, p):
             Q, R = _rotation(A, (c, d))
-            f2, eff2 = _pair_projection(np.transpose(R, (0, 2, 1)), phi, hb2, radial, angular)
+            f2, eff2 = (pair or _pair_projection)(np.transpose(R, (0, 2, 1)), phi, hb2, radial, angular)
             blocks = second_quantization(Q, hb, D)
             idx = (c, d)
             for i in range(2):

@@ -80,7 +80,7 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
                           phi: Callable[[np.ndarray], np.ndarray], channels: int, rule: Rule,
                           mean_shift: bool = True,
                           record: Callable[[int, SubproblemResult], None] | None = None,
-                          two_time: bool = False) -> SubproblemResult:
+                          two_time: bool = False, expansion=None) -> SubproblemResult:
     """Run the recursion for a batch of input kernels K0 (B, p, p) through the layers given by the signed skip
     gains ``gammas``, g = gamma^2, w = lambda^2 sigma_w2 and s = lambda^2 sigma_b2 (one entry per layer).
     ``record(l, result)`` is called with the state of every layer l = 0..L (a trajectory; O(1) extra work).
@@ -88,7 +88,10 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
     ``two_time``: also the two-time covariances Y_kl = Cov(e^k, e^l), l <= k (``SubproblemResult.two_time``):
     Y_(k+1)l = chi^k[Y_kl] + w_(k+1) Cov(T^k, e^l), where Cov(T^k, e^l) = sum_alpha E[T^k h_alpha(u^k)]
     E[e^l h_alpha(u^k)] and the channels of a past influence e^l are carried to layer k by the second quantisation
-    alone (zeta^(k+1) = gamma zeta^k + lambda xi with xi independent of the past).  O(depth^2) work."""
+    alone (zeta^(k+1) = gamma zeta^k + lambda xi with xi independent of the past).  O(depth^2) work.
+
+    ``expansion``: a `fluctuation_mehler.PairExpansion` (smooth phi) computes the pair projections by certified
+    Mehler sums; None: the 2-D rule of ``rule``."""
     B, p, _ = K0.shape
     N = int(channels)
     top = max(N + 2, 4) if mean_shift else max(N, 2)
@@ -126,7 +129,7 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
     Y = [C["full"].copy()] if two_time else []  # Cov(e^layer, e^l), l = 0..layer
     for layer in range(len(g)):
         Binv = np.linalg.inv(A)
-        fhat, EFF = fq.project(A, phi, hb, rule.radial, rule.angular, rule.tensor)
+        fhat, EFF = fq.project(A, phi, hb, rule.radial, rule.angular, rule.tensor, expansion)
         G = fhat[..., 0]
         covTT = EFF - G[:, :, :, None, None] * G[:, None, None, :, :]
         D2 = fhat[..., pos2] * fac2  # E[d_ui d_uj f_cd]: (B, p, p, p, p)

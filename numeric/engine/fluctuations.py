@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
@@ -71,6 +71,8 @@ class _Network:
     s: np.ndarray
     phi: Any
     rule: Rule
+    #: the pair projections by certified Mehler sums (smooth activations, `fluctuation_mehler`); None: the 2-D rule
+    expansion: Any = None
 
 
 @dataclass(frozen=True)
@@ -217,13 +219,38 @@ def _activation(text: str):
     return activation_function(text)
 
 
+#: smooth activations take their pair projections from certified Mehler sums over per-input Hermite tables
+#: (`fluctuation_mehler`) instead of the 2-D rule; both routes agree to ~1e-13 (tests/test_fluctuation_mehler.py)
+PAIR_EXPANSION = True
+
+
+def _expansion(text: str):
+    """A fresh `fluctuation_mehler.PairExpansion` (its tables are cached per variance) for a smooth activation that
+    the expectation engine's Hermite tables accept (`dual_tables.activation`); None for a piecewise one, or with
+    PAIR_EXPANSION off."""
+    if not PAIR_EXPANSION:
+        return None
+    from resprop.numeric.engine import dual_tables
+    from resprop.numeric.engine.activation_check import check_activation
+    from resprop.numeric.engine.fluctuation_mehler import PairExpansion
+
+    checked = check_activation(text)
+    if checked.piecewise:
+        return None
+    try:
+        return PairExpansion(dual_tables.activation(checked.expr))
+    except V.ParameterError:  # e.g. too oscillatory for the tables: the 2-D rule
+        return None
+
+
 def _run(net: _Network, K0: np.ndarray, channels: int, mean_shift: bool, record=None, two_time: bool = False):
     """propagate_subproblems with the engine's errors: a singular pair (LinAlgError) and values beyond float64 are
     ParameterErrors naming the inputs."""
     try:
         with np.errstate(all="ignore"):
             res = propagate_subproblems(K0, net.gammas, net.g, net.w, net.s, net.phi, channels, net.rule,
-                                        mean_shift=mean_shift, record=record, two_time=two_time)
+                                        mean_shift=mean_shift, record=record, two_time=two_time,
+                                        expansion=net.expansion)
     except np.linalg.LinAlgError:
         raise V.ParameterError("X", "two inputs have correlation +-1 at some layer (collinear or nearly so) "
                                     "other than exact duplicates; the O(1/width) expansion of such a pair is not "
@@ -286,7 +313,8 @@ def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamm
         raise V.ParameterError("X", "every input needs K^(0)_aa > 0 (a zero input with sigma_b2 = 0)")
     skip, weight, bias = _sequences(depth, g, lam, sw, sb, readout)
     gammas = np.append(np.full(depth, g), [0.0] if readout else [])
-    net = _Network(K0=K0, gammas=gammas, g=skip, w=weight, s=bias, phi=phi, rule=Rule())
+    net = _Network(K0=K0, gammas=gammas, g=skip, w=weight, s=bias, phi=phi, rule=Rule(),
+                   expansion=_expansion(activation.strip()))
     nngp = kernel(X, activation, depth, sw, sb, g, branch_scale if depth == 0 else lam, readout=readout,
                   progress=False)
 
@@ -317,11 +345,12 @@ def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamm
         if len(iu) >= COLLAPSE_NORMS_MIN_PAIRS:
             iu, ju = _collapsed_norms(net, K0, diag, iu, ju, out, used, pair_ladder, rtol, bar)
     first = _ladder_start(pair_ladder, np.diagonal(used)[iu], np.diagonal(used)[ju])
+    direct = net if _tables_pay(len(iu), cls[np.concatenate([iu, ju])]) else replace(net, expansion=None)
     for k0 in np.unique(first):
         group = np.flatnonzero(first == k0)
         a, b = iu[group], ju[group]
         block = _pair_block(K0[a, a], K0[b, b], K0[a, b])
-        values, n_used = _batched_pair_values(net, block, pair_ladder[int(k0):], rtol,
+        values, n_used = _batched_pair_values(direct, block, pair_ladder[int(k0):], rtol,
                                               None if bar is None else lambda batch: bar.update(batch.stop
                                                                                                - batch.start))
         for name in fields:
@@ -340,6 +369,17 @@ COLLAPSE_MIN_PAIRS = 512
 COLLAPSE_NORMS_MIN_PAIRS = 2048
 #: inputs whose K^(0)_aa agree to this relative tolerance form one norm class
 CLASS_RTOL = 1e-12
+
+
+#: the direct route takes the Mehler sums (`fluctuation_mehler`) when it has at least this many pairs per norm class
+#: among their inputs: one class's tables (per layer) cost about as much as ten pairs on the 2-D rule
+PAIRS_PER_TABLE = 16
+
+
+def _tables_pay(n_pairs: int, classes: np.ndarray) -> bool:
+    """Whether the per-variance tables of the Mehler sums pay for themselves on the direct route's pairs (a choice
+    fixed by the input set, not by batching: the two routes agree to ~1e-12)."""
+    return n_pairs > 0 and n_pairs >= PAIRS_PER_TABLE * len(np.unique(classes))
 
 
 def _ladder_start(ladder: list, need_a: np.ndarray, need_b: np.ndarray) -> np.ndarray:
@@ -616,7 +656,7 @@ def trajectory(K0, gammas, g, w, s, activation: str, *, channels: int | None = N
     # one more layer (a copy of the last) gives the last layer's Delta; its own outputs are dropped
     ext = [np.append(x, x[-1:]) if len(x) else x for x in seqs]
     net = _Network(K0=K0, gammas=ext[0], g=ext[1], w=ext[2], s=ext[3], phi=_activation(activation.strip()),
-                   rule=Rule())
+                   rule=Rule(), expansion=_expansion(activation.strip()))
     depth = len(seqs[0])
     ladder = [_channels(channels, p)] if channels is not None else (
         [n for n in LADDER if n <= MAX_CHANNELS[p]] if p <= 2 else list(MANY_INPUT_LADDER[p]))
