@@ -263,14 +263,17 @@ class PairExpansion:
         self.fallback = 0
         self._lock = threading.Lock()
 
-    def pair_projection(self, A: np.ndarray, phi, hb, radial: int, angular: int):
+    def pair_projection(self, A: np.ndarray, phi, hb, radial: int, angular: int, diagonal=None):
         """Same result layout as `fluctuation_quadrature._pair_projection`: fhat (B, 2, 2, size), E[F F]
-        (B, 2, 2, 2, 2)."""
+        (B, 2, 2, 2, 2).  ``diagonal`` (B, 2): the variances K_00, K_11 themselves (A A^T's diagonal agrees to
+        round-off, which would make equal variances distinct tables)."""
         from resprop.numeric.engine import fluctuation_quadrature as fq
 
         B, D = A.shape[0], hb.degree
-        d0 = A[:, 0, 0] ** 2
-        d1 = A[:, 1, 0] ** 2 + A[:, 1, 1] ** 2
+        if diagonal is None:
+            d0, d1 = A[:, 0, 0] ** 2, A[:, 1, 0] ** 2 + A[:, 1, 1] ** 2
+        else:
+            d0, d1 = diagonal[:, 0], diagonal[:, 1]
         values, inverse = np.unique(np.concatenate([d0, d1]), return_inverse=True)
         tabs = [_tables(self.act, v, D) for v in values]
         i0, i1 = inverse[:B], inverse[B:]

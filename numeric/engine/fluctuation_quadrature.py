@@ -304,15 +304,21 @@ def _line_moments(w: np.ndarray, p: np.ndarray, u: np.ndarray, degree: int
     return out, sums
 
 
-def project(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angular: int, tensor: int, expansion=None):
+def project(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angular: int, tensor: int, expansion=None,
+            K: np.ndarray | None = None):
     """For a batch of lower-triangular factors A (B, p, p) of the covariances K = A A^T: the Hermite projections
     fhat[b, c, d, alpha] = E[phi(zeta_c) phi(zeta_d) h_alpha(u)] (zeta = A u, u ~ N(0, I)) for the basis ``hb`` and
     the same-layer fourth moments E[phi_c phi_d phi_e phi_f] (B, p, p, p, p).  ``expansion`` (a
-    `fluctuation_mehler.PairExpansion`, smooth phi) replaces the pair rule by certified Mehler sums."""
+    `fluctuation_mehler.PairExpansion`, smooth phi) replaces the pair rule by certified Mehler sums; it reads the
+    variances from ``K`` (B, p, p) when given."""
     B, p = A.shape[0], A.shape[-1]
-    pair = _pair_projection if expansion is None else expansion.pair_projection
+    pair = None
+    if expansion is not None:
+        def pair(A2, phi, hb, radial, angular, rows=(0, 1)):
+            diagonal = None if K is None else np.stack([K[:, rows[0], rows[0]], K[:, rows[1], rows[1]]], axis=1)
+            return expansion.pair_projection(A2, phi, hb, radial, angular, diagonal)
     if p == 2:
-        return pair(A, phi, hb, radial, angular)
+        return (pair or _pair_projection)(A, phi, hb, radial, angular)
     if p >= 3:
         return _rotated_projection(A, phi, hb, radial, angular, tensor, pair)
     u, w = line_rule(radial)  # p = 1
@@ -353,14 +359,17 @@ def _second_quantization_pair(Mmat: np.ndarray, hb: HermiteBasis, top: int) -> l
 
 @numba.njit(nogil=True, cache=True, error_model="numpy")
 def _gamma_pair_packed(M: np.ndarray, top: int) -> np.ndarray:  # pragma: no cover - compiled
-    """The blocks of `_second_quantization_pair`, degree after degree, row-major in one (B, sum (m + 1)^2) array;
-    the same operations in the same order as the vectorised recurrence (no fast-math), compiled because the
-    NumPy form spends its time on the 64 degrees' small temporaries."""
+    """The blocks of `_second_quantization_pair`, degree after degree, row-major in one (B, sum (m + 1)^2) array,
+    compiled because the NumPy form spends its time on the 64 degrees' small temporaries.  The divisions by
+    sqrt(j) are multiplications by its reciprocal (a division costs several multiplications; the results agree
+    to round-off)."""
     B = M.shape[0]
     total = 1  # slot 0: the degree-0 block [[1]]
     for m in range(1, top + 1):
         total += (m + 1) * (m + 1)
     sq = np.sqrt(np.arange(top + 2.0))
+    inv = np.zeros(top + 2)
+    inv[1:] = 1.0 / sq[1:]
     out = np.empty((B, total))
     for b in range(B):
         m00, m10, m01, m11 = M[b, 0, 0], M[b, 1, 0], M[b, 0, 1], M[b, 1, 1]
@@ -375,20 +384,81 @@ def _gamma_pair_packed(M: np.ndarray, top: int) -> np.ndarray:  # pragma: no cov
                 r_up = prev + i * m  # row i of the degree m - 1 block (i < m)
                 r_dn = prev + (i - 1) * m  # row i - 1 (i >= 1)
                 if 0 < i < m:
-                    out[b, row] = (m00 * (up * out[b, r_up]) + m10 * (down * out[b, r_dn])) / sq[m]
+                    out[b, row] = (m00 * (up * out[b, r_up]) + m10 * (down * out[b, r_dn])) * inv[m]
+                    a, c = m01 * up, m11 * down
                     for j in range(1, n):
-                        out[b, row + j] = (m01 * (up * out[b, r_up + j - 1])
-                                           + m11 * (down * out[b, r_dn + j - 1])) / sq[j]
+                        out[b, row + j] = (a * out[b, r_up + j - 1] + c * out[b, r_dn + j - 1]) * inv[j]
                 elif i == 0:
-                    out[b, row] = m00 * (up * out[b, r_up]) / sq[m]
+                    out[b, row] = m00 * (up * out[b, r_up]) * inv[m]
+                    a = m01 * up
                     for j in range(1, n):
-                        out[b, row + j] = m01 * (up * out[b, r_up + j - 1]) / sq[j]
+                        out[b, row + j] = a * out[b, r_up + j - 1] * inv[j]
                 else:
-                    out[b, row] = m10 * (down * out[b, r_dn]) / sq[m]
+                    out[b, row] = m10 * (down * out[b, r_dn]) * inv[m]
+                    c = m11 * down
                     for j in range(1, n):
-                        out[b, row + j] = m11 * (down * out[b, r_dn + j - 1]) / sq[j]
+                        out[b, row + j] = c * out[b, r_dn + j - 1] * inv[j]
             prev = off
             off += n * n
+    return out
+
+
+def carry_pair_channels(Mmat: np.ndarray, top: int, source: np.ndarray) -> np.ndarray:
+    """Gamma(M) applied to channels of p = 2 without forming Gamma: ``source`` (B, q, nch) holds q columns of
+    channels of degrees 1..top (nch = sum (m + 1), the order of `basis`), the result is (B, nch, q) with
+    new[b, alpha, k] = sum_beta Gamma(M_b)_(alpha beta) source[b, k, beta].  Each degree's block is built by the
+    recurrence of `_second_quantization_pair` in a small buffer and applied at once (one pair at a time, in
+    cache), instead of a (B, sum (m + 1)^2) array of every block."""
+    B, q, nch = source.shape
+    return _gamma_pair_apply(np.ascontiguousarray(Mmat, dtype=float), int(top),
+                             np.ascontiguousarray(source, dtype=float))
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
+def _gamma_pair_apply(M: np.ndarray, top: int, src: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """`carry_pair_channels`: the recurrence of `_gamma_pair_packed`, each block applied as soon as it is built."""
+    B, q, nch = src.shape
+    sq = np.sqrt(np.arange(top + 2.0))
+    inv = np.zeros(top + 2)
+    inv[1:] = 1.0 / sq[1:]
+    out = np.empty((B, nch, q))
+    prev = np.empty((top + 1) * (top + 1))
+    cur = np.empty((top + 1) * (top + 1))
+    for b in range(B):
+        m00, m10, m01, m11 = M[b, 0, 0], M[b, 1, 0], M[b, 0, 1], M[b, 1, 1]
+        prev[0] = 1.0
+        col = 0
+        for m in range(1, top + 1):
+            n = m + 1
+            for i in range(n):
+                row = i * n
+                up = sq[m - i]
+                down = sq[i]
+                r_up = i * m
+                r_dn = (i - 1) * m
+                if 0 < i < m:
+                    cur[row] = (m00 * (up * prev[r_up]) + m10 * (down * prev[r_dn])) * inv[m]
+                    a, c = m01 * up, m11 * down
+                    for j in range(1, n):
+                        cur[row + j] = (a * prev[r_up + j - 1] + c * prev[r_dn + j - 1]) * inv[j]
+                elif i == 0:
+                    cur[row] = m00 * (up * prev[r_up]) * inv[m]
+                    a = m01 * up
+                    for j in range(1, n):
+                        cur[row + j] = a * prev[r_up + j - 1] * inv[j]
+                else:
+                    cur[row] = m10 * (down * prev[r_dn]) * inv[m]
+                    c = m11 * down
+                    for j in range(1, n):
+                        cur[row + j] = c * prev[r_dn + j - 1] * inv[j]
+            for i in range(n):
+                for k in range(q):
+                    acc = 0.0
+                    for j in range(n):
+                        acc += cur[i * n + j] * src[b, k, col + j]
+                    out[b, col + i, k] = acc
+            col += n
+            prev, cur = cur, prev
     return out
 
 
@@ -455,8 +525,8 @@ def _rotated_projection(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angul
     orthogonal Q, no noise).  The fourth moments E[phi_c phi_d phi_e phi_f]: those of at most two distinct inputs
     from the pair rule; three distinct inputs by the pair rule on the first two and a split Gauss-Legendre rule on
     the third coordinate, conditionally; four distinct inputs (p = 4) by the tensor rule with ``tensor`` + 6
-    nodes per dimension in the rotated coordinates.  ``pair``: the pair projection to use (default
-    `_pair_projection`; the Mehler sums of `fluctuation_mehler` for a smooth phi)."""
+    nodes per dimension in the rotated coordinates.  ``pair(A2, phi, hb, radial, angular, (c, d))``: the pair
+    projection to use (default `_pair_projection`; the Mehler sums of `fluctuation_mehler` for a smooth phi)."""
     B, p = A.shape[0], A.shape[-1]
     D = hb.degree
     hb2 = basis(2, D)
@@ -471,7 +541,9 @@ def _rotated_projection(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angul
     for c in range(p):
         for d in range(c + 1, p):
             Q, R = _rotation(A, (c, d))
-            f2, eff2 = (pair or _pair_projection)(np.transpose(R, (0, 2, 1)), phi, hb2, radial, angular)
+            R2 = np.transpose(R, (0, 2, 1))
+            f2, eff2 = (_pair_projection(R2, phi, hb2, radial, angular) if pair is None
+                        else pair(R2, phi, hb2, radial, angular, (c, d)))
             blocks = second_quantization(Q, hb, D)
             idx = (c, d)
             for i in range(2):

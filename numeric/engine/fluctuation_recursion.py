@@ -129,7 +129,7 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
     Y = [C["full"].copy()] if two_time else []  # Cov(e^layer, e^l), l = 0..layer
     for layer in range(len(g)):
         Binv = np.linalg.inv(A)
-        fhat, EFF = fq.project(A, phi, hb, rule.radial, rule.angular, rule.tensor, expansion)
+        fhat, EFF = fq.project(A, phi, hb, rule.radial, rule.angular, rule.tensor, expansion, K)
         G = fhat[..., 0]
         covTT = EFF - G[:, :, :, None, None] * G[:, None, None, :, :]
         D2 = fhat[..., pos2] * fac2  # E[d_ui d_uj f_cd]: (B, p, p, p, p)
@@ -175,15 +175,19 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
             frozen = [np.zeros_like(f) for f in frozen]
         else:
             Mmat = gam * np.linalg.solve(A_next, A)
-            blocks = fq.second_quantization(Mmat, hb, N)
+            if p == 2:  # built and applied degree by degree, in cache (no array of all of Gamma's blocks)
+                def carried(source):
+                    return fq.carry_pair_channels(Mmat, N, source.reshape(B, p * p, nch)).reshape(B, nch, p, p)
+            else:
+                blocks = fq.second_quantization(Mmat, hb, N)
 
-            def carried(source):  # Gamma(gamma A_next^-1 A) on channels laid out (B, p, p, nch)
-                new = np.empty((B, nch, p, p))
-                for m_deg, block in enumerate(blocks, start=1):
-                    sl_m = slice(hb.by_degree[m_deg].start - lo, hb.by_degree[m_deg].stop - lo)
-                    part = source[..., sl_m].reshape(B, p * p, -1).transpose(0, 2, 1)  # (B, n_m, p p)
-                    new[:, sl_m] = np.matmul(block, part).reshape(B, -1, p, p)
-                return new
+                def carried(source):  # Gamma(gamma A_next^-1 A) on channels laid out (B, p, p, nch)
+                    new = np.empty((B, nch, p, p))
+                    for m_deg, block in enumerate(blocks, start=1):
+                        sl_m = slice(hb.by_degree[m_deg].start - lo, hb.by_degree[m_deg].stop - lo)
+                        part = source[..., sl_m].reshape(B, p * p, -1).transpose(0, 2, 1)  # (B, n_m, p p)
+                        new[:, sl_m] = np.matmul(block, part).reshape(B, -1, p, p)
+                    return new
 
             ch = carried(src)
             frozen = [carried(f.transpose(0, 2, 3, 1)) for f in frozen]
