@@ -22,6 +22,11 @@ Each piece is derived, not typed in:
   sqrt((alpha + beta)! / alpha!) E[f h_(alpha + beta)] per coordinate.
 * `covariance_terms` -- Cov(e', e') for the influence e' = chi[e] + w T, expanded bilinearly: chi C chi^T +
   w chi X + w (chi X)^T + w^2 Cov(T, T), X = Cov(e, T).
+* `rotation_coefficient` / `rotation_step` -- the rotation formula h_k(r x + s y) = sum_m c(k, m) h_m(x) h_(k-m)(y)
+  (r^2 + s^2 = 1) of the pair projections' Mehler sums (`numeric/engine/fluctuation_mehler.py`): c(k, m) =
+  sqrt(binomial(k, m)) r^m s^(k-m), checked polynomial by polynomial (modulo r^2 + s^2 - 1) up to
+  ``ROTATION_CHECK_DEGREE``, and the step of the sums' weights w_j(m) = c(m + j, m) along j,
+  w_(j+1)(m) / w_j(m) = s sqrt((m + j + 1) / (j + 1)).
 """
 from __future__ import annotations
 
@@ -34,6 +39,8 @@ from sympy.printing.numpy import NumPyPrinter
 
 #: the Hermite raising factor is checked on every degree up to this one
 HERMITE_CHECK_DEGREE = 24
+#: the rotation formula is checked on every degree up to this one
+ROTATION_CHECK_DEGREE = 8
 
 
 @dataclass(frozen=True)
@@ -125,6 +132,45 @@ def hermite_raising() -> sp.Expr:
 
 
 @cache
+def rotation_coefficient() -> tuple[sp.Expr, tuple[sp.Symbol, ...]]:
+    """(c, (k, m, r, s)): h_k(r x + s y) = sum_(m=0..k) c(k, m) h_m(x) h_(k-m)(y) for r^2 + s^2 = 1, h_n = He_n /
+    sqrt(n!).  From the generating function exp(t z - t^2 / 2) = sum_n He_n(z) t^n / n!: at z = r x + s y it is the
+    product of the x-series at r t and the y-series at s t (the t^2 terms add up because r^2 + s^2 = 1), whose
+    t^k coefficient gives c = sqrt(binomial(k, m)) r^m s^(k-m).  Checked for every k <= ROTATION_CHECK_DEGREE as
+    polynomials in x, y whose coefficients vanish modulo r^2 + s^2 - 1."""
+    x, y, r, s = sp.symbols("x y r s")
+    k, m = sp.symbols("k m", integer=True, nonnegative=True)
+    c = sp.sqrt(sp.binomial(k, m)) * r**m * s ** (k - m)
+
+    def h(n: int, z: sp.Expr) -> sp.Expr:
+        return sp.hermite_prob(n, z) / sp.sqrt(sp.factorial(n))
+
+    for kk in range(ROTATION_CHECK_DEGREE + 1):
+        diff = sp.expand(h(kk, r * x + s * y) - sum(c.subs({k: kk, m: mm}) * h(mm, x) * h(kk - mm, y)
+                                                     for mm in range(kk + 1)))
+        for coefficient in sp.Poly(diff, x, y).coeffs():
+            if sp.reduced(sp.expand(coefficient), [r**2 + s**2 - 1], r, s)[1] != 0:
+                raise AssertionError(f"rotation formula fails at degree {kk}")
+    return c, (k, m, r, s)
+
+
+@cache
+def rotation_step() -> sp.Expr:
+    """w_(j+1)(m) / w_j(m) for the Mehler weights w_j(m) = c(m + j, m) (`rotation_coefficient`), simplified: the
+    weights are built along j from w_0(m) = r^m by this factor (no binomial or factorial is formed)."""
+    c, (k, m, r, s) = rotation_coefficient()
+    j = sp.Symbol("j", integer=True, nonnegative=True)
+    ratio = sp.gammasimp(sp.expand_func(c.subs(k, m + j + 1) / c.subs(k, m + j)))
+    ratio = sp.powsimp(sp.simplify(ratio), force=True)
+    expected = s * sp.sqrt((m + j + 1) / (j + 1))
+    for mm in range(6):
+        for jj in range(6):
+            if sp.simplify((ratio - expected).subs({m: mm, j: jj})) != 0:
+                raise AssertionError("rotation step does not simplify to s sqrt((m + j + 1) / (j + 1))")
+    return expected
+
+
+@cache
 def covariance_terms() -> tuple[tuple[str, str], ...]:
     """Cov(e', e') for e' = chi[e] + w T, as (coefficient in w, covariance) pairs, by bilinearity: the cross terms
     Cov(chi[e], T) = chi X and its transpose, X = Cov(e, T)."""
@@ -162,4 +208,6 @@ def context() -> dict:
         "raising": NumPyPrinter().doprint(r.subs(n, sp.Symbol("k"))),
         "raising_exact": str(r), "hermite_check_degree": HERMITE_CHECK_DEGREE,
         "covariance_terms": covariance_terms(),
+        "rotation_exact": str(rotation_coefficient()[0]), "rotation_check_degree": ROTATION_CHECK_DEGREE,
+        "rotation_step": NumPyPrinter().doprint(rotation_step()), "rotation_step_exact": str(rotation_step()),
     }

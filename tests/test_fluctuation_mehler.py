@@ -198,3 +198,34 @@ def test_engine_results_do_not_depend_on_the_pair_route(monkeypatch, activation)
         a, b = getattr(on, name), getattr(off, name)
         assert np.abs(a - b).max() < 1e-9 * np.abs(b).max(), name
     assert np.abs(cov_on - cov_off).max() < 1e-9 * np.abs(cov_off).max()
+
+
+def test_channels_carried_degree_by_degree_equal_the_blocks_of_gamma():
+    """`carry_pair_channels` (each block of Gamma(M) built and applied in a small buffer) against the blocks of
+    `second_quantization` applied by matrix products, for contractions and non-contractions M."""
+    rng = np.random.default_rng(0)
+    B, N = 6, 30
+    M = rng.uniform(-0.9, 0.9, (B, 2, 2))
+    M[0] = [[1.3, 0.0], [0.4, 0.7]]
+    hb = fq.basis(2, N)
+    blocks = fq.second_quantization(M, hb, N)
+    nch = hb.by_degree[N].stop - 1
+    src = rng.standard_normal((B, 4, nch))
+    ref = np.empty((B, nch, 4))
+    for m, blk in enumerate(blocks, start=1):
+        sl = slice(hb.by_degree[m].start - 1, hb.by_degree[m].stop - 1)
+        ref[:, sl] = np.matmul(blk, src[:, :, sl].transpose(0, 2, 1))
+    got = fq.carry_pair_channels(M, N, src)
+    for b in range(B):
+        assert np.abs(got[b] - ref[b]).max() <= 1e-13 * np.abs(ref[b]).max()
+
+
+def test_generated_rotation_step_is_the_ratio_of_binomial_weights():
+    """`fluctuation_step.rotation_step` (derived in SymPy from the rotation formula's generating function) against
+    the ratio of sqrt(C(m + j + 1, m)) s^(j+1) to sqrt(C(m + j, m)) s^j with integer binomials."""
+    from resprop.generated import fluctuation_step as step
+
+    for m in range(0, 60, 7):
+        for j in range(0, 70, 9):
+            ref = math.sqrt(math.comb(m + j + 1, m) / math.comb(m + j, m)) * 0.6
+            assert step.rotation_step(m, j, 0.6) == pytest.approx(ref, rel=1e-14)

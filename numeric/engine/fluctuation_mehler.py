@@ -39,6 +39,7 @@ import numba
 import numpy as np
 from scipy.special import gammaln
 
+from resprop.generated import fluctuation_step as step  # derived: derive/fluctuations.py (rotation formula)
 from resprop.numeric.engine import dual_tables
 from resprop.numeric.engine.bytes_lru import BytesLRU
 
@@ -345,7 +346,7 @@ class PairExpansion:
             for lv in np.unique(level[i0 == t0]):
                 sel = np.nonzero((i0 == t0) & (level == lv))[0]
                 top = LADDER[lv]
-                V = _weighted_coefficients(btab, i1[sel], r[sel], s[sel], top, D)  # (top + 1, b, D + 1)
+                V = _weighted_coefficients(btab, i1[sel], r[sel], s[sel], _rotation_steps(top, D))  # (top+1, b, D+1)
                 F01[sel] = (tabs[t0].P[:top + 1, :D + 1].T @ V.reshape(top + 1, -1)).reshape(D + 1, sel.size, D + 1
                                                                                       ).transpose(1, 0, 2)
         a0, a1 = hb.alphas[:, 0], hb.alphas[:, 1]
@@ -375,13 +376,25 @@ class PairExpansion:
         return fhat, EFF
 
 
+@cache
+def _rotation_steps(top: int, degree: int) -> np.ndarray:
+    """(top + 1, degree + 1): the generated step w_(j+1)(m) / w_j(m) of the Mehler weights at s = 1
+    (`fluctuation_step.rotation_step`, derived from the rotation formula)."""
+    m = np.arange(top + 1.0)[:, None]
+    j = np.arange(degree + 1.0)[None, :]
+    out = np.ascontiguousarray(np.broadcast_to(step.rotation_step(m, j, 1.0), (top + 1, degree + 1)), dtype=float)
+    out.setflags(write=False)
+    return out
+
+
 @numba.njit(nogil=True, cache=True, error_model="numpy")
-def _weighted_coefficients(btab: np.ndarray, rows: np.ndarray, r: np.ndarray, s: np.ndarray, top: int, degree: int
+def _weighted_coefficients(btab: np.ndarray, rows: np.ndarray, r: np.ndarray, s: np.ndarray, steps: np.ndarray
                            ) -> np.ndarray:  # pragma: no cover - compiled
-    """V[m, b, j] = w_j(m) b_(m+j) for m = 0..top, j = 0..degree, with w_j(m) = sqrt(C(m + j, m)) r^m s^j of pair b
-    and b_k the row ``rows[b]`` of ``btab``: laid out (m, pair, j) for one product with P^T.  Along j by
-    w_(j+1)(m) = w_j(m) s sqrt((m + j + 1) / (j + 1)) from w_0(m) = r^m (every factor is exact to round-off;
-    a product that underflows is below 1e-220 of the scale)."""
+    """V[m, b, j] = w_j(m) b_(m+j) for m = 0..top, j = 0..degree (``steps`` is (top + 1, degree + 1)), with
+    w_j(m) = sqrt(C(m + j, m)) r^m s^j of pair b and b_k the row ``rows[b]`` of ``btab``: laid out (m, pair, j) for
+    one product with P^T.  Along j by w_(j+1)(m) = w_j(m) s steps[m, j] from w_0(m) = r^m (the generated step of
+    the rotation formula; a product that underflows is below 1e-220 of the scale)."""
+    top, degree = steps.shape[0] - 1, steps.shape[1] - 1
     nb = rows.size
     V = np.empty((top + 1, nb, degree + 1))
     for b in range(nb):
@@ -391,6 +404,6 @@ def _weighted_coefficients(btab: np.ndarray, rows: np.ndarray, r: np.ndarray, s:
             w = rm
             for j in range(degree + 1):
                 V[m, b, j] = w * bt[m + j]
-                w *= s[b] * np.sqrt((m + j + 1.0) / (j + 1.0))
+                w *= s[b] * steps[m, j]
             rm *= r[b]
     return V

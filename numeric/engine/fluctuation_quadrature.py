@@ -360,9 +360,7 @@ def _second_quantization_pair(Mmat: np.ndarray, hb: HermiteBasis, top: int) -> l
 @numba.njit(nogil=True, cache=True, error_model="numpy")
 def _gamma_pair_packed(M: np.ndarray, top: int) -> np.ndarray:  # pragma: no cover - compiled
     """The blocks of `_second_quantization_pair`, degree after degree, row-major in one (B, sum (m + 1)^2) array,
-    compiled because the NumPy form spends its time on the 64 degrees' small temporaries.  The divisions by
-    sqrt(j) are multiplications by its reciprocal (a division costs several multiplications; the results agree
-    to round-off)."""
+    compiled because the NumPy form spends its time on the 64 degrees' small temporaries."""
     B = M.shape[0]
     total = 1  # slot 0: the degree-0 block [[1]]
     for m in range(1, top + 1):
@@ -372,35 +370,43 @@ def _gamma_pair_packed(M: np.ndarray, top: int) -> np.ndarray:  # pragma: no cov
     inv[1:] = 1.0 / sq[1:]
     out = np.empty((B, total))
     for b in range(B):
-        m00, m10, m01, m11 = M[b, 0, 0], M[b, 1, 0], M[b, 0, 1], M[b, 1, 1]
-        out[b, 0] = 1.0
+        row = out[b]
+        row[0] = 1.0
         off, prev = 1, 0
         for m in range(1, top + 1):
-            n = m + 1
-            for i in range(n):
-                row = off + i * n
-                up = sq[m - i]
-                down = sq[i]
-                r_up = prev + i * m  # row i of the degree m - 1 block (i < m)
-                r_dn = prev + (i - 1) * m  # row i - 1 (i >= 1)
-                if 0 < i < m:
-                    out[b, row] = (m00 * (up * out[b, r_up]) + m10 * (down * out[b, r_dn])) * inv[m]
-                    a, c = m01 * up, m11 * down
-                    for j in range(1, n):
-                        out[b, row + j] = (a * out[b, r_up + j - 1] + c * out[b, r_dn + j - 1]) * inv[j]
-                elif i == 0:
-                    out[b, row] = m00 * (up * out[b, r_up]) * inv[m]
-                    a = m01 * up
-                    for j in range(1, n):
-                        out[b, row + j] = a * out[b, r_up + j - 1] * inv[j]
-                else:
-                    out[b, row] = m10 * (down * out[b, r_dn]) * inv[m]
-                    c = m11 * down
-                    for j in range(1, n):
-                        out[b, row + j] = c * out[b, r_dn + j - 1] * inv[j]
+            _gamma_step(row, prev, row, off, m, M[b, 0, 0], M[b, 1, 0], M[b, 0, 1], M[b, 1, 1], sq, inv)
             prev = off
-            off += n * n
+            off += (m + 1) * (m + 1)
     return out
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _gamma_step(src, s_off, dst, d_off, m, m00, m10, m01, m11, sq, inv):  # pragma: no cover - compiled
+    """One degree of the recurrence of `_second_quantization_pair`: the block of degree m (row-major, (m + 1)^2
+    entries at dst[d_off:]) from that of degree m - 1 (at src[s_off:]); the divisions by sqrt(j) are
+    multiplications by its reciprocal (a division costs several multiplications; round-off only)."""
+    n = m + 1
+    for i in range(n):
+        row = d_off + i * n
+        up = sq[m - i]
+        down = sq[i]
+        r_up = s_off + i * m  # row i of the degree m - 1 block (i < m)
+        r_dn = s_off + (i - 1) * m  # row i - 1 (i >= 1)
+        if 0 < i < m:
+            dst[row] = (m00 * (up * src[r_up]) + m10 * (down * src[r_dn])) * inv[m]
+            a, c = m01 * up, m11 * down
+            for j in range(1, n):
+                dst[row + j] = (a * src[r_up + j - 1] + c * src[r_dn + j - 1]) * inv[j]
+        elif i == 0:
+            dst[row] = m00 * (up * src[r_up]) * inv[m]
+            a = m01 * up
+            for j in range(1, n):
+                dst[row + j] = a * src[r_up + j - 1] * inv[j]
+        else:
+            dst[row] = m10 * (down * src[r_dn]) * inv[m]
+            c = m11 * down
+            for j in range(1, n):
+                dst[row + j] = c * src[r_dn + j - 1] * inv[j]
 
 
 def carry_pair_channels(Mmat: np.ndarray, top: int, source: np.ndarray) -> np.ndarray:
@@ -425,32 +431,11 @@ def _gamma_pair_apply(M: np.ndarray, top: int, src: np.ndarray) -> np.ndarray:  
     prev = np.empty((top + 1) * (top + 1))
     cur = np.empty((top + 1) * (top + 1))
     for b in range(B):
-        m00, m10, m01, m11 = M[b, 0, 0], M[b, 1, 0], M[b, 0, 1], M[b, 1, 1]
         prev[0] = 1.0
         col = 0
         for m in range(1, top + 1):
             n = m + 1
-            for i in range(n):
-                row = i * n
-                up = sq[m - i]
-                down = sq[i]
-                r_up = i * m
-                r_dn = (i - 1) * m
-                if 0 < i < m:
-                    cur[row] = (m00 * (up * prev[r_up]) + m10 * (down * prev[r_dn])) * inv[m]
-                    a, c = m01 * up, m11 * down
-                    for j in range(1, n):
-                        cur[row + j] = (a * prev[r_up + j - 1] + c * prev[r_dn + j - 1]) * inv[j]
-                elif i == 0:
-                    cur[row] = m00 * (up * prev[r_up]) * inv[m]
-                    a = m01 * up
-                    for j in range(1, n):
-                        cur[row + j] = a * prev[r_up + j - 1] * inv[j]
-                else:
-                    cur[row] = m10 * (down * prev[r_dn]) * inv[m]
-                    c = m11 * down
-                    for j in range(1, n):
-                        cur[row + j] = c * prev[r_dn + j - 1] * inv[j]
+            _gamma_step(prev, 0, cur, 0, m, M[b, 0, 0], M[b, 1, 0], M[b, 0, 1], M[b, 1, 1], sq, inv)
             for i in range(n):
                 for k in range(q):
                     acc = 0.0

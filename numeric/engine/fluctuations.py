@@ -345,7 +345,7 @@ def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamm
         if len(iu) >= COLLAPSE_NORMS_MIN_PAIRS:
             iu, ju = _collapsed_norms(net, K0, diag, iu, ju, out, used, pair_ladder, rtol, bar)
     first = _ladder_start(pair_ladder, np.diagonal(used)[iu], np.diagonal(used)[ju])
-    direct = net if _tables_pay(len(iu), cls[np.concatenate([iu, ju])]) else replace(net, expansion=None)
+    direct = _direct_network(net, len(iu), cls[np.concatenate([iu, ju])])
     for k0 in np.unique(first):
         group = np.flatnonzero(first == k0)
         a, b = iu[group], ju[group]
@@ -371,15 +371,22 @@ COLLAPSE_NORMS_MIN_PAIRS = 2048
 CLASS_RTOL = 1e-12
 
 
-#: the direct route takes the Mehler sums (`fluctuation_mehler`) when it has at least this many pairs per norm class
-#: among their inputs: one class's tables (per layer) cost about as much as ten pairs on the 2-D rule
+#: the direct route takes the Mehler sums (`fluctuation_mehler`) when its pairs' inputs fall in at most
+#: MEHLER_MAX_CLASSES norm classes with at least PAIRS_PER_TABLE pairs per class: a batch then shares a few
+#: variances per layer, whose tables (~5 ms each) cost less than the 2-D rule they replace (~0.7 ms per pair).
+#: Pairs of many different norms (a batch of 48 has ~49 variances per layer) keep the rule.
 PAIRS_PER_TABLE = 16
+MEHLER_MAX_CLASSES = 4
 
 
-def _tables_pay(n_pairs: int, classes: np.ndarray) -> bool:
-    """Whether the per-variance tables of the Mehler sums pay for themselves on the direct route's pairs (a choice
-    fixed by the input set, not by batching: the two routes agree to ~1e-12)."""
-    return n_pairs > 0 and n_pairs >= PAIRS_PER_TABLE * len(np.unique(classes))
+def _direct_network(net: _Network, n_pairs: int, classes: np.ndarray) -> _Network:
+    """The network for the direct route's pairs: with the Mehler sums when their tables pay for themselves (see
+    PAIRS_PER_TABLE), else with the 2-D rule.  A choice fixed by the input set, not by batching or threads (the
+    two routes agree to ~1e-12)."""
+    n_classes = len(np.unique(classes))
+    if net.expansion is not None and n_pairs >= PAIRS_PER_TABLE * n_classes and n_classes <= MEHLER_MAX_CLASSES:
+        return net
+    return replace(net, expansion=None)
 
 
 def _ladder_start(ladder: list, need_a: np.ndarray, need_b: np.ndarray) -> np.ndarray:
