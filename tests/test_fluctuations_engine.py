@@ -516,3 +516,43 @@ def test_the_many_input_ladder_jumps_to_its_cap_when_the_estimates_say_so():
     finally:
         EF._run_recorded = real
     assert runs == [12, 16, 40] and tr.channels == 40 and tr.truncation.max() > 1e-12
+
+
+# ------------------------------------------------------------------------ breakpoints away from 0
+@pytest.mark.parametrize("activation", ["Max(-1, Min(1, x))", "Min(Max(x, 0), 6)", "x*Min(Max(x + 3, 0), 6)/6"])
+def test_breakpoint_rule_is_converged(activation):
+    """hardtanh, ReLU6 and hard-swish (breakpoints at +-1, 0 and 6, +-3): the split rule at 64 Gauss-Legendre nodes
+    per piece against 128, for three inputs of unequal norm and angle (pairs and a three-input covariance)."""
+    from resprop.numeric.engine.fluctuations import _rule
+
+    rule = _rule(activation)
+    assert rule.breakpoints != (0.0,)
+    K0 = np.array([[1.3, 0.5, 0.2], [0.5, 0.8, -0.3], [0.2, -0.3, 2.1]])
+    L = 3
+    args = (np.ones(L), np.ones(L), np.full(L, 1.5), np.full(L, 0.1), _activation(activation))
+    for sub in (K0[None, :2, :2], K0[None]):
+        N = 24 if sub.shape[-1] == 2 else 12
+        base = propagate_subproblems(sub, *args, N, rule)
+        fine = propagate_subproblems(sub, *args, N, Rule(radial=40, angular=128, breakpoints=rule.breakpoints))
+        for name in ("V", "M"):
+            a, b = getattr(base, name)["full"], getattr(fine, name)["full"]
+            assert np.abs(a - b).max() <= 1e-9 * np.abs(b).max(), name
+
+
+def test_breakpoint_rule_reproduces_the_half_line_rule():
+    """ReLU on the split rule with a spurious breakpoint at 5 (where ReLU is smooth: the split changes the nodes,
+    not the integrand's pieces) against ReLU on the half-line rule: two different rules, the same V and M."""
+    K0 = np.array([[[1.3, 0.5], [0.5, 0.8]]])
+    L = 4
+    args = (np.full(L, 0.8), np.full(L, 0.64), np.full(L, 1.5), np.full(L, 0.1), _activation("relu"), 24)
+    half = propagate_subproblems(K0, *args, Rule())
+    split = propagate_subproblems(K0, *args, Rule(breakpoints=(0.0, 5.0)))
+    for name in ("V", "M"):
+        a, b = getattr(split, name)["full"], getattr(half, name)["full"]
+        assert np.abs(a - b).max() <= 1e-9 * np.abs(b).max(), name
+    assert np.abs(split.K - half.K).max() <= 1e-13 * np.abs(half.K).max()
+
+
+def test_jumps_and_lattices_of_breakpoints_are_refused():
+    with pytest.raises(ValueError, match="activation"):
+        resprop.fluctuations(X3, "floor(x) + x", 2, 64, 1.5, 0.1)

@@ -61,7 +61,8 @@ class Config:
                 f"lambda={self.branch_scale}")
 
 
-#: the quick campaign: every activation, gamma in {0, 1}, a branch scale and an expression, P = 2-3, depths 1-4
+#: the quick campaign: every activation, gamma in {0, 1}, a branch scale, an expression and a piecewise one with
+#: breakpoints away from 0, P = 2-3, depths 1-4
 def _quick(activation: str, P: int, depth: int, gamma: float, branch_scale: float | str, extra=()) -> Config:
     return Config(activation, P, depth, gamma, branch_scale, widths=(64, 128, 256, 512), samples=(8000,) * 4,
                   mean_samples=(80000, 40000, 20000, 10000), extra=extra)
@@ -73,6 +74,7 @@ QUICK = (
     _quick("gelu", 2, 4, 1.0, "1/sqrt(L)"),
     _quick("erf", 2, 2, 0.0, 1.0),
     _quick("sin(x) + x**2/10", 2, 2, 1.0, 0.6),
+    _quick("Max(-1, Min(1, x))", 2, 2, 1.0, 0.8),  # hardtanh: breakpoints at +-1, the rules split there
 )
 
 #: the full campaign (docs/fluctuations.md): five activations, gamma in {0, 1}, branch scales, P = 2-4, depths 1-10

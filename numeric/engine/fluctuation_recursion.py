@@ -44,11 +44,14 @@ VARIANTS = ("full", "low", "closure")
 class Rule:
     """Quadrature orders (`fluctuation_quadrature.project`): ``radial`` nodes of each half-line rule (the first
     coordinate; the only one for p = 1), ``angular`` Gauss-Legendre nodes on each side of the second coordinate's
-    breakpoint (p = 2), ``tensor`` Gauss-Hermite nodes per dimension for p = 3, 4."""
+    breakpoint (p = 2), ``tensor`` Gauss-Hermite nodes per dimension for p = 3, 4; ``breakpoints`` of a piecewise
+    phi (other than (0,): Gauss-Legendre pieces in both coordinates, ``angular`` nodes each)."""
 
     radial: int = 40
     angular: int = 64
     tensor: int = 14
+    #: where a piecewise phi has its kinks: the rules split there ((0,): smooth phi, ReLU, leaky ReLU, |x|)
+    breakpoints: tuple[float, ...] = (0.0,)
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,7 @@ def propagate_subproblems(K0: np.ndarray, gammas: np.ndarray, g: np.ndarray, w: 
     Y = [C["full"].copy()] if two_time else []  # Cov(e^layer, e^l), l = 0..layer
     for layer in range(len(g)):
         Binv = np.linalg.inv(A)
-        fhat, EFF = fq.project(A, phi, hb, rule.radial, rule.angular, rule.tensor, expansion, K)
+        fhat, EFF = fq.project(A, phi, hb, rule.radial, rule.angular, rule.tensor, expansion, K, rule.breakpoints)
         G = fhat[..., 0]
         covTT = EFF - G[:, :, :, None, None] * G[:, None, None, :, :]
         D2 = fhat[..., pos2] * fac2  # E[d_ui d_uj f_cd]: (B, p, p, p, p)

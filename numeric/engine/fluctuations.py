@@ -202,7 +202,7 @@ def _channels(channels, p: int) -> int:
 @cache
 def _activation(text: str):
     """The NumPy phi of the simulator (`fluctuation_mc.activation_function`) for a checked activation; refuses a
-    jump (no finite G') and breakpoints away from 0 (the quadrature splits its pieces at 0 only)."""
+    jump (no finite G') and a lattice of breakpoints (the rules split at finitely many)."""
     from resprop.numeric.engine.activation_check import check_activation
 
     checked = check_activation(text)
@@ -210,13 +210,24 @@ def _activation(text: str):
         raise V.ParameterError("activation", f"{checked.expr} jumps at x = {checked.jumps[0]:g}: phi' contains a "
                                              "Dirac delta, so G' (the response of the kernel) and the O(1/width) "
                                              "recursion built on it do not exist; use a continuous activation")
-    if checked.piecewise and (checked.lattices or any(t != 0.0 for t in checked.breakpoints)):
-        raise V.ParameterError("activation", f"{checked.expr} has breakpoints away from 0; the fluctuation engine "
-                                             "integrates piecewise activations exactly only when every breakpoint "
-                                             "is at 0 (relu, abs(x), Max(x, 0) + x/10, ...)")
+    if checked.piecewise and checked.lattices:
+        raise V.ParameterError("activation", f"{checked.expr} has a lattice of breakpoints (periodic pieces); the "
+                                             "fluctuation engine splits its rules at finitely many breakpoints "
+                                             "(relu, Max(-1, Min(1, x)), Min(Max(x, 0), 6), ...)")
     from resprop.numeric.engine.fluctuation_mc import activation_function
 
     return activation_function(text)
+
+
+@cache
+def _rule(text: str) -> Rule:
+    """The quadrature orders for a checked activation, split at its breakpoints when it is piecewise with a
+    breakpoint away from 0 (hardtanh, ReLU6, hard-swish); the default rule otherwise."""
+    from resprop.numeric.engine.activation_check import check_activation
+
+    checked = check_activation(text)
+    points = tuple(sorted(float(t) for t in checked.breakpoints)) if checked.piecewise else ()
+    return Rule(breakpoints=points) if points and points != (0.0,) else Rule()
 
 
 #: smooth activations take their pair projections from certified Mehler sums over per-input Hermite tables
@@ -270,7 +281,7 @@ def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamm
     and (``.covariance``) covariance of the empirical kernel of the last layer, for inputs X (P, d_in).
 
     Arguments as :func:`resprop.kernel` (``activation``: a name or a SymPy expression in x; piecewise ones with
-    breakpoints at 0 only; jumps refused), plus ``width`` (>= 1; enters ``expected_kernel`` and
+    finitely many breakpoints; jumps and lattices refused), plus ``width`` (>= 1; enters ``expected_kernel`` and
     ``standard_deviation`` only) and ``channels`` (Hermite channels of the pair recursion; by default raised along
     LADDER until the truncation estimate is below ``rtol`` of each value: per input up to 160 channels, per pair
     up to 64, the larger of its two inputs' counts; a given count is used as is, twice it for the diagonal).
@@ -313,7 +324,7 @@ def fluctuations(X, activation, depth: int, width: int, sigma_w2, sigma_b2, gamm
         raise V.ParameterError("X", "every input needs K^(0)_aa > 0 (a zero input with sigma_b2 = 0)")
     skip, weight, bias = _sequences(depth, g, lam, sw, sb, readout)
     gammas = np.append(np.full(depth, g), [0.0] if readout else [])
-    net = _Network(K0=K0, gammas=gammas, g=skip, w=weight, s=bias, phi=phi, rule=Rule(),
+    net = _Network(K0=K0, gammas=gammas, g=skip, w=weight, s=bias, phi=phi, rule=_rule(activation.strip()),
                    expansion=_expansion(activation.strip()))
     nngp = kernel(X, activation, depth, sw, sb, g, branch_scale if depth == 0 else lam, readout=readout,
                   progress=False)
@@ -663,7 +674,7 @@ def trajectory(K0, gammas, g, w, s, activation: str, *, channels: int | None = N
     # one more layer (a copy of the last) gives the last layer's Delta; its own outputs are dropped
     ext = [np.append(x, x[-1:]) if len(x) else x for x in seqs]
     net = _Network(K0=K0, gammas=ext[0], g=ext[1], w=ext[2], s=ext[3], phi=_activation(activation.strip()),
-                   rule=Rule(), expansion=_expansion(activation.strip()))
+                   rule=_rule(activation.strip()), expansion=_expansion(activation.strip()))
     depth = len(seqs[0])
     ladder = [_channels(channels, p)] if channels is not None else (
         [n for n in LADDER if n <= MAX_CHANNELS[p]] if p <= 2 else list(MANY_INPUT_LADDER[p]))
