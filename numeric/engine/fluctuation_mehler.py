@@ -45,6 +45,9 @@ from resprop.numeric.engine.bytes_lru import BytesLRU
 
 __all__ = ["PairExpansion", "LADDER", "TOL"]
 
+#: variances the tables are built for (those of `dual_tables`, whose grids grow like sqrt(d)); pairs with a
+#: variance outside take the 2-D rule
+VARIANCE_RANGE = (1e-8, dual_tables.D_TABLE_MAX)
 #: truncation levels of the m-sum tried per pair (the largest bounds the tables' size)
 LADDER = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 #: certified truncation error of each projection and fourth moment, relative to the pair's scale
@@ -264,6 +267,15 @@ class PairExpansion:
         self.fallback = 0
         self._lock = threading.Lock()
 
+    def __eq__(self, other) -> bool:  # the same activation gives the same sums (the counters are diagnostics)
+        return isinstance(other, PairExpansion) and other.act.key == self.act.key
+
+    def __hash__(self) -> int:
+        return hash(("PairExpansion", self.act.key))
+
+    def __repr__(self) -> str:
+        return f"PairExpansion({self.act.expr})"
+
     def pair_projection(self, A: np.ndarray, phi, hb, radial: int, angular: int, diagonal=None):
         """Same result layout as `fluctuation_quadrature._pair_projection`: fhat (B, 2, 2, size), E[F F]
         (B, 2, 2, 2, 2).  ``diagonal`` (B, 2): the variances K_00, K_11 themselves (A A^T's diagonal agrees to
@@ -275,14 +287,23 @@ class PairExpansion:
             d0, d1 = A[:, 0, 0] ** 2, A[:, 1, 0] ** 2 + A[:, 1, 1] ** 2
         else:
             d0, d1 = diagonal[:, 0], diagonal[:, 1]
-        values, inverse = np.unique(np.concatenate([d0, d1]), return_inverse=True)
-        tabs = [_tables(self.act, v, D) for v in values]
-        i0, i1 = inverse[:B], inverse[B:]
-        root1 = np.sqrt(d1)
-        r = A[:, 1, 0] / root1
-        s = A[:, 1, 1] / root1
-        level = self._levels(tabs, i0, i1, r, s, D)
-        ok = level < len(LADDER)
+        # variances outside the tables' range (and non-finite ones) go to the rule
+        usable = ((d0 >= VARIANCE_RANGE[0]) & (d0 <= VARIANCE_RANGE[1]) & (d1 >= VARIANCE_RANGE[0])
+                  & (d1 <= VARIANCE_RANGE[1]))
+        ok = np.zeros(B, dtype=bool)
+        if np.any(usable):
+            values, inverse = np.unique(np.concatenate([d0[usable], d1[usable]]), return_inverse=True)
+            tabs = [_tables(self.act, v, D) for v in values]
+            n_use = int(np.count_nonzero(usable))
+            i0 = np.zeros(B, dtype=np.int64)
+            i1 = np.zeros(B, dtype=np.int64)
+            i0[usable], i1[usable] = inverse[:n_use], inverse[n_use:]
+            root1 = np.sqrt(np.where(usable, d1, 1.0))
+            r = np.where(usable, A[:, 1, 0] / root1, 0.0)
+            s = np.where(usable, A[:, 1, 1] / root1, 1.0)
+            level = np.full(B, len(LADDER))
+            level[usable] = self._levels(tabs, i0[usable], i1[usable], r[usable], s[usable], D)
+            ok = level < len(LADDER)
         fhat = np.empty((B, 2, 2, hb.size))
         EFF = np.empty((B, 2, 2, 2, 2))
         if np.any(ok):
