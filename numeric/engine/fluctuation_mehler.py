@@ -163,7 +163,7 @@ def _coefficient_half_width(act: dual_tables.Activation, scale: float) -> float:
     z = np.linspace(-8.0, 8.0, 161)
     norm = math.sqrt(float(np.mean(act.phi(scale * z) ** 6 * np.exp(-z * z / 2)) * 16 / _SQRT_2PI)) + 1e-300
     for L in (dual_tables.L_HERMITE, 16.0, 20.0, 24.0, 28.0, 32.0):
-        edge = max(abs(float(act.phi(scale * L))), abs(float(act.phi(-scale * L))))
+        edge = float(np.max(np.abs(act.phi(np.array([scale * L, -scale * L])))))
         if math.exp(-L * L / 4) * edge**3 <= 1e-17 * norm:
             return L
     return 32.0

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -368,16 +369,18 @@ def project(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angular: int, ten
     split there); (0,) for a smooth phi and for ReLU-like ones."""
     B, p = A.shape[0], A.shape[-1]
     breakpoints = tuple(float(t) for t in breakpoints)
-    pair = None
+    pair: Callable | None = None
     if breakpoints != (0.0,):
-        def pair(A2, phi, hb, radial, angular, rows=(0, 1)):
+        def pair_at(A2, phi, hb, radial, angular, rows=(0, 1)):
             return _pair_projection_at(A2, phi, hb, angular, breakpoints)
+        pair = pair_at
     elif expansion is not None:
-        def pair(A2, phi, hb, radial, angular, rows=(0, 1)):
+        def pair_sums(A2, phi, hb, radial, angular, rows=(0, 1)):
             diagonal = None if K is None else np.stack([K[:, rows[0], rows[0]], K[:, rows[1], rows[1]]], axis=1)
             return expansion.pair_projection(A2, phi, hb, radial, angular, diagonal)
+        pair = pair_sums
     if p == 2:
-        return (pair or _pair_projection)(A, phi, hb, radial, angular)
+        return (_pair_projection if pair is None else pair)(A, phi, hb, radial, angular)
     if p >= 3:
         return _rotated_projection(A, phi, hb, radial, angular, tensor, pair, breakpoints)
     if breakpoints == (0.0,):  # p = 1
