@@ -218,53 +218,37 @@ def _pair_projection(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angular:
     on [-SPAN, c] and [c, SPAN], ``angular`` nodes each).  The product basis factorises, so the projection is two
     contractions: O(Q0 Q1 D) per function instead of O(Q0 Q1 D^2).  ``breakpoints`` other than (0,) (hardtanh,
     ReLU6, hard-swish, ...): `_pair_nodes_at` splits both coordinates at every breakpoint t (u0 = t / A00 and
-    u1 = (t - A10 u0) / A11) with Gauss-Legendre pieces."""
+    u1 = (t - A10 u0) / A11) with Gauss-Legendre pieces; the u0 nodes then differ from pair to pair, and the first
+    contraction is a batched product."""
     B = A.shape[0]
     D = hb.degree
-    if tuple(breakpoints) != (0.0,):
-        return _pair_projection_at(A, phi, hb, angular, tuple(breakpoints))
-    u0, w0, u1, w1 = _pair_nodes(A, radial, angular)  # (Q0,), (Q0,), (B, Q0, Q1), (B, Q0, Q1)
+    breakpoints = tuple(breakpoints)
+    if breakpoints == (0.0,):
+        u0, w0, u1, w1 = _pair_nodes(A, radial, angular)  # (Q0,), (Q0,), (B, Q0, Q1), (B, Q0, Q1)
+    else:
+        u0, w0, u1, w1 = _pair_nodes_at(A, angular, breakpoints)  # (B, Q0), (B, Q0), (B, Q0, Q1), (B, Q0, Q1)
     z0 = A[:, 0, 0, None] * u0  # (B, Q0)
-    z1 = A[:, 1, 0, None, None] * u0[:, None] + A[:, 1, 1, None, None] * u1
+    z1 = A[:, 1, 0, None, None] * u0[..., None] + A[:, 1, 1, None, None] * u1
     p0 = phi(z0)
     p1 = phi(z1)
     # F_00 = p0^2, F_01 = F_10 = p0 p1, F_11 = p1^2: along u1 only w1, w1 p1 and w1 p1^2 are contracted
     stage, S = _line_moments(np.ascontiguousarray(w1), np.ascontiguousarray(p1, dtype=float),
                              np.ascontiguousarray(u1), D)  # (B, Q0, 3, D + 1), (B, Q0, 5)
     outer = np.stack([p0 * p0, p0, np.ones_like(p0)], axis=-1)[..., None] * stage  # times the u0-only factors
-    # one (D + 1, Q0) x (Q0, B 3 (D + 1)) product: a broadcast matmul against a transposed view is ~7x slower
-    Q0 = len(u0)
-    full = (_weighted_radial_basis(radial, D) @ outer.reshape(B, Q0, -1).transpose(1, 0, 2).reshape(Q0, -1))
-    full = full.reshape(D + 1, B, 3, D + 1).transpose(1, 0, 2, 3)
+    Q0 = u0.shape[-1]
+    if u0.ndim == 1:
+        # one (D + 1, Q0) x (Q0, B 3 (D + 1)) product: a broadcast matmul against a transposed view is ~7x slower
+        full = (_weighted_radial_basis(radial, D) @ outer.reshape(B, Q0, -1).transpose(1, 0, 2).reshape(Q0, -1))
+        full = full.reshape(D + 1, B, 3, D + 1).transpose(1, 0, 2, 3)
+    else:
+        basis0 = hermite_functions(u0, D) * w0[..., None]  # (B, Q0, D + 1)
+        full = np.matmul(basis0.transpose(0, 2, 1), outer.reshape(B, Q0, -1)).reshape(B, D + 1, 3, D + 1)
     full = full[:, :, [0, 1, 1, 2]].reshape(B, D + 1, 2, 2, D + 1)
     fhat = full[:, hb.alphas[:, 0], :, :, hb.alphas[:, 1]]  # (n, B, 2, 2): advanced indices first
     fhat = np.moveaxis(fhat, 0, -1)
     # E[F_cd F_ef] from S_r = sum_q1 w1 p1^r: the entries are p0^(4 - r) S_r, r the number of p1 factors
     moments = np.stack([(w0 * p0 ** (4 - r) * S[:, :, r]).sum(axis=1) for r in range(5)], axis=-1)  # (B, 5)
     count = np.array([0, 1, 1, 2])  # p1 factors of F_00, F_01, F_10, F_11
-    covTT = moments[:, count[:, None] + count[None, :]].reshape(B, 2, 2, 2, 2)
-    return fhat, covTT
-
-
-def _pair_projection_at(A: np.ndarray, phi, hb: HermiteBasis, angular: int, breakpoints: tuple[float, ...]):
-    """`_pair_projection` for an activation with the given breakpoints: per pair, u0 on Gauss-Legendre pieces of
-    [-SPAN, SPAN] split at t / A00 and u1 split at (t - A10 u0) / A11 for every breakpoint t (``angular`` nodes per
-    piece), so each piece of the piecewise integrand is smooth.  The u0 nodes differ from pair to pair, so the
-    first contraction is a batched product."""
-    B = A.shape[0]
-    D = hb.degree
-    u0, w0, u1, w1 = _pair_nodes_at(A, angular, breakpoints)  # (B, Q0), (B, Q0), (B, Q0, Q1), (B, Q0, Q1)
-    p0 = phi(A[:, 0, 0, None] * u0)
-    p1 = phi(A[:, 1, 0, None, None] * u0[:, :, None] + A[:, 1, 1, None, None] * u1)
-    stage, S = _line_moments(np.ascontiguousarray(w1), np.ascontiguousarray(p1, dtype=float),
-                             np.ascontiguousarray(u1), D)  # (B, Q0, 3, D + 1), (B, Q0, 5)
-    outer = np.stack([p0 * p0, p0, np.ones_like(p0)], axis=-1)[..., None] * stage
-    basis0 = hermite_functions(u0, D) * w0[..., None]  # (B, Q0, D + 1)
-    full = np.matmul(basis0.transpose(0, 2, 1), outer.reshape(B, u0.shape[1], -1)).reshape(B, D + 1, 3, D + 1)
-    full = full[:, :, [0, 1, 1, 2]].reshape(B, D + 1, 2, 2, D + 1)
-    fhat = np.moveaxis(full[:, hb.alphas[:, 0], :, :, hb.alphas[:, 1]], 0, -1)
-    moments = np.stack([(w0 * p0 ** (4 - r) * S[:, :, r]).sum(axis=1) for r in range(5)], axis=-1)  # (B, 5)
-    count = np.array([0, 1, 1, 2])
     covTT = moments[:, count[:, None] + count[None, :]].reshape(B, 2, 2, 2, 2)
     return fhat, covTT
 
@@ -288,8 +272,8 @@ def _split_line_at(m: np.ndarray, s: np.ndarray, breakpoints: tuple[float, ...],
 
 
 def _pair_nodes_at(A2: np.ndarray, angular: int, breakpoints: tuple[float, ...]):
-    """The rule of `_pair_projection_at`: u0 (B, Q0) and its weights split at t / A00, u1 (B, Q0, Q1) and its
-    weights split at (t - A10 u0) / A11, for every breakpoint t."""
+    """The rule of `_pair_projection` at breakpoints: u0 (B, Q0) and its weights split at t / A00, u1 (B, Q0, Q1)
+    and its weights split at (t - A10 u0) / A11, for every breakpoint t."""
     u0, w0 = _split_line_at(np.zeros(A2.shape[0]), A2[:, 0, 0], breakpoints, angular)
     u1, w1 = _split_line_at(A2[:, 1, 0, None] * u0, A2[:, 1, 1, None], breakpoints, angular)
     return u0, w0, u1, w1
@@ -372,7 +356,7 @@ def project(A: np.ndarray, phi, hb: HermiteBasis, radial: int, angular: int, ten
     pair: Callable | None = None
     if breakpoints != (0.0,):
         def pair_at(A2, phi, hb, radial, angular, rows=(0, 1)):
-            return _pair_projection_at(A2, phi, hb, angular, breakpoints)
+            return _pair_projection(A2, phi, hb, radial, angular, breakpoints)
         pair = pair_at
     elif expansion is not None:
         def pair_sums(A2, phi, hb, radial, angular, rows=(0, 1)):
@@ -530,14 +514,8 @@ def _rotation(A: np.ndarray, rows: tuple[int, ...]) -> tuple[np.ndarray, np.ndar
 
 def _split_line(m: np.ndarray, s: np.ndarray, nodes: int) -> tuple[np.ndarray, np.ndarray]:
     """Nodes v and weights (with the N(0, 1) density) for E_v[g(m + s v)], g with a breakpoint at 0: Gauss-Legendre
-    on [-SPAN, b] and [b, SPAN], b = -m / s clipped (``nodes`` each); m (...), s broadcastable: (..., 2 nodes)."""
-    b = np.clip(-m / np.where(s > 0, s, 1.0), -SPAN, SPAN)
-    t, wt = _split_legendre(nodes)
-    left = (b[..., None] + SPAN) / 2
-    right = (SPAN - b[..., None]) / 2
-    v = np.concatenate([-SPAN + left * (t + 1), b[..., None] + right * (t + 1)], axis=-1)
-    w = np.concatenate([left * wt, right * wt], axis=-1) * np.exp(-v * v / 2) / math.sqrt(2 * math.pi)
-    return v, w
+    on [-SPAN, b] and [b, SPAN], b = -m / s clipped (``nodes`` each): `_split_line_at` with the one breakpoint 0."""
+    return _split_line_at(m, s, (0.0,), nodes)
 
 
 @cache
