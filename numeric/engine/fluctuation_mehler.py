@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache
 
 import numba
 import numpy as np
@@ -41,6 +41,7 @@ from scipy.special import gammaln
 
 from resprop.generated import fluctuation_step as step  # derived: derive/fluctuations.py (rotation formula)
 from resprop.numeric.engine import dual_tables
+from resprop.numeric.engine import fluctuation_quadrature as fq
 from resprop.numeric.engine.bytes_lru import BytesLRU
 
 __all__ = ["PairExpansion", "LADDER", "TOL"]
@@ -83,64 +84,36 @@ class DiagonalTables:
                                       self.tail_g))
 
 
-@lru_cache(maxsize=8)
-def _grid(L: float, n: int, refine: int, top: int, weighted: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Nonnegative nodes z_j = j h, j = 0..n, weights w_j = h N(z_j) (halved at 0) of the folded trapezoidal rule
-    sum_j w_j (F(z_j) + F(-z_j)) for E[F] (the step of `dual_tables._half_grid` halved ``refine`` times), and
-    G[k, j] = w_j h_k(z_j) (``weighted``) or h_k(z_j), k = 0..top; cached (the
-    grids take the ladder values of `dual_tables._half_grid`, so a layer's variances share a few of them)."""
-    n, h = n << refine, L / n / (1 << refine)
-    z = np.arange(n + 1) * h
-    w = h * np.exp(-z * z / 2) / _SQRT_2PI
-    w[0] /= 2
-    G = _hermite_rows(z, w if weighted else np.ones_like(z), top)
-    for a in (z, w, G):
-        a.setflags(write=False)
-    return z, w, G
+def _rule(L: float, omega: float, refine: int, top: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(z, w, G_even, G_odd) of the folded trapezoidal rule sum_j w_j (F(z_j) + F(-z_j)) for E[F] on z_j = j h,
+    j = 0..n: the node count of `dual_tables._half_grid` for the bandwidth ``omega`` (on its ladder, so nearby
+    variances share a grid), the step halved ``refine`` times, and G[k, j] = w_j h_k(z_j), k = 0..top, split by
+    the parity of k (`dual_tables._hermite_matrix`, cached there)."""
+    n0 = dual_tables._half_grid(L, omega)[0]
+    n, h = n0 << refine, L / n0 / (1 << refine)
+    ge, go = dual_tables._hermite_matrix(n, h, top)
+    return np.arange(n + 1) * h, ge[0], ge, go
 
 
-def _nodes(L: float, omega: float, refine: int) -> tuple[np.ndarray, np.ndarray]:
-    """The nodes and weights of `_grid` without Hermite rows (not cached: one exp per node)."""
-    n = dual_tables._half_grid(L, omega)[0] << refine
-    z = np.arange(n + 1) * (L / n)
-    w = (L / n) * np.exp(-z * z / 2) / _SQRT_2PI
-    w[0] /= 2
-    return z, w
+def _rows(ge: np.ndarray, go: np.ndarray, ks) -> np.ndarray:
+    """The rows k of G from its even and odd parts."""
+    return np.stack([(go if k % 2 else ge)[k // 2] for k in ks])
 
 
-def _rule(L: float, omega: float, refine: int, top: int, weighted: bool = True):
-    """`_grid` for the bandwidth ``omega``: the node count of `dual_tables._half_grid` (on its ladder, so nearby
-    variances share a grid; the step is L / n)."""
-    return _grid(L, dual_tables._half_grid(L, omega)[0], refine, top, weighted)
-
-
-@numba.njit(nogil=True, cache=True)
-def _hermite_rows(z: np.ndarray, w: np.ndarray, top: int) -> np.ndarray:  # pragma: no cover - compiled
-    """G[k, j] = w_j h_k(z_j), k = 0..top, by the stable three-term recurrence started from the weights."""
-    n = z.size
-    G = np.empty((top + 1, n))
-    for j in range(n):
-        prev, cur = 0.0, w[j]
-        G[0, j] = cur
-        for k in range(top):
-            nxt = (z[j] * cur - np.sqrt(k + 0.0) * prev) / np.sqrt(k + 1.0)
-            prev, cur = cur, nxt
-            G[k + 1, j] = cur
-    return G
-
-
-def _coefficients(G: np.ndarray, plus: np.ndarray, minus: np.ndarray) -> tuple[np.ndarray, float]:
-    """E[F h_k] for F(+-z_j) = plus, minus on the folded rule (rows of G), and the coarse-rule error estimate
-    (every second node, weights doubled; the difference is the leading aliasing term)."""
+def _coefficients(ge: np.ndarray, go: np.ndarray, plus: np.ndarray, minus: np.ndarray, top: int
+                  ) -> tuple[np.ndarray, float]:
+    """E[F h_k], k = 0..top, for F(+-z_j) = plus, minus on the folded rule (G's even and odd rows), and the
+    coarse-rule error estimate (every second node, weights doubled; the difference is the leading aliasing term)."""
+    ge, go = ge[:top // 2 + 1], go[:(top + 1) // 2]
     ev, od = plus + minus, plus - minus
-    out = np.empty(G.shape[0])
-    out[0::2] = G[0::2] @ ev
-    out[1::2] = G[1::2] @ od
+    out = np.empty(top + 1)
+    out[0::2] = ge @ ev
+    out[1::2] = go @ od
     ev2, od2 = ev.copy(), od.copy()
     ev2[1::2] = od2[1::2] = 0.0
-    coarse = np.empty(G.shape[0])
-    coarse[0::2] = G[0::2] @ (2 * ev2)
-    coarse[1::2] = G[1::2] @ (2 * od2)
+    coarse = np.empty(top + 1)
+    coarse[0::2] = ge @ (2 * ev2)
+    coarse[1::2] = go @ (2 * od2)
     return out, float(np.sqrt(np.sum((coarse - out) ** 2)))
 
 
@@ -176,15 +149,15 @@ def _build(act: dual_tables.Activation, d: float, degree: int) -> DiagonalTables
     for refine in range(3):
         # grid A: the coefficients of phi^q (q <= 3; k <= K + D for phi); E[phi^(2q)] on a plain rule of twice
         # the bandwidth (no Hermite rows)
-        zA, wA, GA = _rule(L_a, 3 * act.bandwidth * scale + math.sqrt(K + D + 0.5)
-                           + dual_tables.OMEGA_GAUSS, refine, K + D)
+        zA, _, ge_a, go_a = _rule(L_a, 3 * act.bandwidth * scale + math.sqrt(K + D + 0.5)
+                                  + dual_tables.OMEGA_GAUSS, refine, K + D)
         pp, pm = act.phi(scale * zA), act.phi(-scale * zA)
         rows, errs = [], []
         for q in range(1, 4):
-            coef, err = _coefficients(GA if q == 1 else GA[:K + 1], pp ** q, pm ** q)
+            coef, err = _coefficients(ge_a, go_a, pp ** q, pm ** q, K + D if q == 1 else K)
             rows.append(coef)
             errs.append(err)
-        zM, wM = _nodes(dual_tables.L_HERMITE, 6 * act.bandwidth * scale + dual_tables.OMEGA_GAUSS, refine)
+        zM, wM = _rule(dual_tables.L_HERMITE, 6 * act.bandwidth * scale + dual_tables.OMEGA_GAUSS, refine, 0)[:2]
         mp, mm = act.phi(scale * zM), act.phi(-scale * zM)
         moments = np.array([float(wM @ (mp ** q + mm ** q)) for q in range(7)])
         norms = [math.sqrt(max(moments[2 * q], 1e-300)) for q in range(1, 4)]
@@ -192,20 +165,21 @@ def _build(act: dual_tables.Activation, d: float, degree: int) -> DiagonalTables
         # where m + i is even, the odd part where it is odd: four products by the parities of m and i
         omega_b = act.bandwidth * scale + math.sqrt(K + 0.5) + math.sqrt(D + 0.5) + dual_tables.OMEGA_GAUSS
         L_b = max(dual_tables.L_HERMITE, 2 * math.sqrt(D + 1) + _MARGIN_Z)
-        zB, wB, GB = _rule(L_b, omega_b, refine, K)
-        H = _rule(L_b, omega_b, refine, D, weighted=False)[2]
+        zB, wB, ge_b, go_b = _rule(L_b, omega_b, refine, K)
+        H = np.ascontiguousarray(fq.hermite_functions(zB, D).T)  # (D + 1, n + 1), unweighted
         qp, qm = act.phi(scale * zB), act.phi(-scale * zB)
         even, odd = qp + qm, qp - qm
         P = np.empty((K + 1, D + 1))
-        for pm_ in (0, 1):
+        for pm_, G in ((0, ge_b), (1, go_b)):
             for pi_ in (0, 1):
                 part = even if pm_ == pi_ else odd
-                P[pm_::2, pi_::2] = (GB[pm_::2] * part) @ H[pi_::2].T
+                P[pm_::2, pi_::2] = (G * part) @ H[pi_::2].T
         parity = (np.arange(K - 1, K + 1)[:, None] + np.arange(D + 1)[None, :]) % 2
         diag = (H * H) @ (wB * (qp * qp + qm * qm))  # E[phi^2 h_i^2]
         # the coarse rule on the highest rows of P (the largest bandwidth): their error estimate
-        coarse = np.where(parity == 0, (GB[-2:, ::2] * even[::2]) @ H[:, ::2].T,
-                          (GB[-2:, ::2] * odd[::2]) @ H[:, ::2].T) * 2
+        top_rows = _rows(ge_b, go_b, (K - 1, K))[:, ::2]
+        coarse = np.where(parity == 0, (top_rows * even[::2]) @ H[:, ::2].T,
+                          (top_rows * odd[::2]) @ H[:, ::2].T) * 2
         errs.append(float(np.max(np.abs(coarse - P[-2:]) / np.sqrt(np.maximum(diag, 1e-300)))))
         norms.append(1.0)
         if all(e <= TABLE_TOL * n for e, n in zip(errs, norms)):
@@ -246,12 +220,15 @@ def _widest_tails(tab: DiagonalTables, degree: int) -> np.ndarray:
     return widest[:, ::-1].T
 
 
+def _half_log_binomial_at(m, j):
+    """log sqrt(C(m + j, m)) for (broadcast) arrays of m and j (floats)."""
+    return 0.5 * (gammaln(m + j + 1) - gammaln(m + 1) - gammaln(j + 1))
+
+
 @cache
 def _half_log_binomial(degree: int) -> np.ndarray:
     """(K + 1, degree + 1): log sqrt(C(m + j, m)), m = 0..K."""
-    m = np.arange(LADDER[-1] + 1.0)[:, None]
-    j = np.arange(degree + 1.0)[None, :]
-    out = 0.5 * (gammaln(m + j + 1) - gammaln(m + 1) - gammaln(j + 1))
+    out = _half_log_binomial_at(np.arange(LADDER[-1] + 1.0)[:, None], np.arange(degree + 1.0)[None, :])
     out.setflags(write=False)
     return out
 
@@ -280,8 +257,6 @@ class PairExpansion:
         """Same result layout as `fluctuation_quadrature._pair_projection`: fhat (B, 2, 2, size), E[F F]
         (B, 2, 2, 2, 2).  ``diagonal`` (B, 2): the variances K_00, K_11 themselves (A A^T's diagonal agrees to
         round-off, which would make equal variances distinct tables)."""
-        from resprop.numeric.engine import fluctuation_quadrature as fq
-
         B, D = A.shape[0], hb.degree
         if diagonal is None:
             d0, d1 = A[:, 0, 0] ** 2, A[:, 1, 0] ** 2 + A[:, 1, 1] ** 2
@@ -336,15 +311,16 @@ class PairExpansion:
             for cand in (levels[None, None, :] + 1.0, np.floor(mode), np.ceil(mode)):
                 m = np.maximum(cand, levels[None, None, :] + 1.0)  # the sup is over m > K
                 m = np.minimum(m, 1e15)
-                lw = 0.5 * (gammaln(m + j[None, :, None] + 1) - gammaln(m + 1) - gammaln(j[None, :, None] + 1.0)) \
-                    + np.where(m > 0, m * log_r, 0.0) + j[None, :, None] * log_s
+                lw = (_half_log_binomial_at(m, j[None, :, None] + 0.0) + np.where(m > 0, m * log_r, 0.0)
+                      + j[None, :, None] * log_s)
                 best = np.maximum(best, np.nan_to_num(lw, nan=np.inf, neginf=-np.inf))
             bound = np.max(tail_P * np.exp(best) * tb, axis=1)  # (B, L)
-            scale = np.sqrt(np.array([t.moments[2] for t in tabs])[i0] * np.array([t.moments[2] for t in tabs])[i1])
+            moments = np.stack([t.moments for t in tabs])  # (T, 7): E[phi^q]
+            scale = np.sqrt(moments[i0, 2] * moments[i1, 2])
             tail_g = np.stack([t.tail_g for t in tabs])  # (T, 4, L)
             fourth = np.maximum.reduce([tail_g[i0, 4 - q] * tail_g[i1, q] for q in (1, 2, 3)])  # (B, L)
             fourth = fourth * np.abs(r)[:, None] ** (levels[None, :] + 1.0)
-            scale4 = np.sqrt(np.array([t.moments[4] for t in tabs])[i0] * np.array([t.moments[4] for t in tabs])[i1])
+            scale4 = np.sqrt(moments[i0, 4] * moments[i1, 4])
         good = (bound <= TOL * scale[:, None]) & (fourth <= TOL * scale4[:, None])
         trusted = np.array([t.trusted for t in tabs])
         good &= (trusted[i0] & trusted[i1])[:, None]
